@@ -1,0 +1,203 @@
+// Command websim serves Meridian's in-vitro web: a deterministic synthetic
+// web (websim serve) or a recorded one (websim replay), on loopback
+// addresses with its own DNS server.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+func main() {
+	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "websim:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "websim",
+		Short:         "Meridian's in-vitro web: a synthetic or replayed web on loopback",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newServe(stdout, stderr), newReplay(stdout, stderr))
+	return root
+}
+
+type commonFlags struct {
+	ips       int
+	ipBase    string
+	port      int
+	dns       string
+	dnsTTL    time.Duration
+	admin     string
+	logLevel  string
+	waitReady string
+}
+
+func (c *commonFlags) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&c.ips, "ips", 16, "spread hosts over this many loopback addresses")
+	f.StringVar(&c.ipBase, "ip-base", "127.77.0.1", "first loopback address")
+	f.IntVar(&c.port, "port", 8080, "HTTP port, listened on every address (0: pick a free one)")
+	f.StringVar(&c.dns, "dns", "", "serve DNS (UDP and TCP) on this IP:port, e.g. 127.0.0.1:5353")
+	f.DurationVar(&c.dnsTTL, "dns-ttl", 300*time.Second, "TTL of DNS answers")
+	f.StringVar(&c.admin, "admin", "", "serve GET /_websim/stats on this IP:port, e.g. 127.0.0.1:8099")
+	f.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&c.waitReady, "ready-file", "", "write \"ready\" and the addresses to this file once serving")
+}
+
+func (c *commonFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func (c *commonFlags) base() (netip.Addr, error) {
+	a, err := netip.ParseAddr(c.ipBase)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--ip-base: %w", err)
+	}
+	return a, nil
+}
+
+func newServe(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		c         commonFlags
+		hosts     int
+		pages     int
+		seed      uint64
+		profile   string
+		pageBytes int
+		truth     string
+		geoip     string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve a deterministic synthetic web",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := c.logger(stderr)
+			if err != nil {
+				return err
+			}
+			prof, err := synth.ParseProfile(profile)
+			if err != nil {
+				return fmt.Errorf("--profile: %w", err)
+			}
+			base, err := c.base()
+			if err != nil {
+				return err
+			}
+			o := websim.Options{
+				Web: synth.Options{Hosts: hosts, Pages: pages, Seed: seed, IPs: c.ips, IPBase: base,
+					Port: c.port, Profile: prof, PageBytes: pageBytes},
+				DNSAddr: c.dns, DNSTTL: c.dnsTTL, AdminAddr: c.admin,
+				TruthPath: truth, GeoIPPath: geoip, Logger: log,
+			}
+			if c.port < 0 || c.port > 65535 {
+				return fmt.Errorf("--port must be in [0, 65535], got %d", c.port)
+			}
+			start := time.Now()
+			srv, err := websim.Start(o)
+			if err != nil {
+				return err
+			}
+			web := srv.Web()
+			fmt.Fprintf(stdout, "websim: serving %d hosts (%s, seed %d) on %d addresses from %s, port %d; front page of host 0: %s\n",
+				len(web.Hosts()), prof, seed, len(srv.IPs()), srv.IPs()[0], srv.Port(), web.FrontURL(0))
+			return serveUntilSignal(cmd.Context(), stdout, srv, &c, start)
+		},
+	}
+	c.bind(cmd)
+	f := cmd.Flags()
+	f.IntVar(&hosts, "hosts", 100, "number of hosts")
+	f.IntVar(&pages, "pages", 50, "mean pages per host (heavy-tailed per host)")
+	f.Uint64Var(&seed, "seed", 1, "the same seed gives the same web, byte for byte")
+	f.StringVar(&profile, "profile", "clean", "clean, realistic or hostile")
+	f.IntVar(&pageBytes, "page-bytes", 10_000, "mean HTML page size in bytes")
+	f.StringVar(&truth, "truth", "", "write the ground truth (JSONL, one object per URL) to this file")
+	f.StringVar(&geoip, "geoip", "", "write a GeoIP2-City database of the hosts' addresses to this file")
+	return cmd
+}
+
+func newReplay(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		c     commonFlags
+		warcs []string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay --warc FILE...",
+		Short: "Serve the HTTP responses recorded in WARC files, by URL",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			warcs = append(warcs, args...)
+			if len(warcs) == 0 {
+				return errors.New("replay: name at least one file with --warc")
+			}
+			log, err := c.logger(stderr)
+			if err != nil {
+				return err
+			}
+			base, err := c.base()
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			srv, err := websim.StartReplay(websim.ReplayOptions{WARCs: warcs, IPs: c.ips, IPBase: base, Port: c.port,
+				DNSAddr: c.dns, DNSTTL: c.dnsTTL, AdminAddr: c.admin, Logger: log})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "websim: replaying %d files on %d addresses from %s, port %d\n", len(warcs), len(srv.IPs()), srv.IPs()[0], srv.Port())
+			return serveUntilSignal(cmd.Context(), stdout, srv, &c, start)
+		},
+	}
+	c.bind(cmd)
+	cmd.Flags().StringSliceVar(&warcs, "warc", nil, "WARC file(s) to serve (repeat or comma-separate; trailing arguments count too)")
+	return cmd
+}
+
+func serveUntilSignal(ctx context.Context, stdout io.Writer, srv *websim.Server, c *commonFlags, start time.Time) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if a := srv.DNSAddr(); a != "" {
+		fmt.Fprintf(stdout, "websim: dns on %s\n", a)
+	}
+	if a := srv.AdminAddr(); a != "" {
+		fmt.Fprintf(stdout, "websim: stats at http://%s/_websim/stats\n", a)
+	}
+	fmt.Fprintf(stdout, "websim: ready in %v\n", time.Since(start).Round(time.Millisecond))
+	if c.waitReady != "" {
+		msg := fmt.Sprintf("ready port=%d dns=%s admin=%s\n", srv.Port(), srv.DNSAddr(), srv.AdminAddr())
+		if err := os.WriteFile(c.waitReady, []byte(msg), 0o644); err != nil {
+			srv.Close()
+			return fmt.Errorf("--ready-file: %w", err)
+		}
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "websim: stopping")
+	return srv.Close()
+}

@@ -1,0 +1,80 @@
+package websim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/meridian-crawler/meridian/websim/replay"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+// ReplayOptions configure a websim that serves recorded WARC files.
+type ReplayOptions struct {
+	// WARCs are the files to serve; later files win for a URL seen twice.
+	WARCs []string
+	// IPs is how many loopback addresses the archived hosts are spread over
+	// (round robin by sorted host name). Default 16.
+	IPs int
+	// IPBase is the first address. Default 127.77.0.1.
+	IPBase netip.Addr
+	// Port is the HTTP port on every address; 0 picks one. URLs in the
+	// archive must name it (or no port, with Port 80) to be found.
+	Port      int
+	DNSAddr   string
+	DNSTTL    time.Duration
+	AdminAddr string
+	Logger    *slog.Logger
+}
+
+// StartReplay serves the responses recorded in o.WARCs by URL, with DNS for
+// their hosts. Robots violations are not tracked in replay.
+func StartReplay(o ReplayOptions) (*Server, error) {
+	if len(o.WARCs) == 0 {
+		return nil, errors.New("websim: replay needs at least one WARC file")
+	}
+	if o.IPs == 0 {
+		o.IPs = 16
+	}
+	if !o.IPBase.IsValid() {
+		o.IPBase = synth.DefaultOptions().IPBase
+	}
+	if o.IPs < 1 || o.IPs > synth.MaxIPs {
+		return nil, fmt.Errorf("websim: ips must be in [1, %d], got %d", synth.MaxIPs, o.IPs)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return nil, fmt.Errorf("websim: port must be in [0, 65535], got %d", o.Port)
+	}
+	arc, err := replay.Open(o.WARCs...)
+	if err != nil {
+		return nil, fmt.Errorf("websim: %w", err)
+	}
+	hosts := arc.Hosts()
+	n := max(1, min(o.IPs, len(hosts)))
+	ips, err := synth.Addresses(o.IPBase, n)
+	if err != nil {
+		arc.Close()
+		return nil, err
+	}
+	byName := make(map[string]netip.Addr, len(hosts))
+	for i, h := range hosts {
+		byName[h] = ips[i%n]
+	}
+	lns, port, err := listenAll(ips, o.Port)
+	if err != nil {
+		arc.Close()
+		return nil, err
+	}
+	be := backend{
+		ips:     ips,
+		handler: arc,
+		resolve: func(name string) (netip.Addr, bool) {
+			ip, ok := byName[name]
+			return ip, ok
+		},
+		close: func() { arc.Close() },
+	}
+	return start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger}, be, lns, port)
+}

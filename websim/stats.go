@@ -1,0 +1,187 @@
+package websim
+
+import (
+	"encoding/json"
+	"math"
+	"sort"
+	"sync"
+	"time"
+)
+
+// maxViolations bounds the robots violations a Stats keeps (the count goes on).
+const maxViolations = 10_000
+
+// maxKeys bounds the distinct hosts and IPs a Stats tracks, so that a client
+// inventing Host headers cannot grow it without end; the rest count under "_other".
+const maxKeys = 1 << 20
+
+// Visitor is what websim saw of its visitors on one host or one IP.
+type Visitor struct {
+	Requests      int64         `json:"requests"`
+	MaxConcurrent int64         `json:"max_concurrent"`
+	MinIntervalMS *float64      `json:"min_interval_ms"` // null below two requests
+	InFlight      int64         `json:"in_flight"`
+	Statuses      map[int]int64 `json:"statuses,omitempty"`
+}
+
+// Snapshot is the body of GET /_websim/stats.
+type Snapshot struct {
+	Hosts                map[string]*Visitor `json:"hosts"`
+	IPs                  map[string]*Visitor `json:"ips"`
+	RobotsViolations     []string            `json:"robots_violations"`
+	RobotsViolationCount int64               `json:"robots_violation_count"`
+	Requests             int64               `json:"requests"`
+	UnknownHost          int64               `json:"unknown_host_requests"`
+}
+
+type counter struct {
+	requests, inFlight, maxConc int64
+	last                        time.Time
+	minInterval                 time.Duration // -1 until two requests
+	statuses                    map[int]int64
+}
+
+func (c *counter) start(now time.Time) {
+	if c.requests > 0 {
+		if d := now.Sub(c.last); c.minInterval < 0 || d < c.minInterval {
+			c.minInterval = max(d, 0)
+		}
+	}
+	c.requests++
+	c.last = now
+	c.inFlight++
+	c.maxConc = max(c.maxConc, c.inFlight)
+}
+
+func (c *counter) visitor() *Visitor {
+	v := &Visitor{Requests: c.requests, MaxConcurrent: c.maxConc, InFlight: c.inFlight}
+	if c.requests >= 2 {
+		ms := float64(c.minInterval) / float64(time.Millisecond)
+		ms = math.Round(ms*1000) / 1000
+		v.MinIntervalMS = &ms
+	}
+	if len(c.statuses) > 0 {
+		v.Statuses = make(map[int]int64, len(c.statuses))
+		for k, n := range c.statuses {
+			v.Statuses[k] = n
+		}
+	}
+	return v
+}
+
+// Stats observes websim's visitors: per host and per IP, the number of
+// requests, the most at once, and the shortest interval between two request
+// starts; and the robots-disallowed URLs that were requested. It is safe for
+// concurrent use.
+type Stats struct {
+	now func() time.Time
+	mu  struct {
+		sync.Mutex
+		hosts, ips  map[string]*counter
+		violations  []string
+		violationN  int64
+		requests    int64
+		unknownHost int64
+	}
+}
+
+// NewStats returns empty Stats; now defaults to time.Now.
+func NewStats(now func() time.Time) *Stats {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Stats{now: now}
+	s.Reset()
+	return s
+}
+
+// Reset forgets everything observed so far.
+func (s *Stats) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.hosts = map[string]*counter{}
+	s.mu.ips = map[string]*counter{}
+	s.mu.violations = nil
+	s.mu.violationN = 0
+	s.mu.requests = 0
+	s.mu.unknownHost = 0
+}
+
+func getLocked(m map[string]*counter, key string) *counter {
+	c := m[key]
+	if c == nil {
+		if len(m) >= maxKeys {
+			key = "_other"
+			if c = m[key]; c != nil {
+				return c
+			}
+		}
+		c = &counter{minInterval: -1}
+		m[key] = c
+	}
+	return c
+}
+
+// Start records the start of a request to host (known: false for a name the
+// web does not serve) on ip, and whether robots.txt disallows it (url names
+// it). The returned func records its end with the response status.
+func (s *Stats) Start(host string, known bool, ip string, disallowed bool, url string) (end func(status int)) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.requests++
+	var hc *counter
+	if known {
+		hc = getLocked(s.mu.hosts, host)
+		hc.start(now)
+	} else {
+		s.mu.unknownHost++
+	}
+	ic := getLocked(s.mu.ips, ip)
+	ic.start(now)
+	if disallowed {
+		s.mu.violationN++
+		if len(s.mu.violations) < maxViolations {
+			s.mu.violations = append(s.mu.violations, url)
+		}
+	}
+	return func(status int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range []*counter{hc, ic} {
+			if c == nil {
+				continue
+			}
+			c.inFlight--
+			if c.statuses == nil {
+				c.statuses = map[int]int64{}
+			}
+			c.statuses[status]++
+		}
+	}
+}
+
+// Snapshot returns a copy of what has been observed.
+func (s *Stats) Snapshot() *Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := &Snapshot{
+		Hosts:                make(map[string]*Visitor, len(s.mu.hosts)),
+		IPs:                  make(map[string]*Visitor, len(s.mu.ips)),
+		RobotsViolations:     append([]string{}, s.mu.violations...),
+		RobotsViolationCount: s.mu.violationN,
+		Requests:             s.mu.requests,
+		UnknownHost:          s.mu.unknownHost,
+	}
+	for k, c := range s.mu.hosts {
+		snap.Hosts[k] = c.visitor()
+	}
+	for k, c := range s.mu.ips {
+		snap.IPs[k] = c.visitor()
+	}
+	sort.Strings(snap.RobotsViolations)
+	return snap
+}
+
+// MarshalJSON is the stats endpoint's body.
+func (s *Stats) MarshalJSON() ([]byte, error) { return json.Marshal(s.Snapshot()) }
