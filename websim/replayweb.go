@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/meridian-crawler/meridian/websim/replay"
@@ -51,6 +52,10 @@ func StartReplay(o ReplayOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("websim: %w", err)
 	}
+	if arc.Len() == 0 {
+		arc.Close()
+		return nil, fmt.Errorf("websim: replay: no HTTP response records in %s", strings.Join(o.WARCs, ", "))
+	}
 	hosts := arc.Hosts()
 	n := max(1, min(o.IPs, len(hosts)))
 	ips, err := synth.Addresses(o.IPBase, n)
@@ -74,7 +79,8 @@ func StartReplay(o ReplayOptions) (*Server, error) {
 			ip, ok := byName[name]
 			return ip, ok
 		},
-		close: func() { arc.Close() },
+		close:       func() { arc.Close() },
+		setObserver: arc.SetObserver,
 	}
 	return start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger}, be, lns, port)
 }

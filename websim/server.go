@@ -80,6 +80,9 @@ type backend struct {
 	disallowed func(host, pathQuery string) bool
 	// close, if set, ends the backend's own goroutines.
 	close func()
+	// selfObserved: the handler reports its requests itself, through
+	// setObserver, because it serves several on a connection it takes over.
+	setObserver func(func(*http.Request) func(int))
 }
 
 // common holds the options shared by both kinds of server.
@@ -181,8 +184,14 @@ func start(c common, be backend, lns []net.Listener, port int) (*Server, error) 
 		s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		s.goServe(s.admin, ln)
 	}
+	obs := observer(s.stats, &s.be)
+	handler := observe(obs, be.handler)
+	if be.setObserver != nil {
+		be.setObserver(obs)
+		handler = be.handler
+	}
 	s.http = &http.Server{
-		Handler:           s.observe(be.handler),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -205,11 +214,12 @@ func (s *Server) goServe(srv *http.Server, ln net.Listener) {
 	}()
 }
 
-// observe wraps h with the visitor statistics.
-func (s *Server) observe(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// observer returns the function that records one request in stats and
+// returns the func that records its end with the response status.
+func observer(stats *Stats, be *backend) func(r *http.Request) (end func(status int)) {
+	return func(r *http.Request) func(int) {
 		name := hostOnly(r.Host)
-		_, known := s.be.resolve(name)
+		_, known := be.resolve(name)
 		ip := ""
 		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 			if ta, ok := a.(*net.TCPAddr); ok {
@@ -217,10 +227,17 @@ func (s *Server) observe(h http.Handler) http.Handler {
 			}
 		}
 		disallowed := false
-		if known && s.be.disallowed != nil {
-			disallowed = s.be.disallowed(name, r.URL.RequestURI())
+		if known && be.disallowed != nil {
+			disallowed = be.disallowed(name, r.URL.RequestURI())
 		}
-		end := s.stats.Start(name, known, ip, disallowed, "http://"+r.Host+r.URL.RequestURI())
+		return stats.Start(name, known, ip, disallowed, "http://"+r.Host+r.URL.RequestURI())
+	}
+}
+
+// observe wraps h with the visitor statistics.
+func observe(obs func(*http.Request) func(int), h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		end := obs(r)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() { end(sw.code()) }()
 		h.ServeHTTP(sw, r)
@@ -325,10 +342,16 @@ func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.C
 		if err != nil {
 			return nil, err
 		}
-		if ip, ok := s.be.resolve(strings.ToLower(host)); ok {
-			addr = net.JoinHostPort(ip.String(), port)
+		ip, ok := s.be.resolve(strings.ToLower(host))
+		if !ok {
+			// Only websim's own hosts and loopback literals: never a real resolver.
+			a, err := netip.ParseAddr(host)
+			if err != nil || !a.IsLoopback() {
+				return nil, fmt.Errorf("websim: dial %s: not a host of this web", addr)
+			}
+			ip = a
 		}
-		return d.DialContext(ctx, network, addr)
+		return d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
 	}
 }
 

@@ -109,10 +109,7 @@ func Start(o Options) (*Server, error) {
 	be := backend{
 		ips:     web.IPs(),
 		handler: sw,
-		close: func() {
-			close(sw.done)
-			sw.wg.Wait()
-		},
+		close:   sw.close,
 		resolve: web.ResolveIP,
 		disallowed: func(host, pathQuery string) bool {
 			h, ok := web.Lookup(host)
@@ -155,17 +152,31 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 
 // synthWeb serves a synth.Web over HTTP.
 type synthWeb struct {
-	web   *synth.Web
-	lim   Limits
-	done  chan struct{}  // closed when the server closes
-	wg    sync.WaitGroup // blackhole readers
-	slow  chan struct{}  // semaphore for drip, huge and blackhole responses
-	mu    sync.Mutex
-	flaky []int32 // robots.txt requests seen per RobotsFlaky host
+	web    *synth.Web
+	lim    Limits
+	done   chan struct{}  // closed when the server closes
+	wg     sync.WaitGroup // blackhole readers
+	slow   chan struct{}  // semaphore for drip, huge and blackhole responses
+	mu     sync.Mutex
+	flaky  []int32 // robots.txt requests seen per RobotsFlaky host
+	closed bool    // no new blackhole readers once set
 }
 
+// close ends the blackhole readers and waits for them.
+func (sw *synthWeb) close() {
+	sw.mu.Lock()
+	if !sw.closed {
+		sw.closed = true
+		close(sw.done)
+	}
+	sw.mu.Unlock()
+	sw.wg.Wait()
+}
+
+// respBuf is a pooled response body buffer and link scratch space.
 type respBuf struct {
-	b []byte
+	b     []byte
+	links []synth.Link
 }
 
 var bufPool = sync.Pool{New: func() any { return &respBuf{b: make([]byte, 0, 32<<10)} }}
@@ -205,8 +216,8 @@ func (sw *synthWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			bufPool.Put(rb)
 		}
 	}()
-	resp := sw.web.Respond(rb.b[:0], nil, h, r.URL.Path, r.URL.RawQuery)
-	rb.b = resp.Body[:0]
+	resp := sw.web.Respond(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery)
+	rb.b, rb.links = resp.Body[:0], resp.Scratch
 	switch resp.Special {
 	case synth.SpecialBlackhole:
 		sw.blackhole(w, r)
@@ -268,6 +279,9 @@ func (sw *synthWeb) drip(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		body = body[n:]
+		if len(body) == 0 {
+			return
+		}
 		select {
 		case <-tick.C:
 		case <-deadline.C:
@@ -307,7 +321,13 @@ func (sw *synthWeb) blackhole(w http.ResponseWriter, r *http.Request) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(sw.lim.BlackholeHold))
 	done := make(chan struct{})
+	sw.mu.Lock()
+	if sw.closed {
+		sw.mu.Unlock()
+		return
+	}
 	sw.wg.Add(1)
+	sw.mu.Unlock()
 	go func() { // owned by sw: ends when the connection does
 		defer sw.wg.Done()
 		io.Copy(io.Discard, conn)

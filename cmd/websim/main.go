@@ -50,6 +50,7 @@ type commonFlags struct {
 	admin     string
 	logLevel  string
 	waitReady string
+	progress  time.Duration
 }
 
 func (c *commonFlags) bind(cmd *cobra.Command) {
@@ -57,9 +58,10 @@ func (c *commonFlags) bind(cmd *cobra.Command) {
 	f.IntVar(&c.ips, "ips", 16, "spread hosts over this many loopback addresses")
 	f.StringVar(&c.ipBase, "ip-base", "127.77.0.1", "first loopback address")
 	f.IntVar(&c.port, "port", 8080, "HTTP port, listened on every address (0: pick a free one)")
-	f.StringVar(&c.dns, "dns", "", "serve DNS (UDP and TCP) on this IP:port, e.g. 127.0.0.1:5353")
+	f.StringVar(&c.dns, "dns", "127.0.0.1:5353", "serve DNS (UDP and TCP) on this IP:port (\"\": none)")
 	f.DurationVar(&c.dnsTTL, "dns-ttl", 300*time.Second, "TTL of DNS answers")
-	f.StringVar(&c.admin, "admin", "", "serve GET /_websim/stats on this IP:port, e.g. 127.0.0.1:8099")
+	f.StringVar(&c.admin, "admin", "127.0.0.1:8099", "serve GET /_websim/stats on this IP:port (\"\": none)")
+	f.DurationVar(&c.progress, "progress", 10*time.Second, "log request totals this often while serving (0: never)")
 	f.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&c.waitReady, "ready-file", "", "write \"ready\" and the addresses to this file once serving")
 }
@@ -123,8 +125,8 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			web := srv.Web()
-			fmt.Fprintf(stdout, "websim: serving %d hosts (%s, seed %d) on %d addresses from %s, port %d; front page of host 0: %s\n",
-				len(web.Hosts()), prof, seed, len(srv.IPs()), srv.IPs()[0], srv.Port(), web.FrontURL(0))
+			fmt.Fprintf(stdout, "websim: serving %d hosts (%s, seed %d) on %d addresses from %s, port %d; front page of host 0: %s at %s\n",
+				len(web.Hosts()), prof, seed, len(srv.IPs()), srv.IPs()[0], srv.Port(), web.FrontURL(0), web.Hosts()[0].IP)
 			return serveUntilSignal(cmd.Context(), stdout, srv, &c, start)
 		},
 	}
@@ -197,7 +199,26 @@ func serveUntilSignal(ctx context.Context, stdout io.Writer, srv *websim.Server,
 			return fmt.Errorf("--ready-file: %w", err)
 		}
 	}
-	<-ctx.Done()
+	var tick <-chan time.Time
+	if c.progress > 0 {
+		t := time.NewTicker(c.progress)
+		defer t.Stop()
+		tick = t.C
+	}
+	var last int64
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick:
+			snap := srv.Stats().Snapshot()
+			if snap.Requests != last {
+				fmt.Fprintf(stdout, "websim: %d requests (%.0f/s) from %d hosts visited, %d robots violations\n",
+					snap.Requests, float64(snap.Requests-last)/c.progress.Seconds(), len(snap.Hosts), snap.RobotsViolationCount)
+				last = snap.Requests
+			}
+		}
+	}
 	fmt.Fprintln(stdout, "websim: stopping")
 	return srv.Close()
 }

@@ -5,7 +5,8 @@
 // the position of its HTTP response block; the blocks themselves stay in the
 // files and are read on demand. An Archive is an http.Handler that answers a
 // request for http://host/path with the response recorded for that URL, byte
-// for byte, so that a recorded crawl can be replayed as a web.
+// for byte, so that a recorded crawl can be replayed as a web; ServeParsed is
+// the variant that goes through net/http's response writer instead.
 package replay
 
 import (
@@ -17,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -30,7 +32,7 @@ var (
 	// ErrNotFound is returned (wrapped) by Response for a URL that has no
 	// indexed response.
 	ErrNotFound = errors.New("replay: not found")
-	// ErrClosed is returned (wrapped) by Response after Close.
+	// ErrClosed is returned by Response after Close.
 	ErrClosed = errors.New("replay: archive closed")
 )
 
@@ -63,6 +65,7 @@ type entry struct {
 	msize  int64  // gzip member: compressed size
 	off    int64  // block offset: in the file, or in the decompressed member
 	length int64  // block length (the record's Content-Length)
+	status int    // recorded HTTP status code
 }
 
 // Archive is an index of the response records of one or more WARC files:
@@ -78,6 +81,31 @@ type Archive struct {
 	mu     sync.Mutex            // guards conns, and closed against track
 	conns  map[net.Conn]struct{} // hijacked connections being served
 	wg     sync.WaitGroup        // hijacked connections being served
+
+	// observe, if set, is told of every request the Archive answers and,
+	// through the func it returns, of the status it answered with.
+	observe func(r *http.Request) (end func(status int))
+}
+
+// SetObserver makes the Archive report every request it answers, those on
+// connections it has taken over included, to fn; fn's result is called with
+// the status once the response is written. Call it before serving.
+func (a *Archive) SetObserver(fn func(r *http.Request) (end func(status int))) { a.observe = fn }
+
+// observed reports r to the observer, if any; the result is never nil.
+func (a *Archive) observed(r *http.Request) func(status int) {
+	if a.observe == nil {
+		return func(int) {}
+	}
+	return a.observe(r)
+}
+
+// statusOf is the status an answer from e (nil: a 404) carries.
+func statusOf(e *entry) int {
+	if e == nil {
+		return http.StatusNotFound
+	}
+	return e.status
 }
 
 // Open reads every record of the WARC files at paths and indexes their
@@ -266,7 +294,7 @@ func readRecord(u gowarc.Unmarshaler, s *stream, start int64) (*entry, error) {
 	}
 	if err != nil {
 		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+			err = fmt.Errorf("incomplete record: %w", io.ErrUnexpectedEOF)
 		}
 		return nil, err
 	}
@@ -286,7 +314,8 @@ func readRecord(u gowarc.Unmarshaler, s *stream, start int64) (*entry, error) {
 	if rec.Type() != gowarc.Response {
 		return nil, nil
 	}
-	if _, ok := rec.Block().(gowarc.HttpResponseBlock); !ok {
+	hb, ok := rec.Block().(gowarc.HttpResponseBlock)
+	if !ok {
 		return nil, nil
 	}
 	target := rec.WarcHeader().Get(gowarc.WarcTargetURI)
@@ -309,6 +338,7 @@ func readRecord(u gowarc.Unmarshaler, s *stream, start int64) (*entry, error) {
 		host:   host,
 		off:    start + int64(hdrLen),
 		length: length,
+		status: hb.HttpStatusCode(),
 	}, nil
 }
 
@@ -472,7 +502,13 @@ func (a *Archive) block(e *entry) (io.ReadCloser, error) {
 	if !e.gzip {
 		return &exactReader{r: io.NewSectionReader(f, e.off, e.length), n: e.length}, nil
 	}
-	zr, err := gzip.NewReader(io.NewSectionReader(f, e.member, e.msize))
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(io.NewSectionReader(f, e.member, e.msize))
+	} else {
+		err = zr.Reset(io.NewSectionReader(f, e.member, e.msize))
+	}
 	if err != nil {
 		return nil, a.blockError(e, err)
 	}
@@ -481,10 +517,14 @@ func (a *Archive) block(e *entry) (io.ReadCloser, error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
+		gzipReaders.Put(zr)
 		return nil, a.blockError(e, err)
 	}
-	return &exactReader{r: zr, n: e.length, c: zr}, nil
+	return &exactReader{r: zr, n: e.length, zr: zr}, nil
 }
+
+// gzipReaders holds *gzip.Reader values for reuse by block.
+var gzipReaders sync.Pool
 
 // blockError wraps an error reading the block of e.
 func (a *Archive) blockError(e *entry, err error) error {
@@ -494,9 +534,9 @@ func (a *Archive) blockError(e *entry, err error) error {
 // exactReader reads exactly n bytes from r: an early EOF becomes
 // io.ErrUnexpectedEOF.
 type exactReader struct {
-	r io.Reader
-	n int64
-	c io.Closer // closed by Close, if not nil
+	r  io.Reader
+	n  int64
+	zr *gzip.Reader // returned to gzipReaders by Close, if not nil
 }
 
 func (x *exactReader) Read(p []byte) (int, error) {
@@ -518,11 +558,17 @@ func (x *exactReader) Read(p []byte) (int, error) {
 }
 
 func (x *exactReader) Close() error {
-	if x.c != nil {
-		return x.c.Close()
+	if x.zr != nil {
+		gzipReaders.Put(x.zr)
+		x.zr, x.r = nil, eofReader{}
 	}
 	return nil
 }
+
+// eofReader is an empty reader.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // Close closes the connections that ServeHTTP took over, waits for their
 // goroutines to finish and closes the files. After Close, Response fails

@@ -36,7 +36,8 @@ const (
 // The stored response is sent verbatim: ServeHTTP hijacks the HTTP/1.x
 // connection and writes the recorded status line, headers and body bytes as
 // they are, so clients see exactly the recorded header order, header case,
-// reason phrase and chunking. If the stored response delimits itself (a
+// reason phrase and chunking (a HEAD request gets the header section only).
+// If the stored response delimits itself (a
 // Content-Length that matches the stored body, a well-formed chunked body,
 // or a status without body) and neither it nor the request asks to close,
 // the connection stays open and ServeHTTP goes on answering the next
@@ -46,23 +47,36 @@ const (
 // until EOF. Idle timeouts of the http.Server (IdleTimeout, else
 // ReadTimeout) and its WriteTimeout apply to the connections taken over.
 //
-// Where hijacking is not possible (HTTP/2, or a ResponseWriter that is not
-// an http.Hijacker) ServeHTTP falls back to ServeParsed.
+// ServeHTTP hijacks only if w itself is an http.Hijacker; it does not look
+// through wrappers (no http.ResponseController, no Unwrap). So a middleware
+// that wraps w without exposing Hijack, for example to record status codes,
+// keeps seeing every request and its status: ServeHTTP then answers as
+// ServeParsed does. The same fallback applies to HTTP/2.
 func (a *Archive) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	end := a.observed(r)
 	if a.closed.Load() {
 		http.Error(w, ErrClosed.Error(), http.StatusServiceUnavailable)
+		end(http.StatusServiceUnavailable)
 		return
 	}
 	e, url := a.find(r)
 	if e == nil {
 		http.Error(w, notFoundText(url), http.StatusNotFound)
+		end(http.StatusNotFound)
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok || r.ProtoMajor != 1 {
 		a.serveParsed(w, r, e)
+		end(e.status)
 		return
 	}
+	hijacked := false
+	defer func() {
+		if !hijacked {
+			end(e.status)
+		}
+	}()
 	// The request body must be consumed before hijacking; net/http answers
 	// "Expect: 100-continue" while it is read.
 	if r.ContentLength != 0 && r.Body != nil {
@@ -82,8 +96,9 @@ func (a *Archive) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.untrack(conn)
+	hijacked = true
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
-	a.serveConn(conn, rw, r, e, url, srv)
+	a.serveConn(conn, rw, r, e, url, srv, end)
 }
 
 // ServeParsed answers r like ServeHTTP but through net/http, without
@@ -204,7 +219,7 @@ func (a *Archive) untrack(c net.Conn) {
 // serveConn answers req with e (or a 404 for url if e is nil) on the
 // hijacked connection c, then reads and answers the next requests on c for
 // as long as the connection can be kept open.
-func (a *Archive) serveConn(c net.Conn, rw *bufio.ReadWriter, req *http.Request, e *entry, url string, srv *http.Server) {
+func (a *Archive) serveConn(c net.Conn, rw *bufio.ReadWriter, req *http.Request, e *entry, url string, srv *http.Server, end func(status int)) {
 	var idle, writeTimeout time.Duration
 	if srv != nil {
 		idle, writeTimeout = srv.IdleTimeout, srv.WriteTimeout
@@ -213,6 +228,7 @@ func (a *Archive) serveConn(c net.Conn, rw *bufio.ReadWriter, req *http.Request,
 		}
 	}
 	_ = c.SetDeadline(time.Time{})
+	first := req
 	forceClose := false
 	for {
 		keep := req.ProtoAtLeast(1, 1) && !req.Close && !forceClose && !a.closed.Load()
@@ -230,6 +246,7 @@ func (a *Archive) serveConn(c net.Conn, rw *bufio.ReadWriter, req *http.Request,
 		if err == nil {
 			err = rw.Flush()
 		}
+		end(statusOf(e))
 		if err != nil {
 			_ = c.Close()
 			return
@@ -254,11 +271,13 @@ func (a *Archive) serveConn(c net.Conn, rw *bufio.ReadWriter, req *http.Request,
 			return
 		}
 		_ = c.SetReadDeadline(time.Time{})
+		req.RemoteAddr, req.TLS = first.RemoteAddr, first.TLS
 		forceClose = !drainBody(rw.Writer, req)
 		if a.closed.Load() {
 			_ = c.Close()
 			return
 		}
+		end = a.observed(req)
 		e, url = a.find(req)
 	}
 }

@@ -48,8 +48,9 @@ const (
 	formPort                 // http://host:80/p/1.html (default port written out)
 )
 
-// link is one <a> of a page, in structured form.
-type link struct {
+// Link is one <a> of a page, in structured form. Its fields are internal;
+// callers only hand slices of it back to Respond as scratch space.
+type Link struct {
 	host     int32
 	n        int32 // page or leaf number
 	kind     Kind
@@ -79,7 +80,7 @@ func pagePath(n int) string {
 }
 
 // path returns the path and query of the link's target.
-func (w *Web) path(l link) string {
+func (w *Web) path(l Link) string {
 	n := int(l.n)
 	s := strconv.Itoa(n)
 	switch l.kind {
@@ -168,7 +169,7 @@ func trapEntry(r Role) string {
 
 // URL returns the normalised absolute URL of the link's target (lower-case
 // host, no default port, no fragment; session ids kept).
-func (w *Web) url(l link) string {
+func (w *Web) url(l Link) string {
 	if l.kind == KindMailto {
 		return "mailto:webmaster@" + w.hosts[l.host].Name
 	}
@@ -190,7 +191,7 @@ func (w *Web) pageDir(h int, n int, private bool) string {
 }
 
 // href writes the link as the page's HTML carries it.
-func (w *Web) href(b []byte, l link, dir string) []byte {
+func (w *Web) href(b []byte, l Link, dir string) []byte {
 	th := &w.hosts[l.host]
 	switch l.kind {
 	case KindMailto:
@@ -243,7 +244,7 @@ func (w *Web) href(b []byte, l link, dir string) []byte {
 
 // pageLinks appends the links of page n of host h (private: /private/N.html)
 // to dst. It is deterministic and allocation-free apart from dst's growth.
-func (w *Web) pageLinks(dst []link, h, n int, private bool) []link {
+func (w *Web) pageLinks(dst []Link, h, n int, private bool) []Link {
 	host := &w.hosts[h]
 	realistic := w.opt.Profile != Clean
 	tag := uint64(tagPage)
@@ -255,8 +256,8 @@ func (w *Web) pageLinks(dst []link, h, n int, private bool) []link {
 	if host.Session {
 		sid = int8(n % 4)
 	}
-	local := func(kind Kind, m int) link {
-		l := link{host: int32(h), n: int32(m), kind: kind, sid: -1, frag: -1, form: formRoot}
+	local := func(kind Kind, m int) Link {
+		l := Link{host: int32(h), n: int32(m), kind: kind, sid: -1, frag: -1, form: formRoot}
 		if kind == KindPage && m != 0 {
 			l.sid = sid
 		}
@@ -304,11 +305,14 @@ func (w *Web) pageLinks(dst []link, h, n int, private bool) []link {
 			l.form, l.frag, l.sid = formRoot, -1, -1
 			dst = append(dst, l)
 			if host.Role == RoleWrongType {
-				dst = append(dst, link{host: int32(h), kind: KindBinary, sid: -1, frag: -1})
+				dst = append(dst, Link{host: int32(h), kind: KindBinary, sid: -1, frag: -1})
 			}
 		}
 		if realistic {
-			dst = append(dst, link{host: int32(h), kind: KindMailto, sid: -1, frag: -1}, link{host: int32(h), kind: KindSelf, sid: -1, frag: -1})
+			dst = append(dst, Link{host: int32(h), kind: KindMailto, sid: -1, frag: -1})
+			if !host.Base { // with <base>, "#top" would name the base, not the page
+				dst = append(dst, Link{host: int32(h), kind: KindSelf, sid: -1, frag: -1})
+			}
 			if host.Loop {
 				dst = append(dst, local(KindLoop, 0))
 			}
@@ -329,7 +333,7 @@ func (w *Web) pageLinks(dst []link, h, n int, private bool) []link {
 			if r.chance(0.4) {
 				m = skewed(&r, w.hosts[t].Pages)
 			}
-			l := link{host: int32(t), n: int32(m), kind: KindPage, sid: -1, frag: -1, form: formAbs}
+			l := Link{host: int32(t), n: int32(m), kind: KindPage, sid: -1, frag: -1, form: formAbs}
 			if realistic && r.chance(0.2) {
 				l.form = formProtoRel
 			}

@@ -86,7 +86,7 @@ func (f *filler) appendChunk(dst []byte, r *rng, n int) []byte {
 }
 
 // renderPage appends the HTML of page n of host h (or of /private/N.html).
-func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []link) ([]byte, []link) {
+func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link) ([]byte, []Link) {
 	host := &w.hosts[h]
 	links := w.pageLinks(scratch[:0], h, n, private)
 	r := newRNG(hash3(w.opt.Seed, tagFill, uint64(h), uint64(n)*2+b2u(private)))
@@ -113,7 +113,7 @@ func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []link) ([]
 		dst = append(dst, "<div><table><tr><td><p>unclosed <b>bold <i>italic </span></em>\xff\xfe\x00 stray bytes\n<!-- <a href=\"/nf/0.html\">commented out</a> -->\n"...)
 	}
 	size := int(float64(w.opt.PageBytes) * (0.5 + r.float()))
-	per := max(0, size-320-72*len(links)) / (len(links) + 1)
+	per := max(0, size-300-58*len(links))/(len(links)+1) + 8 // links cost ~58 bytes; chunks lose ~8 to word boundaries
 	fill := &w.fillers[host.Charset]
 	dir := w.pageDir(h, n, private)
 	for i, l := range links {

@@ -29,6 +29,8 @@ type Response struct {
 	Body        []byte // appended to the caller's buffer
 	Special     Special
 	Kind        Kind
+	// Scratch is the link scratch space after use, to pass to the next call.
+	Scratch []Link
 }
 
 // maxPathLen bounds the paths the web answers (the deep trap ends there).
@@ -36,15 +38,15 @@ const maxPathLen = 4096
 
 // Respond appends the response to a GET of path?query on host h to buf (the
 // response's Body aliases it). scratch is reused for link lists.
-func (w *Web) Respond(buf []byte, scratch []link, h int, path, query string) Response {
+func (w *Web) Respond(buf []byte, scratch []Link, h int, path, query string) Response {
 	host := &w.hosts[h]
 	html := "text/html"
 	if host.CharsetHdr || host.Charset == UTF8 {
 		html = "text/html; charset=" + host.Charset.String()
 	}
 	page := func(n int, private bool) Response {
-		body, _ := w.renderPage(buf, h, n, private, scratch)
-		resp := Response{Status: 200, ContentType: html, Body: body, Kind: KindPage}
+		body, links := w.renderPage(buf, h, n, private, scratch)
+		resp := Response{Status: 200, ContentType: html, Body: body, Kind: KindPage, Scratch: links}
 		if private {
 			resp.Kind = KindPrivate
 		}

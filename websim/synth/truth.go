@@ -61,7 +61,7 @@ func (w *Web) reach() []uint64 {
 			}
 		}
 	}
-	var links []link
+	var links []Link
 	for len(queue) > 0 {
 		nd := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
@@ -80,7 +80,7 @@ func (w *Web) reach() []uint64 {
 }
 
 // follow returns the page node a polite crawler reaches through l, if any.
-func (w *Web) follow(l link) (h, n int, ok bool) {
+func (w *Web) follow(l Link) (h, n int, ok bool) {
 	t := int(l.host)
 	if l.nofollow || w.hosts[t].Role == RoleBlackhole || !w.RobotsAllowed(t, w.path(l)) {
 		return 0, 0, false
@@ -133,7 +133,7 @@ func (w *Web) Truth(fn func(*Record) error) error {
 // leafRec gathers what the pages of one host say about a URL that is not one
 // of its page nodes.
 type leafRec struct {
-	l         link
+	l         Link
 	depth     int
 	reachable bool
 }
@@ -143,7 +143,7 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 	origin := w.Origin(h)
 	nPages := host.Pages + host.Orphans
 	// Links of every page node, then of every private page.
-	links := make([][]link, nPages+host.Pages)
+	links := make([][]Link, nPages+host.Pages)
 	for n := range nPages {
 		links[n] = w.pageLinks(nil, h, n, false)
 	}
@@ -185,7 +185,7 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 	var (
 		rec     Record
 		buf     []byte
-		scratch []link
+		scratch []Link
 		hrefBuf []byte
 	)
 	emit := func(u, canonical, path, query string) error {
@@ -208,7 +208,7 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 		rec = Record{Kind: kind.String(), Depth: depth, Reachable: reachable, Outlinks: rec.Outlinks[:0]}
 	}
 	// resolve turns the links of a page into absolute URLs as linked.
-	resolve := func(base *url.URL, ls []link, dir string) {
+	resolve := func(base *url.URL, ls []Link, dir string) {
 		for _, l := range ls {
 			hrefBuf = w.href(hrefBuf[:0], l, dir)
 			ref, err := url.Parse(string(hrefBuf))
@@ -303,13 +303,13 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 		case KindPage: // a session-id variant
 			canonical = origin + pagePath(int(l.n))
 			rec.Kind = "session"
-			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, int(l.n))...)
+			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, int(l.n), u)...)
 		case KindPrint:
 			rec.DuplicateOf = origin + pagePath(int(l.n))
-			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, int(l.n))...)
+			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, int(l.n), u)...)
 		case KindIndex:
 			rec.DuplicateOf = origin + "/"
-			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, 0)...)
+			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, 0, u)...)
 		case KindTrap:
 			rec.Trap = true
 			rec.Outlinks = append(rec.Outlinks, w.trapOutlinks(h, path)...)
@@ -324,10 +324,11 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 	return nil
 }
 
-// truthOutlinks resolves the links of page n of host h against its URL.
-func (w *Web) truthOutlinks(h, n int) []string {
+// truthOutlinks resolves the links of page n of host h against pageURL, an
+// address that serves it.
+func (w *Web) truthOutlinks(h, n int, pageURL string) []string {
 	origin := w.Origin(h)
-	base, _ := url.Parse(origin + pagePath(n))
+	base, _ := url.Parse(pageURL)
 	if w.hosts[h].Base {
 		base, _ = url.Parse(origin + "/p/")
 	}
@@ -361,7 +362,7 @@ func (w *Web) trapOutlinks(h int, path string) []string {
 
 // roleTruth emits the finite regions behind a role's entry: the many-links
 // leaves, the redirect chain and the wrong-type files.
-func (w *Web) roleTruth(h int, l link, lr *leafRec, emit func(u, canonical, path, query string) error, reset func(Kind, int, bool)) error {
+func (w *Web) roleTruth(h int, l Link, lr *leafRec, emit func(u, canonical, path, query string) error, reset func(Kind, int, bool)) error {
 	origin := w.Origin(h)
 	at := func(k int) int {
 		if lr.depth < 0 {

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package bench
+
+import (
+	"errors"
+	"os/exec"
+	"time"
+)
+
+var errNoCPU = errors.New("bench: CPU times are only measured on Linux")
+
+func selfCPU() (time.Duration, error) { return 0, errNoCPU }
+
+func procCPU(int) (time.Duration, error) { return 0, errNoCPU }
+
+func setChildAttrs(*exec.Cmd) {}
