@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oschwald/geoip2-golang"
 	"go.uber.org/goleak"
 
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -187,8 +188,25 @@ func TestServesTruth(t *testing.T) {
 	if n < 500 {
 		t.Fatalf("only %d records", n)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "geo.mmdb")); err != nil || fi.Size() == 0 {
+	db, err := geoip2.Open(filepath.Join(dir, "geo.mmdb"))
+	if err != nil {
 		t.Fatalf("geoip file: %v", err)
+	}
+	defer db.Close()
+	regions := map[string]int{}
+	for _, h := range s.Web().Hosts() {
+		c, err := db.City(h.IP.AsSlice())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := strings.ToLower(c.Country.IsoCode)
+		if c.City.Names["en"] != h.City.Name || !strings.HasSuffix(h.Name, "."+cc+".test") || c.Location.Latitude != h.City.Lat {
+			t.Fatalf("%s at %v: GeoIP says %q, %q, %v", h.Name, h.IP, c.City.Names["en"], cc, c.Location.Latitude)
+		}
+		regions[h.City.Region]++
+	}
+	if len(regions) < 3 {
+		t.Fatalf("hosts in %d regions only: %v", len(regions), regions)
 	}
 }
 
