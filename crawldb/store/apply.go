@@ -1,0 +1,478 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Apply applies cmd, the command at log index (> AppliedIndex). A command
+// that does not decode is rejected in Result.Err and changes nothing but the
+// applied index. An error return means Pebble failed: the store refuses
+// every later command, and the caller must stop the node.
+//
+// The URLs a command touches are read in key order through one iterator,
+// changed in memory in operation order, and written once each in a single
+// batch with the frontier and host index changes and the log index.
+func (s *Store) Apply(index uint64, cmd []byte) (*Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	if s.mu.failed != nil {
+		return nil, s.mu.failed
+	}
+	res := &Result{Index: index}
+	if index <= s.applied.Load() {
+		res.Skipped = true
+		return res, nil
+	}
+	ops, derr := decodeCommand(cmd, s.mu.ops[:0])
+	s.mu.ops = ops[:0]
+	c := s.mu.counts
+	b := s.db.NewBatchWithSize(len(cmd)*3 + 256)
+	defer b.Close()
+	if derr != nil {
+		res.Err = derr
+	} else {
+		a := applier{s: s, b: b, c: &c}
+		var err error
+		if res.Ops, err = a.run(ops); err != nil {
+			return nil, s.fail(index, err)
+		}
+	}
+	var ib [8]byte
+	binary.BigEndian.PutUint64(ib[:], index)
+	if err := b.Set(keyApplied, ib[:], nil); err != nil {
+		return nil, s.fail(index, err)
+	}
+	if err := b.Set(keyCounts, c.appendTo(s.mu.vbuf[:0]), nil); err != nil {
+		return nil, s.fail(index, err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return nil, s.fail(index, err)
+	}
+	s.mu.counts = c
+	s.applied.Store(index)
+	return res, nil
+}
+
+// slot is one URL a command touches: its state before and as changed.
+type slot struct {
+	key       []byte
+	parts     urlParts
+	raw       []byte
+	orig, cur URLRecord
+	origFound bool
+	curFound  bool
+	dirty     bool
+}
+
+// hostDelta is what a command did to one host's frontier.
+type hostDelta struct {
+	rev     []byte
+	dn      int64
+	fetched uint64
+	added   []float64 // scores of entries the command adds
+	deleted [][]byte  // frontier keys the command deletes
+	maxDel  float64
+	anyDel  bool
+}
+
+type applier struct {
+	s     *Store
+	b     *pebble.Batch
+	c     *counts
+	slots map[string]*slot
+	hosts map[string]*hostDelta
+	sent  map[uint64]uint64 // fingerprints added by this command → seq
+	seqFP map[uint64]uint64 // and back
+	out   map[string]bool   // outbox keys added (true) or removed (false) by this command
+}
+
+func (a *applier) run(ops []op) ([]OpResult, error) {
+	if err := a.load(ops); err != nil {
+		return nil, err
+	}
+	results := make([]OpResult, len(ops))
+	for i := range ops {
+		r, err := a.apply(&ops[i])
+		if err != nil {
+			return nil, err
+		}
+		results[i] = r
+	}
+	if err := a.writeURLs(); err != nil {
+		return nil, err
+	}
+	return results, a.writeHosts()
+}
+
+// load reads every URL record the command touches, in key order.
+func (a *applier) load(ops []op) error {
+	a.slots = make(map[string]*slot)
+	var order []*slot
+	for i := range ops {
+		o := &ops[i]
+		if o.rawURL == nil {
+			continue
+		}
+		key := o.url.urlKey(nil)
+		if a.slots[string(key)] == nil {
+			sl := &slot{key: key, parts: o.url, raw: o.rawURL}
+			a.slots[string(key)] = sl
+			order = append(order, sl)
+		}
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	slices.SortFunc(order, func(x, y *slot) int { return bytes.Compare(x.key, y.key) })
+	it, err := a.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pURL}, UpperBound: []byte{pURL + 1}})
+	if err != nil {
+		return err
+	}
+	for _, sl := range order {
+		if it.SeekGE(sl.key) && bytes.Equal(it.Key(), sl.key) {
+			if err := decodeRecord(it.Value(), &sl.orig); err != nil {
+				it.Close()
+				return fmt.Errorf("record %q: %w", sl.key, err)
+			}
+			sl.origFound = true
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, sl := range order {
+		sl.cur, sl.curFound = sl.orig, sl.origFound
+	}
+	return nil
+}
+
+func (a *applier) host(p *urlParts) *hostDelta {
+	if a.hosts == nil {
+		a.hosts = map[string]*hostDelta{}
+	}
+	hd := a.hosts[p.host]
+	if hd == nil {
+		hd = &hostDelta{rev: appendRevHost(nil, p.host)}
+		a.hosts[p.host] = hd
+	}
+	return hd
+}
+
+func (a *applier) move(rec *URLRecord, to Status) {
+	a.c.byStatus[rec.Status]--
+	a.c.byStatus[to]++
+	rec.Status = to
+}
+
+func (a *applier) apply(o *op) (OpResult, error) {
+	var res OpResult
+	if o.rawURL != nil {
+		sl := a.slots[string(o.url.urlKey(nil))]
+		rec := &sl.cur
+		switch o.t {
+		case OpUpsertCash, OpPutIfAbsent:
+			if !sl.curFound {
+				*rec = URLRecord{Status: StatusUnfetched, Cash: o.cash, Depth: o.depth, FP: Fingerprint(string(o.raw()))}
+				sl.curFound, sl.dirty = true, true
+				a.c.urls++
+				a.c.byStatus[StatusUnfetched]++
+				res.New, res.Applied = true, true
+				return res, nil
+			}
+			if o.t == OpPutIfAbsent {
+				return res, nil
+			}
+			rec.Cash += o.cash
+			rec.Depth = min(rec.Depth, o.depth)
+			sl.dirty, res.Applied = true, true
+		case OpMarkGenerated:
+			if !sl.curFound || rec.Status != StatusUnfetched {
+				return res, nil
+			}
+			a.move(rec, StatusGenerated)
+			rec.Round = o.round
+			sl.dirty, res.Applied = true, true
+			return res, a.b.Set(genKey(nil, o.round, &sl.parts), nil, nil)
+		case OpRequeue:
+			if !sl.curFound || rec.Status != StatusGenerated {
+				return res, nil
+			}
+			a.move(rec, StatusUnfetched)
+			sl.dirty, res.Applied = true, true
+			return res, a.b.Delete(genKey(nil, rec.Round, &sl.parts), nil)
+		case OpFetchResult:
+			if !sl.curFound {
+				return res, nil
+			}
+			if rec.Status == StatusGenerated {
+				if err := a.b.Delete(genKey(nil, rec.Round, &sl.parts), nil); err != nil {
+					return res, err
+				}
+			}
+			rec.HTTPStatus = o.http
+			if o.at != 0 {
+				rec.FetchedAt = time.UnixMilli(o.at).UTC()
+			}
+			if o.status == StatusUnfetched { // a retry: back to the frontier with its cash
+				if rec.Retries < math.MaxUint16 {
+					rec.Retries++
+				}
+				a.move(rec, StatusUnfetched)
+			} else {
+				rec.History += rec.Cash
+				rec.Cash = 0
+				rec.ContentFP = o.fp
+				a.move(rec, o.status)
+				a.host(&sl.parts).fetched++
+			}
+			sl.dirty, res.Applied = true, true
+		}
+		return res, nil
+	}
+	switch o.t {
+	case OpPutHost:
+		key := append([]byte{pHost}, appendRevHost(nil, string(o.name))...)
+		res.Applied = true
+		return res, a.b.Set(key, o.host.appendTo(nil), nil)
+	case OpSentCheckAdd:
+		present, err := a.sentHas(o.fp)
+		if err != nil || present {
+			res.Present = present
+			return res, err
+		}
+		if a.sent == nil {
+			a.sent, a.seqFP = map[uint64]uint64{}, map[uint64]uint64{}
+		}
+		c := a.c
+		c.sentSeq++
+		c.sentSize++
+		a.sent[o.fp], a.seqFP[c.sentSeq] = c.sentSeq, o.fp
+		if err := a.b.Set(fpKey(nil, pSent, o.fp), binary.BigEndian.AppendUint64(nil, c.sentSeq), nil); err != nil {
+			return res, err
+		}
+		if err := a.b.Set(fpKey(nil, pSentSeq, c.sentSeq), binary.BigEndian.AppendUint64(nil, o.fp), nil); err != nil {
+			return res, err
+		}
+		for c.sentSize > o.seq { // evict the oldest: sequence numbers are contiguous
+			oldest := c.sentSeq - c.sentSize + 1
+			fp, ok := a.seqFP[oldest]
+			if !ok {
+				v, err := a.s.value(fpKey(nil, pSentSeq, oldest))
+				if err != nil || len(v) != 8 {
+					return res, fmt.Errorf("sent cache entry %d: %v", oldest, err)
+				}
+				fp = binary.BigEndian.Uint64(v)
+			}
+			delete(a.seqFP, oldest)
+			a.sent[fp] = 0 // 0: removed by this command
+			if err := a.b.Delete(fpKey(nil, pSentSeq, oldest), nil); err != nil {
+				return res, err
+			}
+			if err := a.b.Delete(fpKey(nil, pSent, fp), nil); err != nil {
+				return res, err
+			}
+			c.sentSize--
+		}
+		res.Applied = true
+		return res, nil
+	case OpOutboxEnqueue:
+		a.c.outSeq++
+		a.c.outbox++
+		key := outboxKey(o.name, a.c.outSeq)
+		a.outMark(key, true)
+		res.Seq, res.Applied = a.c.outSeq, true
+		return res, a.b.Set(key, o.payload, nil)
+	case OpOutboxAck:
+		key := outboxKey(o.name, o.seq)
+		present, ok := a.out[string(key)]
+		if !ok {
+			var err error
+			if present, err = a.s.has(key); err != nil {
+				return res, err
+			}
+		}
+		if !present {
+			return res, nil
+		}
+		a.outMark(key, false)
+		a.c.outbox--
+		res.Applied = true
+		return res, a.b.Delete(key, nil)
+	case OpPutRound:
+		res.Applied = true
+		return res, a.b.Set(keyRound, o.payload, nil)
+	case OpPutDomain:
+		v := binary.BigEndian.AppendUint64(nil, math.Float64bits(o.lat))
+		v = binary.BigEndian.AppendUint64(v, math.Float64bits(o.lon))
+		res.Applied = true
+		return res, a.b.Set(append([]byte{pDomain}, o.name...), v, nil)
+	case OpPutUser:
+		key := append([]byte{pUser}, o.name...)
+		res.Applied = true
+		if len(o.payload) == 0 {
+			return res, a.b.Delete(key, nil)
+		}
+		return res, a.b.Set(key, o.payload, nil)
+	}
+	return res, fmt.Errorf("unknown op %d", o.t)
+}
+
+func (o *op) raw() []byte { return o.rawURL }
+
+func (a *applier) sentHas(fp uint64) (bool, error) {
+	if seq, ok := a.sent[fp]; ok {
+		return seq != 0, nil
+	}
+	return a.s.has(fpKey(nil, pSent, fp))
+}
+
+func (a *applier) outMark(key []byte, present bool) {
+	if a.out == nil {
+		a.out = map[string]bool{}
+	}
+	a.out[string(key)] = present
+}
+
+// writeURLs writes each changed record once, with its frontier entries.
+func (a *applier) writeURLs() error {
+	var vbuf []byte
+	for _, sl := range a.slots {
+		if !sl.dirty {
+			continue
+		}
+		vbuf = sl.cur.appendTo(vbuf[:0])
+		if err := a.b.Set(sl.key, vbuf, nil); err != nil {
+			return err
+		}
+		wasIn := sl.origFound && sl.orig.Status == StatusUnfetched
+		isIn := sl.cur.Status == StatusUnfetched
+		same := wasIn && isIn && sl.orig.Cash == sl.cur.Cash
+		if same && sl.orig.Depth == sl.cur.Depth {
+			continue
+		}
+		hd := a.host(&sl.parts)
+		if wasIn && !same {
+			k := sl.parts.frontierKey(nil, sl.orig.Cash)
+			if err := a.b.Delete(k, nil); err != nil {
+				return err
+			}
+			hd.deleted = append(hd.deleted, k)
+			if !hd.anyDel || sl.orig.Cash > hd.maxDel {
+				hd.maxDel = sl.orig.Cash
+			}
+			hd.anyDel = true
+			hd.dn--
+		}
+		if isIn {
+			k := sl.parts.frontierKey(nil, sl.cur.Cash)
+			if err := a.b.Set(k, binary.AppendUvarint(nil, uint64(sl.cur.Depth)), nil); err != nil {
+				return err
+			}
+			if !same {
+				hd.added = append(hd.added, sl.cur.Cash)
+				hd.dn++
+			}
+		}
+	}
+	return nil
+}
+
+// writeHosts updates each touched host's frontier state and its place in
+// the host priority index.
+func (a *applier) writeHosts() error {
+	for _, hd := range a.hosts {
+		xkey := append([]byte{pHostFr}, hd.rev...)
+		var st hostState
+		v, err := a.s.value(xkey)
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			if st, err = decodeHostState(v); err != nil {
+				return fmt.Errorf("host state %q: %w", hd.rev, err)
+			}
+		}
+		had := st.frontier > 0
+		oldBest := st.best
+		n := int64(st.frontier) + hd.dn
+		if n < 0 {
+			return fmt.Errorf("host %q: frontier count below zero", hd.rev)
+		}
+		st.frontier = uint64(n)
+		st.fetched += hd.fetched
+		newBest := 0.0
+		if st.frontier > 0 {
+			for _, sc := range hd.added {
+				newBest = max(newBest, sc)
+			}
+			switch {
+			case had && (!hd.anyDel || hd.maxDel < oldBest):
+				newBest = max(newBest, oldBest) // the old best entry is still there
+			case had:
+				best, found, err := a.firstSurvivor(hd)
+				if err != nil {
+					return err
+				}
+				if !found && len(hd.added) == 0 {
+					return fmt.Errorf("host %q: frontier count %d but no entries", hd.rev, st.frontier)
+				}
+				newBest = max(newBest, best)
+			}
+		}
+		if had && (st.frontier == 0 || newBest != oldBest) {
+			if err := a.b.Delete(hostPrioKey(nil, oldBest, hd.rev), nil); err != nil {
+				return err
+			}
+		}
+		if st.frontier > 0 && (!had || newBest != oldBest) {
+			if err := a.b.Set(hostPrioKey(nil, newBest, hd.rev), nil, nil); err != nil {
+				return err
+			}
+		}
+		st.best = newBest
+		if err := a.b.Set(xkey, st.appendTo(nil), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstSurvivor returns the best score among the host's stored frontier
+// entries that this command does not delete.
+func (a *applier) firstSurvivor(hd *hostDelta) (float64, bool, error) {
+	prefix := append(append([]byte{pFrontier}, hd.rev...), 0)
+	it, err := a.s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return 0, false, err
+	}
+	defer it.Close()
+	deleted := make(map[string]bool, len(hd.deleted))
+	for _, d := range hd.deleted {
+		deleted[string(d)] = true
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if deleted[string(k)] {
+			continue
+		}
+		if len(k) < len(prefix)+8 {
+			return 0, false, fmt.Errorf("frontier key %q too short", k)
+		}
+		return scoreFromBits(binary.BigEndian.Uint64(k[len(prefix):])), true, nil
+	}
+	return 0, false, it.Error()
+}

@@ -1,0 +1,418 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+)
+
+// OpType is the kind of one operation in a command.
+type OpType uint8
+
+// The operations a command can carry.
+const (
+	OpUpsertCash    OpType = iota + 1 // new → unfetched with cash; known → cash added
+	OpPutIfAbsent                     // new → unfetched with cash; known → untouched
+	OpMarkGenerated                   // unfetched → generated in a round
+	OpRequeue                         // generated → unfetched (a round that did not fetch it)
+	OpFetchResult                     // record a fetch: status, content fingerprint; cash → history
+	OpPutHost                         // replace a host record
+	OpSentCheckAdd                    // URL-sent cache: report presence, add if absent
+	OpOutboxEnqueue                   // add a put for another site to the outbox
+	OpOutboxAck                       // remove an outbox entry
+	OpPutRound                        // replace the round state
+	OpPutDomain                       // set a domain's coordinates
+	OpPutUser                         // set a key of the node layer's table
+	opCount
+)
+
+// Limits on commands.
+const (
+	// MaxCommandBytes is the largest command accepted.
+	MaxCommandBytes = 32 << 20
+	// MaxOps is the most operations one command may carry.
+	MaxOps      = 1 << 20
+	maxName     = 1024
+	maxPayload  = 64 << 10
+	maxRoundLen = 64 << 10
+)
+
+const (
+	cmdMagic   = 0xC7
+	cmdVersion = 1
+)
+
+// Sentinel errors.
+var (
+	// ErrCorruptCommand: a command that does not decode or whose checksum fails.
+	ErrCorruptCommand = errors.New("store: corrupt command")
+	// ErrCommandTooLarge: a command above MaxCommandBytes or MaxOps.
+	ErrCommandTooLarge = errors.New("store: command too large")
+	// ErrBadURL: a URL the database does not accept (not normalised, too long).
+	ErrBadURL = errors.New("store: bad url")
+	// ErrBadOp: an operation with invalid arguments.
+	ErrBadOp = errors.New("store: bad operation")
+	// ErrClosed: the store is closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrStorage: a write to Pebble failed; the store stops accepting commands.
+	ErrStorage = errors.New("store: storage failure")
+)
+
+// Batch builds one command: many operations applied atomically, in order.
+// Add methods validate their arguments and record the first problem, which
+// Encode returns.
+type Batch struct {
+	buf []byte // the operations
+	out []byte // the encoded command
+	n   int
+	err error
+}
+
+// NewBatch returns an empty batch.
+func NewBatch() *Batch { return &Batch{} }
+
+// Len returns the number of operations.
+func (b *Batch) Len() int { return b.n }
+
+// Reset empties the batch, keeping its buffer.
+func (b *Batch) Reset() {
+	b.buf, b.n, b.err = b.buf[:0], 0, nil
+}
+
+func (b *Batch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *Batch) op(t OpType) {
+	b.buf = append(b.buf, byte(t))
+	b.n++
+}
+
+func (b *Batch) url(u string) bool {
+	if _, ok := splitURL(u); !ok {
+		b.fail(fmt.Errorf("%w: %.200q", ErrBadURL, u))
+		return false
+	}
+	b.buf = appendBytes(b.buf, []byte(u))
+	return true
+}
+
+func validCash(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsNaN(c) }
+
+// UpsertCash adds cash to url, inserting it as unfetched at depth if new
+// (a known URL keeps the smaller depth).
+func (b *Batch) UpsertCash(url string, cash float64, depth uint32) {
+	if !validCash(cash) {
+		b.fail(fmt.Errorf("%w: cash %v for %s", ErrBadOp, cash, url))
+		return
+	}
+	b.op(OpUpsertCash)
+	b.url(url)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(cash))
+	b.buf = binary.AppendUvarint(b.buf, uint64(depth))
+}
+
+// PutIfAbsent inserts url as unfetched with cash at depth if it is new, and
+// leaves a known URL untouched.
+func (b *Batch) PutIfAbsent(url string, cash float64, depth uint32) {
+	if !validCash(cash) {
+		b.fail(fmt.Errorf("%w: cash %v for %s", ErrBadOp, cash, url))
+		return
+	}
+	b.op(OpPutIfAbsent)
+	b.url(url)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(cash))
+	b.buf = binary.AppendUvarint(b.buf, uint64(depth))
+}
+
+// MarkGenerated moves an unfetched url out of the frontier into round.
+func (b *Batch) MarkGenerated(url string, round uint64) {
+	b.op(OpMarkGenerated)
+	b.url(url)
+	b.buf = binary.AppendUvarint(b.buf, round)
+}
+
+// Requeue returns a generated url to the frontier.
+func (b *Batch) Requeue(url string) {
+	b.op(OpRequeue)
+	b.url(url)
+}
+
+// FetchResult describes one fetch.
+type FetchResult struct {
+	URL        string
+	Status     Status // StatusFetched … StatusDuplicate; or StatusUnfetched with Retry
+	HTTPStatus uint16
+	At         time.Time
+	ContentFP  uint64
+	// Retry puts the URL back in the frontier with its cash, counting a
+	// retry, instead of recording a final status.
+	Retry bool
+}
+
+// RecordFetch records a fetch result. A final status moves the URL's cash to
+// its history.
+func (b *Batch) RecordFetch(r FetchResult) {
+	if !r.Retry && (r.Status < StatusFetched || r.Status >= statusCount) {
+		b.fail(fmt.Errorf("%w: fetch status %v for %s", ErrBadOp, r.Status, r.URL))
+		return
+	}
+	b.op(OpFetchResult)
+	b.url(r.URL)
+	st := r.Status
+	if r.Retry {
+		st = StatusUnfetched
+	}
+	b.buf = append(b.buf, byte(st))
+	b.buf = binary.AppendUvarint(b.buf, uint64(r.HTTPStatus))
+	b.buf = appendTime(b.buf, r.At)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, r.ContentFP)
+}
+
+// PutHost replaces the record of host (a lower-case host name).
+func (b *Batch) PutHost(host string, h HostRecord) {
+	if _, ok := splitURL("http://" + host + "/"); !ok {
+		b.fail(fmt.Errorf("%w: host %.200q", ErrBadOp, host))
+		return
+	}
+	if len(h.Robots) > MaxRobotsBytes || len(h.IPs) > 64 {
+		b.fail(fmt.Errorf("%w: host record for %s too large", ErrBadOp, host))
+		return
+	}
+	b.op(OpPutHost)
+	b.buf = appendBytes(b.buf, []byte(host))
+	b.buf = appendBytes(b.buf, h.appendTo(nil))
+}
+
+// SentCheckAdd asks the URL-sent cache whether fp is present, adding it if
+// not; the cache keeps the newest capacity fingerprints.
+func (b *Batch) SentCheckAdd(fp uint64, capacity uint64) {
+	if capacity == 0 {
+		b.fail(fmt.Errorf("%w: sent cache capacity 0", ErrBadOp))
+		return
+	}
+	b.op(OpSentCheckAdd)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, fp)
+	b.buf = binary.AppendUvarint(b.buf, capacity)
+}
+
+// OutboxEnqueue adds payload to the outbox of site; the result carries its sequence number.
+func (b *Batch) OutboxEnqueue(site string, payload []byte) {
+	if site == "" || len(site) > maxName || len(payload) > maxPayload || containsZero(site) {
+		b.fail(fmt.Errorf("%w: outbox entry for site %.100q (%d bytes)", ErrBadOp, site, len(payload)))
+		return
+	}
+	b.op(OpOutboxEnqueue)
+	b.buf = appendBytes(b.buf, []byte(site))
+	b.buf = appendBytes(b.buf, payload)
+}
+
+// OutboxAck removes entry seq from the outbox of site.
+func (b *Batch) OutboxAck(site string, seq uint64) {
+	if site == "" || len(site) > maxName || containsZero(site) {
+		b.fail(fmt.Errorf("%w: outbox site %.100q", ErrBadOp, site))
+		return
+	}
+	b.op(OpOutboxAck)
+	b.buf = appendBytes(b.buf, []byte(site))
+	b.buf = binary.AppendUvarint(b.buf, seq)
+}
+
+// PutRound replaces the round state, an opaque blob of the rounds package.
+func (b *Batch) PutRound(state []byte) {
+	if len(state) > maxRoundLen {
+		b.fail(fmt.Errorf("%w: round state of %d bytes", ErrBadOp, len(state)))
+		return
+	}
+	b.op(OpPutRound)
+	b.buf = appendBytes(b.buf, state)
+}
+
+// PutDomain sets the coordinates of a domain.
+func (b *Batch) PutDomain(domain string, lat, lon float64) {
+	if domain == "" || len(domain) > maxName || !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180) {
+		b.fail(fmt.Errorf("%w: domain %.100q at %v,%v", ErrBadOp, domain, lat, lon))
+		return
+	}
+	b.op(OpPutDomain)
+	b.buf = appendBytes(b.buf, []byte(domain))
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(lat))
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(lon))
+}
+
+// PutUser sets key to value in the node layer's table (nil value deletes).
+func (b *Batch) PutUser(key string, value []byte) {
+	if key == "" || len(key) > maxName || len(value) > maxPayload {
+		b.fail(fmt.Errorf("%w: user key %.100q", ErrBadOp, key))
+		return
+	}
+	b.op(OpPutUser)
+	b.buf = appendBytes(b.buf, []byte(key))
+	b.buf = appendBytes(b.buf, value)
+}
+
+func containsZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Encode returns the command: magic, version, operation count, the
+// operations and a CRC-32C of all that. The slice is valid until the batch
+// is changed.
+func (b *Batch) Encode() ([]byte, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if b.n > MaxOps {
+		return nil, fmt.Errorf("%w: %d operations (max %d)", ErrCommandTooLarge, b.n, MaxOps)
+	}
+	if len(b.buf)+16 > MaxCommandBytes {
+		return nil, fmt.Errorf("%w: %d bytes (max %d)", ErrCommandTooLarge, len(b.buf)+16, MaxCommandBytes)
+	}
+	out := append(b.out[:0], cmdMagic, cmdVersion)
+	out = binary.AppendUvarint(out, uint64(b.n))
+	out = append(out, b.buf...)
+	out = binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crcTable))
+	b.out = out
+	return out, nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// op is one decoded operation; fields alias the command bytes.
+type op struct {
+	t       OpType
+	url     urlParts
+	rawURL  []byte
+	cash    float64
+	depth   uint32
+	round   uint64
+	status  Status
+	http    uint16
+	at      int64
+	fp      uint64
+	seq     uint64
+	name    []byte
+	payload []byte
+	lat     float64
+	lon     float64
+	host    HostRecord
+}
+
+// decodeCommand checks and decodes a whole command before anything is
+// applied, so that a bad command changes nothing.
+func decodeCommand(cmd []byte, ops []op) ([]op, error) {
+	if len(cmd) > MaxCommandBytes {
+		return ops, fmt.Errorf("%w: %d bytes (max %d)", ErrCommandTooLarge, len(cmd), MaxCommandBytes)
+	}
+	if len(cmd) < 7 || cmd[0] != cmdMagic || cmd[1] != cmdVersion {
+		return ops, fmt.Errorf("%w: bad header", ErrCorruptCommand)
+	}
+	body, sum := cmd[:len(cmd)-4], binary.BigEndian.Uint32(cmd[len(cmd)-4:])
+	if crc32.Checksum(body, crcTable) != sum {
+		return ops, fmt.Errorf("%w: checksum mismatch", ErrCorruptCommand)
+	}
+	d := decoder{b: body[2:]}
+	count := d.uvarint()
+	if d.err != nil || count > MaxOps {
+		return ops, fmt.Errorf("%w: bad operation count", ErrCorruptCommand)
+	}
+	for uint64(len(ops)) < count {
+		if len(ops) >= MaxOps {
+			return ops, fmt.Errorf("%w: more than %d operations", ErrCommandTooLarge, MaxOps)
+		}
+		var o op
+		o.t = OpType(d.byte1())
+		switch o.t {
+		case OpUpsertCash, OpPutIfAbsent:
+			o.rawURL = d.bytes(MaxURLLen)
+			o.cash = d.f64()
+			o.depth = uint32(d.uvarint())
+			if !validCash(o.cash) {
+				return ops, fmt.Errorf("%w: op %d: cash %v", ErrCorruptCommand, len(ops), o.cash)
+			}
+		case OpMarkGenerated:
+			o.rawURL = d.bytes(MaxURLLen)
+			o.round = d.uvarint()
+		case OpRequeue:
+			o.rawURL = d.bytes(MaxURLLen)
+		case OpFetchResult:
+			o.rawURL = d.bytes(MaxURLLen)
+			o.status = Status(d.byte1())
+			o.http = uint16(d.uvarint())
+			o.at = d.varint()
+			o.fp = d.u64()
+			if o.status < StatusUnfetched || o.status >= statusCount || o.status == StatusGenerated {
+				return ops, fmt.Errorf("%w: op %d: status %d", ErrCorruptCommand, len(ops), o.status)
+			}
+		case OpPutHost:
+			o.name = d.bytes(maxName)
+			h, err := decodeHost(d.bytes(MaxRobotsBytes + 4096))
+			if err != nil && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: host record", ErrCorruptCommand, len(ops))
+			}
+			o.host = h
+			if _, ok := splitURL("http://" + string(o.name) + "/"); !ok && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: host %.100q", ErrCorruptCommand, len(ops), o.name)
+			}
+		case OpSentCheckAdd:
+			o.fp = d.u64()
+			o.seq = d.uvarint() // capacity
+			if o.seq == 0 && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: capacity 0", ErrCorruptCommand, len(ops))
+			}
+		case OpOutboxEnqueue:
+			o.name = d.bytes(maxName)
+			o.payload = d.bytes(maxPayload)
+			if len(o.name) == 0 || containsZero(string(o.name)) {
+				return ops, fmt.Errorf("%w: op %d: outbox site", ErrCorruptCommand, len(ops))
+			}
+		case OpOutboxAck:
+			o.name = d.bytes(maxName)
+			o.seq = d.uvarint()
+			if len(o.name) == 0 || containsZero(string(o.name)) {
+				return ops, fmt.Errorf("%w: op %d: outbox site", ErrCorruptCommand, len(ops))
+			}
+		case OpPutRound:
+			o.payload = d.bytes(maxRoundLen)
+		case OpPutDomain:
+			o.name = d.bytes(maxName)
+			o.lat, o.lon = d.f64(), d.f64()
+			if len(o.name) == 0 || !(o.lat >= -90 && o.lat <= 90) || !(o.lon >= -180 && o.lon <= 180) {
+				return ops, fmt.Errorf("%w: op %d: domain", ErrCorruptCommand, len(ops))
+			}
+		case OpPutUser:
+			o.name = d.bytes(maxName)
+			o.payload = d.bytes(maxPayload)
+			if len(o.name) == 0 {
+				return ops, fmt.Errorf("%w: op %d: user key", ErrCorruptCommand, len(ops))
+			}
+		default:
+			return ops, fmt.Errorf("%w: op %d: unknown type %d", ErrCorruptCommand, len(ops), o.t)
+		}
+		if d.err != nil {
+			return ops, fmt.Errorf("%w: op %d: %v", ErrCorruptCommand, len(ops), d.err)
+		}
+		if o.rawURL != nil {
+			p, ok := splitURL(string(o.rawURL))
+			if !ok {
+				return ops, fmt.Errorf("%w: op %d: url %.200q", ErrBadURL, len(ops), o.rawURL)
+			}
+			o.url = p
+		}
+		ops = append(ops, o)
+	}
+	if len(d.b) != 0 {
+		return ops, fmt.Errorf("%w: %d bytes after the last operation", ErrCorruptCommand, len(d.b))
+	}
+	return ops, nil
+}

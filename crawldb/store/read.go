@@ -1,0 +1,345 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Get returns the record of url.
+func (s *Store) Get(url string) (URLRecord, bool, error) {
+	p, ok := splitURL(url)
+	if !ok {
+		return URLRecord{}, false, fmt.Errorf("%w: %.200q", ErrBadURL, url)
+	}
+	key := p.urlKey(nil)
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return URLRecord{}, false, nil
+	}
+	if err != nil {
+		return URLRecord{}, false, fmt.Errorf("store: get %s: %w", url, err)
+	}
+	defer closer.Close()
+	rec := URLRecord{URL: url}
+	if err := decodeRecord(v, &rec); err != nil {
+		return URLRecord{}, false, fmt.Errorf("store: get %s: %w", url, err)
+	}
+	return rec, true, nil
+}
+
+// Contains reports whether url is in the database (a seen-check).
+func (s *Store) Contains(url string) (bool, error) {
+	p, ok := splitURL(url)
+	if !ok {
+		return false, fmt.Errorf("%w: %.200q", ErrBadURL, url)
+	}
+	return s.has(p.urlKey(nil))
+}
+
+// SentContains reports whether fp is in the URL-sent cache.
+func (s *Store) SentContains(fp uint64) (bool, error) {
+	return s.has(fpKey(nil, pSent, fp))
+}
+
+func (s *Store) has(key []byte) (bool, error) {
+	_, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: get: %w", err)
+	}
+	closer.Close()
+	return true, nil
+}
+
+// FrontierQuery asks for the top of the frontier.
+type FrontierQuery struct {
+	Width   int       // URLs in all
+	PerHost int       // at most this many per host (k)
+	Now     time.Time // hosts backing off after Now are skipped; zero: none skipped
+	// MaxSkips bounds the hosts skipped for back-off; default Width.
+	MaxSkips int
+}
+
+// FrontierEntry is one URL from the top of the frontier.
+type FrontierEntry struct {
+	URL   string
+	Host  string
+	Score float64
+	Depth uint32
+}
+
+// Frontier returns the top of the frontier: hosts in the order of their best
+// URL's score, up to PerHost URLs of each in score order, Width in all. Its
+// cost is bounded by Width and the hosts skipped, not by the database's size.
+func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
+	if q.Width <= 0 || q.PerHost <= 0 {
+		return nil, fmt.Errorf("%w: frontier width %d, per host %d", ErrBadOp, q.Width, q.PerHost)
+	}
+	if q.MaxSkips <= 0 {
+		q.MaxSkips = q.Width
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	hosts, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pHostPrio}, UpperBound: []byte{pHostPrio + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("store: frontier: %w", err)
+	}
+	defer hosts.Close()
+	urls, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pFrontier}, UpperBound: []byte{pFrontier + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("store: frontier: %w", err)
+	}
+	defer urls.Close()
+	out := make([]FrontierEntry, 0, q.Width)
+	skips := 0
+	var prefix []byte
+	for ok := hosts.First(); ok && len(out) < q.Width; ok = hosts.Next() {
+		k := hosts.Key()
+		if len(k) < 10 {
+			return nil, fmt.Errorf("store: frontier: bad host index key %q", k)
+		}
+		rev := k[9:]
+		hostName := hostFromRev(rev)
+		if !q.Now.IsZero() {
+			hr, found, err := s.hostFrom(snap, rev)
+			if err != nil {
+				return nil, err
+			}
+			if found && hr.BackoffUntil.After(q.Now) {
+				if skips++; skips > q.MaxSkips {
+					break
+				}
+				continue
+			}
+		}
+		prefix = append(append(append(prefix[:0], pFrontier), rev...), 0)
+		n := 0
+		for ok := urls.SeekGE(prefix); ok && n < q.PerHost && len(out) < q.Width; ok = urls.Next() {
+			uk := urls.Key()
+			if len(uk) < len(prefix)+8+3 || string(uk[:len(prefix)]) != string(prefix) {
+				break
+			}
+			u, ok := urlFromTail(rev, uk[len(prefix)+8:])
+			if !ok {
+				return nil, fmt.Errorf("store: frontier: bad key %q", uk)
+			}
+			depth, _ := binary.Uvarint(urls.Value())
+			out = append(out, FrontierEntry{URL: u, Host: hostName, Score: scoreFromBits(binary.BigEndian.Uint64(uk[len(prefix):])), Depth: uint32(depth)})
+			n++
+		}
+		if err := urls.Error(); err != nil {
+			return nil, fmt.Errorf("store: frontier: %w", err)
+		}
+	}
+	if err := hosts.Error(); err != nil {
+		return nil, fmt.Errorf("store: frontier: %w", err)
+	}
+	return out, nil
+}
+
+// hostFrom reads a host record through a snapshot.
+func (s *Store) hostFrom(snap *pebble.Snapshot, rev []byte) (HostRecord, bool, error) {
+	v, closer, err := snap.Get(append([]byte{pHost}, rev...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return HostRecord{}, false, nil
+	}
+	if err != nil {
+		return HostRecord{}, false, fmt.Errorf("store: host %q: %w", rev, err)
+	}
+	defer closer.Close()
+	h, err := decodeHost(v)
+	if err != nil {
+		return HostRecord{}, false, fmt.Errorf("store: host %q: %w", rev, err)
+	}
+	return h, true, nil
+}
+
+// Host returns the record of host.
+func (s *Store) Host(host string) (HostRecord, bool, error) {
+	v, closer, err := s.db.Get(append([]byte{pHost}, appendRevHost(nil, host)...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return HostRecord{}, false, nil
+	}
+	if err != nil {
+		return HostRecord{}, false, fmt.Errorf("store: host %s: %w", host, err)
+	}
+	defer closer.Close()
+	h, err := decodeHost(v)
+	if err != nil {
+		return HostRecord{}, false, fmt.Errorf("store: host %s: %w", host, err)
+	}
+	return h, true, nil
+}
+
+// HostStats returns the crawl database's bookkeeping for host.
+func (s *Store) HostStats(host string) (HostStats, error) {
+	v, closer, err := s.db.Get(append([]byte{pHostFr}, appendRevHost(nil, host)...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return HostStats{}, nil
+	}
+	if err != nil {
+		return HostStats{}, fmt.Errorf("store: host stats %s: %w", host, err)
+	}
+	defer closer.Close()
+	st, err := decodeHostState(v)
+	if err != nil {
+		return HostStats{}, fmt.Errorf("store: host stats %s: %w", host, err)
+	}
+	return HostStats{Frontier: st.frontier, Best: st.best, Fetched: st.fetched}, nil
+}
+
+// OutboxEntry is one put waiting for another site.
+type OutboxEntry struct {
+	Seq     uint64
+	Payload []byte
+}
+
+// Outbox returns up to limit entries of site's outbox with Seq > after, oldest first.
+func (s *Store) Outbox(site string, after uint64, limit int) ([]OutboxEntry, error) {
+	lo := outboxKey([]byte(site), after+1)
+	hi := prefixEnd(append(append([]byte{pOutbox}, site...), 0))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("store: outbox %s: %w", site, err)
+	}
+	defer it.Close()
+	var out []OutboxEntry
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()
+		out = append(out, OutboxEntry{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Payload: append([]byte(nil), it.Value()...)})
+	}
+	return out, it.Error()
+}
+
+// Round returns the round state last put (nil if none).
+func (s *Store) Round() ([]byte, error) { return s.value(keyRound) }
+
+// User returns the value of key in the node layer's table (nil if none).
+func (s *Store) User(key string) ([]byte, error) { return s.value(append([]byte{pUser}, key...)) }
+
+// UserScan calls fn for every key of the node layer's table with prefix.
+func (s *Store) UserScan(prefix string, fn func(key string, value []byte) error) error {
+	p := append([]byte{pUser}, prefix...)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return fmt.Errorf("store: user scan: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := fn(string(it.Key()[1:]), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Domain returns the coordinates of domain.
+func (s *Store) Domain(domain string) (lat, lon float64, ok bool, err error) {
+	v, err := s.value(append([]byte{pDomain}, domain...))
+	if err != nil || v == nil {
+		return 0, 0, false, err
+	}
+	if len(v) != 16 {
+		return 0, 0, false, fmt.Errorf("store: domain %s: %w", domain, errBadValue)
+	}
+	return math.Float64frombits(binary.BigEndian.Uint64(v)), math.Float64frombits(binary.BigEndian.Uint64(v[8:])), true, nil
+}
+
+func (s *Store) value(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get %q: %w", key, err)
+	}
+	defer closer.Close()
+	return append([]byte{}, v...), nil
+}
+
+// Generated returns up to limit URLs generated in round, in key order
+// (a round resumed after a crash refetches them).
+func (s *Store) Generated(round uint64, limit int) ([]string, error) {
+	p := binary.BigEndian.AppendUint64([]byte{pGen}, round)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("store: generated %d: %w", round, err)
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()[9:]
+		i := 0
+		for i < len(k) && k[i] != 0 {
+			i++
+		}
+		if i == len(k) {
+			return nil, fmt.Errorf("store: generated: bad key %q", it.Key())
+		}
+		u, ok := urlFromTail(k[:i], k[i+1:])
+		if !ok {
+			return nil, fmt.Errorf("store: generated: bad key %q", it.Key())
+		}
+		out = append(out, u)
+	}
+	return out, it.Error()
+}
+
+// Counts are the store's running totals.
+type Counts struct {
+	Applied  uint64
+	URLs     uint64
+	ByStatus map[Status]uint64
+	Frontier uint64 // = ByStatus[StatusUnfetched]
+	Sent     uint64 // fingerprints in the URL-sent cache
+	Outbox   uint64 // entries waiting in all outboxes
+}
+
+// Counts returns the running totals.
+func (s *Store) Counts() Counts {
+	s.mu.Lock()
+	c := s.mu.counts
+	s.mu.Unlock()
+	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox}
+	for st := StatusUnfetched; st < statusCount; st++ {
+		if c.byStatus[st] > 0 {
+			out.ByStatus[st] = c.byStatus[st]
+		}
+	}
+	return out
+}
+
+// ScanURLs calls fn for every URL record, in key order (hosts contiguous).
+func (s *Store) ScanURLs(fn func(URLRecord) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pURL}, UpperBound: []byte{pURL + 1}})
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[1:]
+		i := 0
+		for i < len(k) && k[i] != 0 {
+			i++
+		}
+		u, ok := urlFromTail(k[:i], k[min(i+1, len(k)):])
+		if !ok {
+			return fmt.Errorf("store: scan: bad key %q", it.Key())
+		}
+		rec := URLRecord{URL: u}
+		if err := decodeRecord(it.Value(), &rec); err != nil {
+			return fmt.Errorf("store: scan %s: %w", u, err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}

@@ -1,0 +1,289 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+)
+
+// Status is where a URL is in its life.
+type Status uint8
+
+// URL statuses.
+const (
+	StatusUnfetched    Status = iota + 1 // in the frontier
+	StatusGenerated                      // picked for a round, not yet fetched
+	StatusFetched                        // fetched, 2xx
+	StatusRedirect                       // fetched, 3xx: its target went through the frontier
+	StatusGone                           // fetched, 404/410
+	StatusError                          // failed for good (5xx, timeouts) after its retries
+	StatusRobotsDenied                   // robots.txt forbids it
+	StatusDuplicate                      // fetched, content already seen under another URL
+	statusCount
+)
+
+var statusNames = [...]string{"", "unfetched", "generated", "fetched", "redirect", "gone", "error", "robots-denied", "duplicate"}
+
+// String names the status.
+func (s Status) String() string {
+	if int(s) < len(statusNames) && s > 0 {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", s)
+}
+
+// URLRecord is what the crawl database knows of one URL.
+type URLRecord struct {
+	URL        string
+	Status     Status
+	Cash       float64 // OPIC cash not yet distributed
+	History    float64 // OPIC cash distributed so far
+	Depth      uint32
+	Round      uint64 // the round that last generated it
+	FetchedAt  time.Time
+	HTTPStatus uint16
+	Retries    uint16
+	ContentFP  uint64 // fingerprint of the fetched content
+	FP         uint64 // fingerprint of the URL
+}
+
+const recordVersion = 1
+
+func (r *URLRecord) appendTo(dst []byte) []byte {
+	dst = append(dst, recordVersion, byte(r.Status))
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(r.Cash))
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(r.History))
+	dst = binary.BigEndian.AppendUint64(dst, r.FP)
+	dst = binary.AppendUvarint(dst, uint64(r.Depth))
+	dst = binary.AppendUvarint(dst, r.Round)
+	var ms int64
+	if !r.FetchedAt.IsZero() {
+		ms = r.FetchedAt.UnixMilli()
+	}
+	dst = binary.AppendVarint(dst, ms)
+	dst = binary.AppendUvarint(dst, uint64(r.HTTPStatus))
+	dst = binary.AppendUvarint(dst, uint64(r.Retries))
+	return binary.BigEndian.AppendUint64(dst, r.ContentFP)
+}
+
+var errBadValue = errors.New("bad stored value")
+
+// decodeRecord decodes a stored URL record (URL excluded).
+func decodeRecord(b []byte, r *URLRecord) error {
+	if len(b) < 26 || b[0] != recordVersion || b[1] == 0 || Status(b[1]) >= statusCount {
+		return errBadValue
+	}
+	r.Status = Status(b[1])
+	r.Cash = math.Float64frombits(binary.BigEndian.Uint64(b[2:]))
+	r.History = math.Float64frombits(binary.BigEndian.Uint64(b[10:]))
+	r.FP = binary.BigEndian.Uint64(b[18:])
+	d := decoder{b: b[26:]}
+	r.Depth = uint32(d.uvarint())
+	r.Round = d.uvarint()
+	if ms := d.varint(); ms != 0 {
+		r.FetchedAt = time.UnixMilli(ms).UTC()
+	} else {
+		r.FetchedAt = time.Time{}
+	}
+	r.HTTPStatus = uint16(d.uvarint())
+	r.Retries = uint16(d.uvarint())
+	r.ContentFP = d.u64()
+	if d.err != nil || len(d.b) != 0 {
+		return errBadValue
+	}
+	return nil
+}
+
+// HostRecord is what the crawl database keeps per host for politeness.
+type HostRecord struct {
+	Robots       []byte    // robots.txt body (nil: none fetched)
+	RobotsStatus uint16    // HTTP status of the robots.txt fetch
+	RobotsExpiry time.Time // refetch robots.txt after this
+	CrawlDelay   time.Duration
+	IPs          []netip.Addr
+	IPsExpiry    time.Time
+	BackoffUntil time.Time // generate skips the host until then
+	Failures     uint32    // consecutive failures, for back-off
+}
+
+// MaxRobotsBytes bounds the robots.txt body kept per host.
+const MaxRobotsBytes = 512 << 10
+
+func appendTime(dst []byte, t time.Time) []byte {
+	var ms int64
+	if !t.IsZero() {
+		ms = t.UnixMilli()
+	}
+	return binary.AppendVarint(dst, ms)
+}
+
+func (d *decoder) time() time.Time {
+	ms := d.varint()
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func (h *HostRecord) appendTo(dst []byte) []byte {
+	dst = append(dst, recordVersion)
+	dst = appendBytes(dst, h.Robots)
+	dst = binary.AppendUvarint(dst, uint64(h.RobotsStatus))
+	dst = appendTime(dst, h.RobotsExpiry)
+	dst = binary.AppendVarint(dst, int64(h.CrawlDelay))
+	dst = binary.AppendUvarint(dst, uint64(len(h.IPs)))
+	for _, ip := range h.IPs {
+		b, _ := ip.MarshalBinary()
+		dst = appendBytes(dst, b)
+	}
+	dst = appendTime(dst, h.IPsExpiry)
+	dst = appendTime(dst, h.BackoffUntil)
+	return binary.AppendUvarint(dst, uint64(h.Failures))
+}
+
+func decodeHost(b []byte) (HostRecord, error) {
+	var h HostRecord
+	if len(b) < 1 || b[0] != recordVersion {
+		return h, errBadValue
+	}
+	d := decoder{b: b[1:]}
+	if r := d.bytes(MaxRobotsBytes); len(r) > 0 {
+		h.Robots = append([]byte(nil), r...)
+	}
+	h.RobotsStatus = uint16(d.uvarint())
+	h.RobotsExpiry = d.time()
+	h.CrawlDelay = time.Duration(d.varint())
+	n := d.uvarint()
+	if n > 64 {
+		return h, errBadValue
+	}
+	for range n {
+		var ip netip.Addr
+		if err := ip.UnmarshalBinary(d.bytes(16)); err != nil {
+			return h, errBadValue
+		}
+		h.IPs = append(h.IPs, ip)
+	}
+	h.IPsExpiry = d.time()
+	h.BackoffUntil = d.time()
+	h.Failures = uint32(d.uvarint())
+	if d.err != nil || len(d.b) != 0 {
+		return h, errBadValue
+	}
+	return h, nil
+}
+
+// hostState is the crawl database's own per-host bookkeeping.
+type hostState struct {
+	best     float64 // score of the host's best frontier URL
+	frontier uint64  // URLs of the host in the frontier
+	fetched  uint64  // fetch results recorded (the page budget used)
+}
+
+func (s *hostState) appendTo(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(s.best))
+	dst = binary.AppendUvarint(dst, s.frontier)
+	return binary.AppendUvarint(dst, s.fetched)
+}
+
+func decodeHostState(b []byte) (hostState, error) {
+	var s hostState
+	if len(b) < 8 {
+		return s, errBadValue
+	}
+	s.best = math.Float64frombits(binary.BigEndian.Uint64(b))
+	d := decoder{b: b[8:]}
+	s.frontier = d.uvarint()
+	s.fetched = d.uvarint()
+	if d.err != nil || len(d.b) != 0 {
+		return s, errBadValue
+	}
+	return s, nil
+}
+
+// HostStats is the crawl database's bookkeeping for one host.
+type HostStats struct {
+	Frontier uint64  // URLs of the host waiting in the frontier
+	Best     float64 // the best score among them
+	Fetched  uint64  // fetch results recorded: the page budget used
+}
+
+// decoder reads the varint-and-length encodings used in values and commands.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated")
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.err = errShort
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) f64() float64 { return math.Float64frombits(d.u64()) }
+
+func (d *decoder) byte1() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.err = errShort
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+// bytes reads a length-prefixed byte string of at most max bytes; the result
+// aliases the input.
+func (d *decoder) bytes(max int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(max) || n > uint64(len(d.b)) {
+		d.err = errShort
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}

@@ -1,0 +1,615 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func openT(t testing.TB, dir string, o Options) *Store {
+	t.Helper()
+	s, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func applyT(t testing.TB, s *Store, index uint64, b *Batch) *Result {
+	t.Helper()
+	cmd, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Apply(index, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err != nil {
+		t.Fatalf("command %d rejected: %v", index, res.Err)
+	}
+	return res
+}
+
+func TestSplitURL(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{"http://h1.us.test/", true},
+		{"http://h1.us.test:8080/p/1.html?sid=1", true},
+		{"https://a-b.example/x", true},
+		{"http://H1.us.test/", false},
+		{"HTTP://h1.us.test/", false},
+		{"http://h1.us.test", false},
+		{"http://h1.us.test/#frag", false},
+		{"http://user@h1.us.test/", false},
+		{"http://h1.us.test:0/", false},
+		{"http://h1.us.test:99999/", false},
+		{"http://h1.us.test:08/", false},
+		{"ftp://h1.us.test/", false},
+		{"http:///x", false},
+		{"http://a..b/", false},
+		{"http://h1.us.test/a b", false},
+		{"http://h1.us.test/" + strings.Repeat("a", MaxURLLen), false},
+	} {
+		p, ok := splitURL(c.in)
+		if ok != c.ok {
+			t.Errorf("splitURL(%q) ok = %v, want %v", c.in, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		key := p.urlKey(nil)
+		i := bytes.IndexByte(key, 0)
+		back, ok := urlFromTail(key[1:i], key[i+1:])
+		if !ok || back != c.in {
+			t.Errorf("key of %q gives back %q", c.in, back)
+		}
+	}
+	// One host's URLs are contiguous and ordered after a shorter host name's.
+	k1, _ := splitURL("http://h1.us.test/z")
+	k2, _ := splitURL("http://h1.us.test:81/a")
+	k3, _ := splitURL("http://x.h1.us.test/a")
+	a, b, c := k1.urlKey(nil), k2.urlKey(nil), k3.urlKey(nil)
+	if !(bytes.Compare(a, b) < 0 && bytes.Compare(b, c) < 0) {
+		t.Errorf("keys out of host order: %q %q %q", a, b, c)
+	}
+}
+
+// model is the reference: a plain map with the same semantics.
+type model struct {
+	urls     map[string]*URLRecord
+	gen      map[uint64]map[string]bool
+	sent     []uint64 // FIFO
+	outbox   map[string][]byte
+	outSeq   uint64
+	round    []byte
+	fetched  map[string]uint64
+	statuses map[Status]uint64
+}
+
+func newModel() *model {
+	return &model{urls: map[string]*URLRecord{}, gen: map[uint64]map[string]bool{}, outbox: map[string][]byte{}, fetched: map[string]uint64{}, statuses: map[Status]uint64{}}
+}
+
+func hostOf(u string) string {
+	p, _ := splitURL(u)
+	return p.host
+}
+
+func (m *model) move(r *URLRecord, to Status) {
+	m.statuses[r.Status]--
+	m.statuses[to]++
+	r.Status = to
+}
+
+// randomOp adds one random operation to b and applies it to the model,
+// returning the expected result.
+func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) OpResult {
+	u := urls[r.IntN(len(urls))]
+	rec := m.urls[u]
+	var res OpResult
+	switch k := r.IntN(100); {
+	case k < 35:
+		cash := float64(r.IntN(8)) / 4
+		depth := uint32(r.IntN(5))
+		b.UpsertCash(u, cash, depth)
+		if rec == nil {
+			m.urls[u] = &URLRecord{URL: u, Status: StatusUnfetched, Cash: cash, Depth: depth, FP: Fingerprint(u)}
+			m.statuses[StatusUnfetched]++
+			return OpResult{New: true, Applied: true}
+		}
+		rec.Cash += cash
+		rec.Depth = min(rec.Depth, depth)
+		return OpResult{Applied: true}
+	case k < 45:
+		cash := float64(r.IntN(8)) / 4
+		b.PutIfAbsent(u, cash, 2)
+		if rec == nil {
+			m.urls[u] = &URLRecord{URL: u, Status: StatusUnfetched, Cash: cash, Depth: 2, FP: Fingerprint(u)}
+			m.statuses[StatusUnfetched]++
+			return OpResult{New: true, Applied: true}
+		}
+	case k < 60:
+		round := uint64(r.IntN(3) + 1)
+		b.MarkGenerated(u, round)
+		if rec != nil && rec.Status == StatusUnfetched {
+			m.move(rec, StatusGenerated)
+			rec.Round = round
+			if m.gen[round] == nil {
+				m.gen[round] = map[string]bool{}
+			}
+			m.gen[round][u] = true
+			res.Applied = true
+		}
+	case k < 65:
+		b.Requeue(u)
+		if rec != nil && rec.Status == StatusGenerated {
+			delete(m.gen[rec.Round], u)
+			m.move(rec, StatusUnfetched)
+			res.Applied = true
+		}
+	case k < 80:
+		fr := FetchResult{URL: u, Status: Status(int(StatusFetched) + r.IntN(int(statusCount-StatusFetched))), HTTPStatus: 200, At: at, ContentFP: r.Uint64(), Retry: r.IntN(5) == 0}
+		b.RecordFetch(fr)
+		if rec != nil {
+			if rec.Status == StatusGenerated {
+				delete(m.gen[rec.Round], u)
+			}
+			rec.HTTPStatus, rec.FetchedAt = fr.HTTPStatus, at
+			if fr.Retry {
+				rec.Retries++
+				m.move(rec, StatusUnfetched)
+			} else {
+				rec.History += rec.Cash
+				rec.Cash = 0
+				rec.ContentFP = fr.ContentFP
+				m.move(rec, fr.Status)
+				m.fetched[hostOf(u)]++
+			}
+			res.Applied = true
+		}
+	case k < 88:
+		fp := uint64(r.IntN(12))
+		b.SentCheckAdd(fp, 5)
+		if slices.Contains(m.sent, fp) {
+			return OpResult{Present: true}
+		}
+		m.sent = append(m.sent, fp)
+		if len(m.sent) > 5 {
+			m.sent = m.sent[1:]
+		}
+		res.Applied = true
+	case k < 93:
+		site := []string{"eu", "us"}[r.IntN(2)]
+		payload := []byte(fmt.Sprintf("put %d", r.IntN(1000)))
+		b.OutboxEnqueue(site, payload)
+		m.outSeq++
+		m.outbox[fmt.Sprintf("%s/%d", site, m.outSeq)] = payload
+		return OpResult{Applied: true, Seq: m.outSeq}
+	case k < 97:
+		site := []string{"eu", "us"}[r.IntN(2)]
+		seq := uint64(r.IntN(int(m.outSeq) + 2))
+		b.OutboxAck(site, seq)
+		key := fmt.Sprintf("%s/%d", site, seq)
+		if _, ok := m.outbox[key]; ok {
+			delete(m.outbox, key)
+			res.Applied = true
+		}
+	default:
+		m.round = []byte(fmt.Sprintf("round %d", r.IntN(100)))
+		b.PutRound(m.round)
+		res.Applied = true
+	}
+	return res
+}
+
+// check compares the store with the model in full.
+func (m *model) check(t *testing.T, s *Store) {
+	t.Helper()
+	var got []URLRecord
+	if err := s.ScanURLs(func(r URLRecord) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(m.urls) {
+		t.Fatalf("store has %d URLs, model %d", len(got), len(m.urls))
+	}
+	for _, g := range got {
+		w := m.urls[g.URL]
+		if w == nil {
+			t.Fatalf("store has %s, model does not", g.URL)
+		}
+		if g != *w {
+			t.Fatalf("%s:\n store %+v\n model %+v", g.URL, g, *w)
+		}
+	}
+	// The whole frontier: every unfetched URL once, hosts by best score,
+	// each host's URLs by score.
+	fr, err := s.Frontier(FrontierQuery{Width: 1 << 20, PerHost: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []*URLRecord
+	for _, r := range m.urls {
+		if r.Status == StatusUnfetched {
+			want = append(want, r)
+		}
+	}
+	if len(fr) != len(want) {
+		t.Fatalf("frontier has %d URLs, model %d unfetched", len(fr), len(want))
+	}
+	seen := map[string]bool{}
+	best := map[string]float64{}
+	for i, e := range fr {
+		r := m.urls[e.URL]
+		if r == nil || r.Status != StatusUnfetched || r.Cash != e.Score || r.Depth != e.Depth || seen[e.URL] {
+			t.Fatalf("frontier entry %d %+v does not match model %+v", i, e, r)
+		}
+		seen[e.URL] = true
+		if i > 0 && fr[i-1].Host == e.Host && fr[i-1].Score < e.Score {
+			t.Fatalf("frontier of %s not in score order at %d", e.Host, i)
+		}
+		if _, ok := best[e.Host]; !ok {
+			best[e.Host] = e.Score
+		}
+	}
+	var lastBest = math.Inf(1)
+	var lastHost string
+	for _, e := range fr {
+		if e.Host != lastHost {
+			if b := best[e.Host]; b > lastBest {
+				t.Fatalf("host %s (best %v) after a host with best %v", e.Host, b, lastBest)
+			} else {
+				lastBest = b
+			}
+			lastHost = e.Host
+		}
+	}
+	for host, b := range best {
+		st, err := s.HostStats(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Best != b {
+			t.Fatalf("host %s: stored best %v, frontier best %v", host, st.Best, b)
+		}
+	}
+	for host, n := range m.fetched {
+		st, _ := s.HostStats(host)
+		if st.Fetched != n {
+			t.Fatalf("host %s: fetched %d, model %d", host, st.Fetched, n)
+		}
+	}
+	c := s.Counts()
+	if c.URLs != uint64(len(m.urls)) || c.Frontier != uint64(len(want)) || c.Sent != uint64(len(m.sent)) || c.Outbox != uint64(len(m.outbox)) {
+		t.Fatalf("counts %+v; model %d urls, %d frontier, %d sent, %d outbox", c, len(m.urls), len(want), len(m.sent), len(m.outbox))
+	}
+	for st, n := range m.statuses {
+		if c.ByStatus[st] != n {
+			t.Fatalf("count of %v: %d, model %d", st, c.ByStatus[st], n)
+		}
+	}
+	for _, fp := range m.sent {
+		if ok, _ := s.SentContains(fp); !ok {
+			t.Fatalf("sent cache lost %d", fp)
+		}
+	}
+	for round, set := range m.gen {
+		g, err := s.Generated(round, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w []string
+		for u, ok := range set {
+			if ok {
+				w = append(w, u)
+			}
+		}
+		slices.Sort(g)
+		slices.Sort(w)
+		if !slices.Equal(g, w) {
+			t.Fatalf("generated in round %d: %v, model %v", round, g, w)
+		}
+	}
+	if rs, _ := s.Round(); !bytes.Equal(rs, m.round) {
+		t.Fatalf("round state %q, model %q", rs, m.round)
+	}
+}
+
+// TestAgainstModel applies random commands and compares the store with a
+// plain in-memory model after each, reopening the store now and then.
+func TestAgainstModel(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 99))
+			var urls []string
+			for h := range 6 {
+				for p := range 8 {
+					urls = append(urls, fmt.Sprintf("http://h%d.%s.test/p/%d.html", h, []string{"us", "eu"}[h%2], p))
+				}
+			}
+			dir := t.TempDir()
+			s := openT(t, dir, Options{})
+			defer func() { s.Close() }()
+			m := newModel()
+			at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+			for idx := uint64(1); idx <= 250; idx++ {
+				b := NewBatch()
+				var want []OpResult
+				for range 1 + r.IntN(30) {
+					want = append(want, m.randomOp(r, b, urls, at))
+				}
+				res := applyT(t, s, idx, b)
+				for i := range want {
+					if res.Ops[i] != want[i] {
+						t.Fatalf("command %d op %d: result %+v, model %+v", idx, i, res.Ops[i], want[i])
+					}
+				}
+				m.check(t, s)
+				if idx%50 == 0 {
+					if err := s.Close(); err != nil {
+						t.Fatal(err)
+					}
+					s = openT(t, dir, Options{})
+					if s.AppliedIndex() != idx {
+						t.Fatalf("applied index %d after reopen, want %d", s.AppliedIndex(), idx)
+					}
+					m.check(t, s)
+				}
+			}
+		})
+	}
+}
+
+func TestFrontierLimits(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	b := NewBatch()
+	for h := range 20 {
+		for p := range 30 {
+			b.UpsertCash(fmt.Sprintf("http://h%d.test/%d", h, p), float64(h*100+p), 1)
+		}
+	}
+	applyT(t, s, 1, b)
+	// Host h19 backs off.
+	b = NewBatch()
+	b.PutHost("h19.test", HostRecord{BackoffUntil: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)})
+	applyT(t, s, 2, b)
+	fr, err := s.Frontier(FrontierQuery{Width: 25, PerHost: 3, Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fr) != 25 {
+		t.Fatalf("%d entries, want 25", len(fr))
+	}
+	per := map[string]int{}
+	for _, e := range fr {
+		per[e.Host]++
+	}
+	for h, n := range per {
+		if n > 3 || h == "h19.test" {
+			t.Fatalf("host %s: %d entries", h, n)
+		}
+	}
+	if fr[0].Host != "h18.test" || fr[0].Score != 1829 || fr[1].Score != 1828 || fr[3].Host != "h17.test" {
+		t.Fatalf("frontier starts %+v", fr[:4])
+	}
+	if _, err := s.Frontier(FrontierQuery{Width: 0, PerHost: 1}); !errors.Is(err, ErrBadOp) {
+		t.Fatalf("width 0: %v", err)
+	}
+}
+
+func TestReplaySkipsApplied(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	b := NewBatch()
+	b.UpsertCash("http://a.test/", 1, 0)
+	cmd, _ := b.Encode()
+	cmd = slices.Clone(cmd)
+	for i := range 3 {
+		res, err := s.Apply(7, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Skipped != (i > 0) {
+			t.Fatalf("apply %d: skipped %v", i, res.Skipped)
+		}
+	}
+	if res, _ := s.Apply(5, cmd); !res.Skipped {
+		t.Fatal("an older index was applied")
+	}
+	rec, _, _ := s.Get("http://a.test/")
+	if rec.Cash != 1 {
+		t.Fatalf("cash %v after replays, want 1", rec.Cash)
+	}
+}
+
+func TestBadCommands(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	b := NewBatch()
+	b.UpsertCash("http://a.test/", 1, 0)
+	b.OutboxEnqueue("eu", []byte("x"))
+	good, _ := b.Encode()
+	good = slices.Clone(good)
+	applyT(t, s, 1, func() *Batch { b := NewBatch(); b.UpsertCash("http://z.test/", 2, 0); return b }())
+	before := s.Counts()
+	cases := map[string][]byte{
+		"empty":       nil,
+		"bad magic":   append([]byte{0}, good[1:]...),
+		"flipped bit": func() []byte { c := slices.Clone(good); c[5] ^= 1; return c }(),
+		"truncated":   good[:len(good)-3],
+		"oversized":   make([]byte, MaxCommandBytes+1),
+	}
+	idx := uint64(2)
+	for name, cmd := range cases {
+		res, err := s.Apply(idx, cmd)
+		if err != nil {
+			t.Fatalf("%s: storage error %v", name, err)
+		}
+		if res.Err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+		if !errors.Is(res.Err, ErrCorruptCommand) && !errors.Is(res.Err, ErrCommandTooLarge) {
+			t.Fatalf("%s: error %v", name, res.Err)
+		}
+		if s.AppliedIndex() != idx {
+			t.Fatalf("%s: applied index not advanced", name)
+		}
+		idx++
+	}
+	if after := s.Counts(); after.URLs != before.URLs || after.Outbox != before.Outbox {
+		t.Fatalf("rejected commands changed the store: %+v → %+v", before, after)
+	}
+	if _, ok, _ := s.Get("http://a.test/"); ok {
+		t.Fatal("a rejected command wrote a URL")
+	}
+	// Builders refuse bad input and say what.
+	for name, f := range map[string]func(*Batch){
+		"bad url":      func(b *Batch) { b.UpsertCash("http://A.test/x", 1, 0) },
+		"negative":     func(b *Batch) { b.UpsertCash("http://a.test/", -1, 0) },
+		"nan":          func(b *Batch) { b.PutIfAbsent("http://a.test/", math.NaN(), 0) },
+		"bad status":   func(b *Batch) { b.RecordFetch(FetchResult{URL: "http://a.test/", Status: StatusGenerated}) },
+		"bad host":     func(b *Batch) { b.PutHost("a..b", HostRecord{}) },
+		"zero cap":     func(b *Batch) { b.SentCheckAdd(1, 0) },
+		"site with 0":  func(b *Batch) { b.OutboxEnqueue("e\x00u", nil) },
+		"bad coords":   func(b *Batch) { b.PutDomain("a.test", 91, 0) },
+		"huge payload": func(b *Batch) { b.OutboxEnqueue("eu", make([]byte, maxPayload+1)) },
+	} {
+		b := NewBatch()
+		f(b)
+		if _, err := b.Encode(); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	b := NewBatch()
+	b.UpsertCash("http://a.test/", 1, 0)
+	b.RecordFetch(FetchResult{URL: "http://a.test/", Status: StatusFetched})
+	b.PutHost("a.test", HostRecord{Robots: []byte("User-agent: *")})
+	b.SentCheckAdd(3, 10)
+	b.PutDomain("a.test", 1, 2)
+	cmd, _ := b.Encode()
+	f.Add(slices.Clone(cmd))
+	f.Add([]byte{cmdMagic, cmdVersion, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, cmd []byte) {
+		ops, err := decodeCommand(cmd, nil)
+		if err == nil {
+			for _, o := range ops {
+				if o.t == 0 || o.t >= opCount {
+					t.Fatalf("decoded op type %d", o.t)
+				}
+			}
+		}
+	})
+}
+
+// TestStorageFailure injects write errors under Pebble in a child process:
+// the node stops (Pebble gives up on a failed WAL write) after logging which
+// file failed, and after reopening on a good disk every batch is either whole
+// or absent.
+func TestStorageFailure(t *testing.T) {
+	if dir := os.Getenv("STORE_FAILURE_CHILD"); dir != "" {
+		storageFailureChild(dir)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStorageFailure$")
+	cmd.Env = append(os.Environ(), "STORE_FAILURE_CHILD="+dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child did not stop with an error: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("disk write failed")) || !bytes.Contains(out, []byte("injected error")) {
+		t.Fatalf("child's output does not say what failed:\n%.2000s", out)
+	}
+	s := openT(t, dir, Options{})
+	defer s.Close()
+	perHost := map[string]int{}
+	if err := s.ScanURLs(func(r URLRecord) error { perHost[hostOf(r.URL)]++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for h, n := range perHost {
+		if n != 500 {
+			t.Fatalf("batch for %s is half there: %d of 500 URLs", h, n)
+		}
+		total += n
+	}
+	if c := s.Counts(); c.URLs != uint64(total) || total < 500 {
+		t.Fatalf("counters say %d URLs, records %d", c.URLs, total)
+	}
+	if _, err := s.Apply(s.AppliedIndex()+1, mustEncode(t, func(b *Batch) { b.UpsertCash("http://after.test/", 1, 0) })); err != nil {
+		t.Fatalf("reopened store refuses writes: %v", err)
+	}
+}
+
+func mustEncode(t testing.TB, f func(*Batch)) []byte {
+	b := NewBatch()
+	f(b)
+	cmd, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(cmd)
+}
+
+func storageFailureChild(dir string) {
+	toggle := &errorfs.Toggle{Injector: errorfs.ErrInjected}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, toggle), Logger: log, MemTableBytes: 1 << 20})
+	if err != nil {
+		fmt.Println("child: open:", err)
+		os.Exit(4)
+	}
+	batch := func(i int) []byte {
+		b := NewBatch()
+		for j := range 500 {
+			b.UpsertCash(fmt.Sprintf("http://b%d.test/%d", i, j), 1, 0)
+		}
+		cmd, _ := b.Encode()
+		return cmd
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := s.Apply(uint64(i), batch(i)); err != nil {
+			fmt.Println("child: apply before failure:", err)
+			os.Exit(4)
+		}
+	}
+	if err := s.Sync(); err != nil {
+		os.Exit(4)
+	}
+	toggle.On()
+	for i := 4; i < 10_000; i++ {
+		if _, err := s.Apply(uint64(i), batch(i)); err != nil {
+			fmt.Println("child: stopping:", err)
+			os.Exit(3)
+		}
+		if err := s.Sync(); err != nil {
+			fmt.Println("child: stopping: sync:", err)
+			os.Exit(3)
+		}
+	}
+	fmt.Println("child: no failure")
+	os.Exit(0)
+}
