@@ -1,0 +1,264 @@
+package crawldb
+
+import (
+	"archive/tar"
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+)
+
+// fsm feeds the Raft log to the store and takes and installs snapshots.
+// The store lives in a generation directory named by the file CURRENT under
+// Dir, so that a snapshot can be installed beside it and swapped in whole.
+type fsm struct {
+	db   *DB
+	dir  string // the node's Dir
+	opts store.Options
+
+	mu sync.RWMutex
+	st *store.Store
+}
+
+const currentFile = "CURRENT"
+
+func newFSM(db *DB, dbDir string, o store.Options) (*fsm, error) {
+	f := &fsm{db: db, dir: filepath.Dir(dbDir), opts: o}
+	name := "db"
+	if b, err := os.ReadFile(filepath.Join(f.dir, currentFile)); err == nil {
+		name = strings.TrimSpace(string(b))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("crawldb: %w", err)
+	}
+	st, err := store.Open(filepath.Join(f.dir, name), o)
+	if err != nil {
+		return nil, fmt.Errorf("crawldb: %w", err)
+	}
+	f.st = st
+	return f, nil
+}
+
+func (f *fsm) store() *store.Store {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st
+}
+
+func (f *fsm) close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.st == nil {
+		return nil
+	}
+	return f.st.Close()
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	res, err := f.store().Apply(l.Index, l.Data)
+	if err != nil {
+		f.db.fatal(err)
+		return err
+	}
+	return res
+}
+
+const snapshotMagic = "MERIDIAN-CRAWLDB-SNAPSHOT 1"
+
+// Snapshot implements raft.FSM: a Pebble checkpoint of the store as of the
+// last applied command, streamed by Persist.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	st := f.store()
+	tmp := filepath.Join(f.dir, "snapshots-tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("crawldb: snapshot: %w", err)
+	}
+	dir := filepath.Join(tmp, fmt.Sprintf("ckpt-%d-%d", st.AppliedIndex(), time.Now().UnixNano()))
+	index := st.AppliedIndex()
+	if err := st.Checkpoint(dir); err != nil {
+		return nil, err
+	}
+	return &snapshot{dir: dir, index: index}, nil
+}
+
+type snapshot struct {
+	dir   string
+	index uint64
+}
+
+// Persist writes a header with the applied index and a tar of the checkpoint.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	err := func() error {
+		bw := bufio.NewWriterSize(sink, 1<<20)
+		fmt.Fprintf(bw, "%s %d\n", snapshotMagic, s.index)
+		tw := tar.NewWriter(bw)
+		err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(s.dir, path)
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, Size: fi.Size(), ModTime: time.Unix(0, 0)}); err != nil {
+				return err
+			}
+			fh, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			_, err = io.Copy(tw, fh)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := tw.Close(); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}()
+	if err != nil {
+		sink.Cancel()
+		return fmt.Errorf("crawldb: persist snapshot %d: %w", s.index, err)
+	}
+	return sink.Close()
+}
+
+// Release removes the checkpoint.
+func (s *snapshot) Release() { os.RemoveAll(s.dir) }
+
+// Restore implements raft.FSM. A snapshot no newer than what the store has
+// applied (Raft restores its latest snapshot at every start) is skipped;
+// a newer one (sent by the leader to a node that fell behind) replaces the
+// store whole.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<20)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("crawldb: restore: header: %w", err)
+	}
+	head, idxStr, ok := strings.Cut(strings.TrimSpace(line), " 1 ")
+	index, perr := strconv.ParseUint(idxStr, 10, 64)
+	if !ok || head+" 1" != snapshotMagic || perr != nil {
+		return fmt.Errorf("crawldb: restore: not a crawldb snapshot (header %.80q)", line)
+	}
+	cur := f.store()
+	if index <= cur.AppliedIndex() {
+		_, err := io.Copy(io.Discard, br)
+		return err
+	}
+	name := fmt.Sprintf("db-%d", index)
+	dir := filepath.Join(f.dir, name)
+	os.RemoveAll(dir)
+	if err := untar(tar.NewReader(br), dir); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("crawldb: restore snapshot %d: %w", index, err)
+	}
+	st, err := store.Open(dir, f.opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("crawldb: restore snapshot %d: %w", index, err)
+	}
+	if st.AppliedIndex() != index {
+		st.Close()
+		return fmt.Errorf("crawldb: restore: snapshot says index %d, its store %d", index, st.AppliedIndex())
+	}
+	if err := writeAtomic(filepath.Join(f.dir, currentFile), []byte(name+"\n")); err != nil {
+		st.Close()
+		return fmt.Errorf("crawldb: restore: %w", err)
+	}
+	f.mu.Lock()
+	old := f.st
+	f.st = st
+	f.mu.Unlock()
+	f.db.log.Info("crawldb: installed snapshot", "node", f.db.opts.NodeID, "index", index, "dir", dir)
+	// Readers may still hold the old store for a moment.
+	f.db.wg.Add(1)
+	go func() {
+		defer f.db.wg.Done()
+		select {
+		case <-time.After(2 * time.Second):
+		case <-f.db.ctx.Done():
+		}
+		old.Close()
+		os.RemoveAll(old.Dir())
+	}()
+	return nil
+}
+
+func untar(tr *tar.Reader, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return syncDir(dir)
+		}
+		if err != nil {
+			return err
+		}
+		name := filepath.Clean(filepath.FromSlash(h.Name))
+		if name == "." || strings.HasPrefix(name, "..") || filepath.IsAbs(name) || h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("bad entry %q in snapshot", h.Name)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		fh, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(fh, tr)
+		if err == nil {
+			err = fh.Sync()
+		}
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	fh, err := os.Open(tmp)
+	if err == nil {
+		fh.Sync()
+		fh.Close()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
