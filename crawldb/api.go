@@ -211,7 +211,7 @@ func (db *DB) join(ctx context.Context) error {
 // announce records the leader's own API address whenever this node becomes
 // leader, so that followers can forward to it.
 func (db *DB) announce() {
-	defer db.wg.Done()
+	defer db.bg.Done()
 	if db.opts.APIAddr == "" {
 		return
 	}

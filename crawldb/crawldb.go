@@ -130,7 +130,8 @@ type DB struct {
 	client *http.Client
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // goroutines that end after Raft
+	bg     sync.WaitGroup // goroutines that use Raft: end before it shuts down
 
 	mu struct {
 		sync.Mutex
@@ -221,7 +222,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 			return nil, err
 		}
 	}
-	db.wg.Add(1)
+	db.bg.Add(1)
 	go db.announce()
 	ok = true
 	return db, nil
@@ -326,6 +327,9 @@ func (db *DB) applyLocal(cmd []byte) (*store.Result, error) {
 	if err := db.usable(); err != nil {
 		return nil, err
 	}
+	if err := store.CheckCommand(cmd); err != nil {
+		return &store.Result{Err: err}, nil // refused before it reaches the log
+	}
 	f := db.raft.Apply(cmd, db.opts.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("crawldb: apply: %w", err)
@@ -406,6 +410,7 @@ func (db *DB) Close() error {
 			db.api.Shutdown(ctx)
 			cancel()
 		}
+		db.bg.Wait()
 		if db.raft != nil {
 			if err := db.raft.Shutdown().Error(); err != nil {
 				errs = append(errs, fmt.Errorf("crawldb: raft shutdown: %w", err))

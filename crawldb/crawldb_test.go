@@ -1,11 +1,16 @@
 package crawldb
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +19,12 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// hashicorp/raft's NetworkTransport does not close the connections it
+// accepted when it shuts down; their readers end when the peer's process
+// does, which in a test is after the check.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"))
+}
 
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("CRAWLDB_TEST_LOG") != "" {
@@ -138,5 +148,50 @@ func TestThreeNodes(t *testing.T) {
 	m, _ := n1.Members()
 	if len(m) != 3 {
 		t.Fatalf("members %v", m)
+	}
+}
+
+// TestAPIRejectsBadCommands posts garbage and an oversized body to a node's
+// API: both are refused with a message, and the store is unchanged.
+func TestAPIRejectsBadCommands(t *testing.T) {
+	db := openNode(t, t.TempDir(), "n1", "")
+	defer db.Close()
+	mustApply(t, db, upserts(0, 10, 1))
+	before := db.Store().Counts()
+	post := func(body []byte) (int, string) {
+		resp, err := http.Post("http://"+db.APIAddr()+"/crawldb/apply", "application/octet-stream", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post([]byte("not a command at all"))
+	if code != 200 || !strings.Contains(body, "corrupt command") {
+		t.Fatalf("garbage: %d %s", code, body)
+	}
+	code, body = post(make([]byte, store.MaxCommandBytes+10))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "too large") {
+		t.Fatalf("oversized: %d %s", code, body)
+	}
+	after := db.Store().Counts()
+	if after.URLs != before.URLs || after.Frontier != before.Frontier {
+		t.Fatalf("bad commands changed the store: %+v → %+v", before, after)
+	}
+	// A bad batch never leaves the client.
+	b := store.NewBatch()
+	b.UpsertCash("http://Bad.Host/", 1, 0)
+	if _, err := db.Apply(context.Background(), b); !errors.Is(err, store.ErrBadURL) {
+		t.Fatalf("bad URL: %v", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	err := Options{NodeID: "a b", Join: "x:1"}.Validate()
+	for _, want := range []string{"Dir is required", "NodeID", "RaftAddr is required", "needs an APIAddr"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v lacks %q", err, want)
+		}
 	}
 }

@@ -416,3 +416,10 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 	}
 	return ops, nil
 }
+
+// CheckCommand decodes cmd without applying it: a leader refuses a bad
+// command before it reaches the log.
+func CheckCommand(cmd []byte) error {
+	_, err := decodeCommand(cmd, nil)
+	return err
+}
