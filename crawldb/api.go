@@ -16,8 +16,12 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 )
 
-// errForward: forwarding to the leader failed in a way worth retrying.
-var errForward = errors.New("crawldb: forward to leader")
+// errNotSent: a forwarded write certainly did not reach the leader's log
+// (no connection, or the receiver was not the leader): safe to retry.
+var errNotSent = errors.New("crawldb: write not sent")
+
+// forwardedHeader marks a write a node forwards, so it is forwarded once at most.
+const forwardedHeader = "X-Crawldb-Forwarded"
 
 // memberKey is the store key under which a node's API address is kept.
 func memberKey(id string) string { return "member/" + id }
@@ -66,11 +70,21 @@ func (db *DB) handleApply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out wireResult
-	if db.raft.State() != raft.Leader {
-		out.NotLeader = true
-	} else if res, err := db.applyLocal(cmd); err != nil {
-		out.Failure = err.Error()
-		out.NotLeader = errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost)
+	var res *store.Result
+	switch {
+	case db.raft.State() == raft.Leader:
+		res, err = db.applyLocal(cmd)
+	case r.Header.Get(forwardedHeader) == "":
+		res, err = db.forward(r.Context(), "/crawldb/apply", cmd) // one hop at most
+	default:
+		err = raft.ErrNotLeader
+	}
+	if err != nil {
+		// not_leader only when the write surely did not reach a log.
+		out.NotLeader = errors.Is(err, raft.ErrNotLeader) || errors.Is(err, errNotSent) || errors.Is(err, ErrNoLeader)
+		if !out.NotLeader {
+			out.Failure = err.Error()
+		}
 	} else {
 		out.Index, out.Skipped, out.Ops = res.Index, res.Skipped, res.Ops
 		if res.Err != nil {
@@ -94,10 +108,14 @@ func (db *DB) forward(ctx context.Context, path string, body []byte) (*store.Res
 	}
 	var out wireResult
 	if err := db.post(ctx, addr, path, body, &out); err != nil {
-		return nil, fmt.Errorf("%w: %v", errForward, err)
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, fmt.Errorf("%w: %v", errNotSent, err)
+		}
+		return nil, fmt.Errorf("crawldb: forward to leader %s (the write may or may not be applied): %w", addr, err)
 	}
 	if out.NotLeader {
-		return nil, fmt.Errorf("%w: %s is not the leader", errForward, addr)
+		return nil, fmt.Errorf("%w: %s is not the leader", errNotSent, addr)
 	}
 	if out.Failure != "" {
 		return nil, fmt.Errorf("crawldb: apply at leader %s: %s", addr, out.Failure)
@@ -114,6 +132,7 @@ func (db *DB) post(ctx context.Context, addr, path string, body []byte, out any)
 	if err != nil {
 		return err
 	}
+	req.Header.Set(forwardedHeader, db.opts.NodeID)
 	resp, err := db.client.Do(req)
 	if err != nil {
 		return err

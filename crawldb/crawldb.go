@@ -311,9 +311,13 @@ func (db *DB) ApplyCommand(ctx context.Context, cmd []byte) (*store.Result, erro
 	}
 }
 
+// retryable reports whether a failed write certainly did not reach the log,
+// so that sending it again cannot apply it twice. Anything else (a lost
+// leadership, a reply lost after sending) is returned to the caller as
+// ambiguous.
 func retryable(err error) bool {
-	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-		errors.Is(err, ErrNoLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, errForward)
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, ErrNoLeader) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, errNotSent)
 }
 
 func (db *DB) applyOnce(ctx context.Context, cmd []byte) (*store.Result, error) {

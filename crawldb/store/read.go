@@ -97,7 +97,7 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 		return nil, fmt.Errorf("store: frontier: %w", err)
 	}
 	defer urls.Close()
-	out := make([]FrontierEntry, 0, q.Width)
+	out := make([]FrontierEntry, 0, min(q.Width, 4096))
 	skips := 0
 	var prefix []byte
 	for ok := hosts.First(); ok && len(out) < q.Width; ok = hosts.Next() {
