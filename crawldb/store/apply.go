@@ -38,12 +38,14 @@ func (s *Store) Apply(index uint64, cmd []byte) (*Result, error) {
 	c := s.mu.counts
 	b := s.db.NewBatchWithSize(len(cmd)*3 + 256)
 	defer b.Close()
+	var a applier
 	if derr != nil {
 		res.Err = derr
 	} else {
-		a := applier{s: s, b: b, c: &c}
+		a = applier{s: s, b: b, c: &c}
 		var err error
 		if res.Ops, err = a.run(ops); err != nil {
+			s.hostCache.reset()
 			return nil, s.fail(index, err)
 		}
 	}
@@ -59,6 +61,9 @@ func (s *Store) Apply(index uint64, cmd []byte) (*Result, error) {
 		return nil, s.fail(index, err)
 	}
 	s.mu.counts = c
+	for _, h := range a.newHosts {
+		s.hostCache.put(h.rev, h.st)
+	}
 	s.applied.Store(index)
 	return res, nil
 }
@@ -94,6 +99,8 @@ type applier struct {
 	sent  map[uint64]uint64 // fingerprints added by this command → seq
 	seqFP map[uint64]uint64 // and back
 	out   map[string]bool   // outbox keys added (true) or removed (false) by this command
+	// newHosts are the host states this command writes, for the cache once it commits.
+	newHosts []cachedHost
 }
 
 func (a *applier) run(ops []op) ([]OpResult, error) {
@@ -139,7 +146,7 @@ func (a *applier) load(ops []op) error {
 		return err
 	}
 	for _, sl := range order {
-		if it.SeekGE(sl.key) && bytes.Equal(it.Key(), sl.key) {
+		if it.SeekPrefixGE(sl.key) && bytes.Equal(it.Key(), sl.key) {
 			if err := decodeRecord(it.Value(), &sl.orig); err != nil {
 				it.Close()
 				return fmt.Errorf("record %q: %w", sl.key, err)
@@ -396,14 +403,16 @@ func (a *applier) writeURLs() error {
 func (a *applier) writeHosts() error {
 	for _, hd := range a.hosts {
 		xkey := append([]byte{pHostFr}, hd.rev...)
-		var st hostState
-		v, err := a.s.value(xkey)
-		if err != nil {
-			return err
-		}
-		if v != nil {
-			if st, err = decodeHostState(v); err != nil {
-				return fmt.Errorf("host state %q: %w", hd.rev, err)
+		st, ok := a.s.hostCache.get(hd.rev)
+		if !ok {
+			v, err := a.s.value(xkey)
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				if st, err = decodeHostState(v); err != nil {
+					return fmt.Errorf("host state %q: %w", hd.rev, err)
+				}
 			}
 		}
 		had := st.frontier > 0
@@ -447,6 +456,7 @@ func (a *applier) writeHosts() error {
 		if err := a.b.Set(xkey, st.appendTo(nil), nil); err != nil {
 			return err
 		}
+		a.newHosts = append(a.newHosts, cachedHost{rev: hd.rev, st: st})
 	}
 	return nil
 }
@@ -476,3 +486,33 @@ func (a *applier) firstSurvivor(hd *hostDelta) (float64, bool, error) {
 	}
 	return 0, false, it.Error()
 }
+
+type cachedHost struct {
+	rev []byte
+	st  hostState
+}
+
+// hostCache keeps the per-host frontier state of recently touched hosts in
+// memory, so that a command does not read it back from Pebble. It mirrors
+// committed state only (filled after a commit), and is dropped whole when
+// full: it is a cache, never the truth.
+type hostCache struct {
+	m   map[string]hostState
+	max int
+}
+
+const hostCacheMax = 1 << 20
+
+func (c *hostCache) get(rev []byte) (hostState, bool) {
+	st, ok := c.m[string(rev)]
+	return st, ok
+}
+
+func (c *hostCache) put(rev []byte, st hostState) {
+	if c.m == nil || len(c.m) >= hostCacheMax {
+		c.m = make(map[string]hostState)
+	}
+	c.m[string(rev)] = st
+}
+
+func (c *hostCache) reset() { c.m = nil }

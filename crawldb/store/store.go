@@ -23,9 +23,12 @@ import (
 type Options struct {
 	// FS is the filesystem; default the OS's. Tests inject errors through it.
 	FS vfs.FS
-	// CacheBytes is Pebble's block cache. Default 64 MiB.
+	// CacheBytes is Pebble's block cache. Default 256 MiB: the bloom
+	// filters and index blocks of the URL table must stay in it for
+	// seen-checks to cost no disk reads.
 	CacheBytes int64
-	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
+	// MemTableBytes is Pebble's memtable size. Default 16 MiB: random
+	// inserts into a larger skiplist cost more than the extra flushes.
 	MemTableBytes uint64
 	// Logger defaults to discarding.
 	Logger *slog.Logger
@@ -36,10 +39,10 @@ func (o *Options) ensureDefaults() {
 		o.FS = vfs.Default
 	}
 	if o.CacheBytes == 0 {
-		o.CacheBytes = 64 << 20
+		o.CacheBytes = 256 << 20
 	}
 	if o.MemTableBytes == 0 {
-		o.MemTableBytes = 64 << 20
+		o.MemTableBytes = 16 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -96,6 +99,8 @@ type Store struct {
 	cache   *pebble.Cache
 	log     *slog.Logger
 	applied atomic.Uint64
+	// hostCache is used by Apply only (under mu).
+	hostCache hostCache
 
 	mu struct {
 		sync.Mutex
@@ -125,7 +130,6 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-		popts.Levels[i].BlockSize = 32 << 10
 	}
 	popts.EnsureDefaults()
 	db, err := pebble.Open(dir, popts)
