@@ -66,12 +66,36 @@ func (f *fsm) close() error {
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any {
-	res, err := f.store().Apply(l.Index, l.Data)
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM: the commands Raft hands over
+// together are applied in one store batch.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	entries := make([]store.Entry, 0, len(logs))
+	pos := make([]int, 0, len(logs))
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			entries = append(entries, store.Entry{Index: l.Index, Cmd: l.Data})
+			pos = append(pos, i)
+		}
+	}
+	if len(entries) == 0 {
+		return out
+	}
+	res, err := f.store().ApplyBatch(entries)
 	if err != nil {
 		f.db.fatal(err)
-		return err
+		for _, i := range pos {
+			out[i] = err
+		}
+		return out
 	}
-	return res
+	for j, i := range pos {
+		out[i] = res[j]
+	}
+	return out
 }
 
 const snapshotMagic = "MERIDIAN-CRAWLDB-SNAPSHOT 1"

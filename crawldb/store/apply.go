@@ -20,6 +20,23 @@ import (
 // changed in memory in operation order, and written once each in a single
 // batch with the frontier and host index changes and the log index.
 func (s *Store) Apply(index uint64, cmd []byte) (*Result, error) {
+	res, err := s.ApplyBatch([]Entry{{Index: index, Cmd: cmd}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// Entry is one command of the log with its index.
+type Entry struct {
+	Index uint64
+	Cmd   []byte
+}
+
+// ApplyBatch applies consecutive log entries as Apply does, all in one
+// Pebble batch: the URLs and hosts they share are read and written once.
+// Entries at or below AppliedIndex are skipped. Results are in entry order.
+func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
@@ -28,44 +45,69 @@ func (s *Store) Apply(index uint64, cmd []byte) (*Result, error) {
 	if s.mu.failed != nil {
 		return nil, s.mu.failed
 	}
-	res := &Result{Index: index}
-	if index <= s.applied.Load() {
-		res.Skipped = true
-		return res, nil
+	results := make([]*Result, len(entries))
+	ops := s.mu.ops[:0]
+	var bounds []int // bounds[i]: end of entry i's ops
+	size := 256
+	last := s.applied.Load()
+	for i, e := range entries {
+		res := &Result{Index: e.Index}
+		results[i] = res
+		if e.Index <= last {
+			res.Skipped = true
+			bounds = append(bounds, len(ops))
+			continue
+		}
+		last = e.Index
+		n := len(ops)
+		var derr error
+		ops, derr = decodeCommand(e.Cmd, ops)
+		if derr != nil {
+			ops = ops[:n] // a rejected command contributes nothing
+			res.Err = derr
+		}
+		bounds = append(bounds, len(ops))
+		size += len(e.Cmd) * 3
 	}
-	ops, derr := decodeCommand(cmd, s.mu.ops[:0])
 	s.mu.ops = ops[:0]
+	if last == s.applied.Load() {
+		return results, nil // all skipped
+	}
 	c := s.mu.counts
-	b := s.db.NewBatchWithSize(len(cmd)*3 + 256)
+	b := s.db.NewBatchWithSize(size)
 	defer b.Close()
-	var a applier
-	if derr != nil {
-		res.Err = derr
-	} else {
-		a = applier{s: s, b: b, c: &c}
-		var err error
-		if res.Ops, err = a.run(ops); err != nil {
+	a := applier{s: s, b: b, c: &c}
+	if len(ops) > 0 {
+		opRes, err := a.run(ops)
+		if err != nil {
 			s.hostCache.reset()
-			return nil, s.fail(index, err)
+			return nil, s.fail(last, err)
+		}
+		from := 0
+		for i, res := range results {
+			if !res.Skipped && res.Err == nil {
+				res.Ops = opRes[from:bounds[i]:bounds[i]]
+			}
+			from = bounds[i]
 		}
 	}
 	var ib [8]byte
-	binary.BigEndian.PutUint64(ib[:], index)
+	binary.BigEndian.PutUint64(ib[:], last)
 	if err := b.Set(keyApplied, ib[:], nil); err != nil {
-		return nil, s.fail(index, err)
+		return nil, s.fail(last, err)
 	}
 	if err := b.Set(keyCounts, c.appendTo(s.mu.vbuf[:0]), nil); err != nil {
-		return nil, s.fail(index, err)
+		return nil, s.fail(last, err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return nil, s.fail(index, err)
+		return nil, s.fail(last, err)
 	}
 	s.mu.counts = c
 	for _, h := range a.newHosts {
 		s.hostCache.put(h.rev, h.st)
 	}
-	s.applied.Store(index)
-	return res, nil
+	s.applied.Store(last)
+	return results, nil
 }
 
 // slot is one URL a command touches: its state before and as changed.

@@ -326,8 +326,9 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 	if d.err != nil || count > MaxOps {
 		return ops, fmt.Errorf("%w: bad operation count", ErrCorruptCommand)
 	}
-	for uint64(len(ops)) < count {
-		if len(ops) >= MaxOps {
+	base := len(ops) // ops may already hold earlier commands' operations
+	for uint64(len(ops)-base) < count {
+		if len(ops)-base >= MaxOps {
 			return ops, fmt.Errorf("%w: more than %d operations", ErrCommandTooLarge, MaxOps)
 		}
 		var o op
@@ -338,7 +339,7 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.cash = d.f64()
 			o.depth = uint32(d.uvarint())
 			if !validCash(o.cash) {
-				return ops, fmt.Errorf("%w: op %d: cash %v", ErrCorruptCommand, len(ops), o.cash)
+				return ops, fmt.Errorf("%w: op %d: cash %v", ErrCorruptCommand, len(ops)-base, o.cash)
 			}
 		case OpMarkGenerated:
 			o.rawURL = d.bytes(MaxURLLen)
@@ -352,35 +353,35 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.at = d.varint()
 			o.fp = d.u64()
 			if o.status < StatusUnfetched || o.status >= statusCount || o.status == StatusGenerated {
-				return ops, fmt.Errorf("%w: op %d: status %d", ErrCorruptCommand, len(ops), o.status)
+				return ops, fmt.Errorf("%w: op %d: status %d", ErrCorruptCommand, len(ops)-base, o.status)
 			}
 		case OpPutHost:
 			o.name = d.bytes(maxName)
 			h, err := decodeHost(d.bytes(MaxRobotsBytes + 4096))
 			if err != nil && d.err == nil {
-				return ops, fmt.Errorf("%w: op %d: host record", ErrCorruptCommand, len(ops))
+				return ops, fmt.Errorf("%w: op %d: host record", ErrCorruptCommand, len(ops)-base)
 			}
 			o.host = h
 			if _, ok := splitURL("http://" + string(o.name) + "/"); !ok && d.err == nil {
-				return ops, fmt.Errorf("%w: op %d: host %.100q", ErrCorruptCommand, len(ops), o.name)
+				return ops, fmt.Errorf("%w: op %d: host %.100q", ErrCorruptCommand, len(ops)-base, o.name)
 			}
 		case OpSentCheckAdd:
 			o.fp = d.u64()
 			o.seq = d.uvarint() // capacity
 			if o.seq == 0 && d.err == nil {
-				return ops, fmt.Errorf("%w: op %d: capacity 0", ErrCorruptCommand, len(ops))
+				return ops, fmt.Errorf("%w: op %d: capacity 0", ErrCorruptCommand, len(ops)-base)
 			}
 		case OpOutboxEnqueue:
 			o.name = d.bytes(maxName)
 			o.payload = d.bytes(maxPayload)
 			if len(o.name) == 0 || containsZero(string(o.name)) {
-				return ops, fmt.Errorf("%w: op %d: outbox site", ErrCorruptCommand, len(ops))
+				return ops, fmt.Errorf("%w: op %d: outbox site", ErrCorruptCommand, len(ops)-base)
 			}
 		case OpOutboxAck:
 			o.name = d.bytes(maxName)
 			o.seq = d.uvarint()
 			if len(o.name) == 0 || containsZero(string(o.name)) {
-				return ops, fmt.Errorf("%w: op %d: outbox site", ErrCorruptCommand, len(ops))
+				return ops, fmt.Errorf("%w: op %d: outbox site", ErrCorruptCommand, len(ops)-base)
 			}
 		case OpPutRound:
 			o.payload = d.bytes(maxRoundLen)
@@ -388,24 +389,24 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.name = d.bytes(maxName)
 			o.lat, o.lon = d.f64(), d.f64()
 			if len(o.name) == 0 || !(o.lat >= -90 && o.lat <= 90) || !(o.lon >= -180 && o.lon <= 180) {
-				return ops, fmt.Errorf("%w: op %d: domain", ErrCorruptCommand, len(ops))
+				return ops, fmt.Errorf("%w: op %d: domain", ErrCorruptCommand, len(ops)-base)
 			}
 		case OpPutUser:
 			o.name = d.bytes(maxName)
 			o.payload = d.bytes(maxPayload)
 			if len(o.name) == 0 {
-				return ops, fmt.Errorf("%w: op %d: user key", ErrCorruptCommand, len(ops))
+				return ops, fmt.Errorf("%w: op %d: user key", ErrCorruptCommand, len(ops)-base)
 			}
 		default:
-			return ops, fmt.Errorf("%w: op %d: unknown type %d", ErrCorruptCommand, len(ops), o.t)
+			return ops, fmt.Errorf("%w: op %d: unknown type %d", ErrCorruptCommand, len(ops)-base, o.t)
 		}
 		if d.err != nil {
-			return ops, fmt.Errorf("%w: op %d: %v", ErrCorruptCommand, len(ops), d.err)
+			return ops, fmt.Errorf("%w: op %d: %v", ErrCorruptCommand, len(ops)-base, d.err)
 		}
 		if o.rawURL != nil {
 			p, ok := splitURL(string(o.rawURL))
 			if !ok {
-				return ops, fmt.Errorf("%w: op %d: url %.200q", ErrBadURL, len(ops), o.rawURL)
+				return ops, fmt.Errorf("%w: op %d: url %.200q", ErrBadURL, len(ops)-base, o.rawURL)
 			}
 			o.url = p
 		}

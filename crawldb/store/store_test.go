@@ -613,3 +613,87 @@ func storageFailureChild(dir string) {
 	fmt.Println("child: no failure")
 	os.Exit(0)
 }
+
+// TestApplyBatchSameAsOneByOne applies one random command sequence one
+// command at a time and in random groups: results and state must agree.
+func TestApplyBatchSameAsOneByOne(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	var urls []string
+	for h := range 5 {
+		for p := range 10 {
+			urls = append(urls, fmt.Sprintf("http://h%d.test/p/%d", h, p))
+		}
+	}
+	m := newModel()
+	var cmds [][]byte
+	for i := range 120 {
+		b := NewBatch()
+		for range 1 + r.IntN(20) {
+			m.randomOp(r, b, urls, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		}
+		cmd, _ := b.Encode()
+		cmd = slices.Clone(cmd)
+		if i%17 == 5 {
+			cmd[len(cmd)/2] ^= 0x55 // a corrupt one now and then
+		}
+		cmds = append(cmds, cmd)
+	}
+	one := openT(t, t.TempDir(), Options{})
+	defer one.Close()
+	many := openT(t, t.TempDir(), Options{})
+	defer many.Close()
+	var want []*Result
+	for i, cmd := range cmds {
+		res, err := one.Apply(uint64(i+1), cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, res)
+	}
+	var got []*Result
+	for i := 0; i < len(cmds); {
+		n := 1 + r.IntN(6)
+		var es []Entry
+		for j := i; j < min(i+n, len(cmds)); j++ {
+			es = append(es, Entry{Index: uint64(j + 1), Cmd: cmds[j]})
+		}
+		if i > 0 && r.IntN(4) == 0 { // a replayed entry in front is skipped
+			es = append([]Entry{{Index: uint64(i), Cmd: cmds[i-1]}}, es...)
+		}
+		res, err := many.ApplyBatch(es)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rr := range res {
+			if !rr.Skipped {
+				got = append(got, rr)
+			}
+		}
+		i += n
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d results, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if (want[i].Err == nil) != (got[i].Err == nil) || !slices.Equal(want[i].Ops, got[i].Ops) || want[i].Index != got[i].Index {
+			t.Fatalf("command %d: batched result %+v, one by one %+v", i+1, got[i], want[i])
+		}
+	}
+	scan := func(s *Store) []URLRecord {
+		var out []URLRecord
+		s.ScanURLs(func(r URLRecord) error { out = append(out, r); return nil })
+		return out
+	}
+	if !slices.Equal(scan(one), scan(many)) {
+		t.Fatal("stores differ after batched apply")
+	}
+	f1, _ := one.Frontier(FrontierQuery{Width: 1000, PerHost: 1000})
+	f2, _ := many.Frontier(FrontierQuery{Width: 1000, PerHost: 1000})
+	if !slices.Equal(f1, f2) {
+		t.Fatal("frontiers differ after batched apply")
+	}
+	c1, c2 := one.Counts(), many.Counts()
+	if c1.URLs != c2.URLs || c1.Frontier != c2.Frontier || c1.Sent != c2.Sent || c1.Outbox != c2.Outbox || c1.Applied != c2.Applied {
+		t.Fatalf("counts differ: %+v vs %+v", c1, c2)
+	}
+}
