@@ -143,6 +143,7 @@ type applier struct {
 	out   map[string]bool   // outbox keys added (true) or removed (false) by this command
 	// newHosts are the host states this command writes, for the cache once it commits.
 	newHosts []cachedHost
+	writes   []write
 }
 
 func (a *applier) run(ops []op) ([]OpResult, error) {
@@ -160,7 +161,10 @@ func (a *applier) run(ops []op) ([]OpResult, error) {
 	if err := a.writeURLs(); err != nil {
 		return nil, err
 	}
-	return results, a.writeHosts()
+	if err := a.writeHosts(); err != nil {
+		return nil, err
+	}
+	return results, a.flush()
 }
 
 // load reads every URL record the command touches, in key order.
@@ -255,20 +259,20 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			a.move(rec, StatusGenerated)
 			rec.Round = o.round
 			sl.dirty, res.Applied = true, true
-			return res, a.b.Set(genKey(nil, o.round, &sl.parts), nil, nil)
+			return res, a.set(genKey(nil, o.round, &sl.parts), nil, nil)
 		case OpRequeue:
 			if !sl.curFound || rec.Status != StatusGenerated {
 				return res, nil
 			}
 			a.move(rec, StatusUnfetched)
 			sl.dirty, res.Applied = true, true
-			return res, a.b.Delete(genKey(nil, rec.Round, &sl.parts), nil)
+			return res, a.del(genKey(nil, rec.Round, &sl.parts), nil)
 		case OpFetchResult:
 			if !sl.curFound {
 				return res, nil
 			}
 			if rec.Status == StatusGenerated {
-				if err := a.b.Delete(genKey(nil, rec.Round, &sl.parts), nil); err != nil {
+				if err := a.del(genKey(nil, rec.Round, &sl.parts), nil); err != nil {
 					return res, err
 				}
 			}
@@ -296,7 +300,7 @@ func (a *applier) apply(o *op) (OpResult, error) {
 	case OpPutHost:
 		key := append([]byte{pHost}, appendRevHost(nil, string(o.name))...)
 		res.Applied = true
-		return res, a.b.Set(key, o.host.appendTo(nil), nil)
+		return res, a.set(key, o.host.appendTo(nil), nil)
 	case OpSentCheckAdd:
 		present, err := a.sentHas(o.fp)
 		if err != nil || present {
@@ -310,10 +314,10 @@ func (a *applier) apply(o *op) (OpResult, error) {
 		c.sentSeq++
 		c.sentSize++
 		a.sent[o.fp], a.seqFP[c.sentSeq] = c.sentSeq, o.fp
-		if err := a.b.Set(fpKey(nil, pSent, o.fp), binary.BigEndian.AppendUint64(nil, c.sentSeq), nil); err != nil {
+		if err := a.set(fpKey(nil, pSent, o.fp), binary.BigEndian.AppendUint64(nil, c.sentSeq), nil); err != nil {
 			return res, err
 		}
-		if err := a.b.Set(fpKey(nil, pSentSeq, c.sentSeq), binary.BigEndian.AppendUint64(nil, o.fp), nil); err != nil {
+		if err := a.set(fpKey(nil, pSentSeq, c.sentSeq), binary.BigEndian.AppendUint64(nil, o.fp), nil); err != nil {
 			return res, err
 		}
 		for c.sentSize > o.seq { // evict the oldest: sequence numbers are contiguous
@@ -328,10 +332,10 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			}
 			delete(a.seqFP, oldest)
 			a.sent[fp] = 0 // 0: removed by this command
-			if err := a.b.Delete(fpKey(nil, pSentSeq, oldest), nil); err != nil {
+			if err := a.del(fpKey(nil, pSentSeq, oldest), nil); err != nil {
 				return res, err
 			}
-			if err := a.b.Delete(fpKey(nil, pSent, fp), nil); err != nil {
+			if err := a.del(fpKey(nil, pSent, fp), nil); err != nil {
 				return res, err
 			}
 			c.sentSize--
@@ -344,7 +348,7 @@ func (a *applier) apply(o *op) (OpResult, error) {
 		key := outboxKey(o.name, a.c.outSeq)
 		a.outMark(key, true)
 		res.Seq, res.Applied = a.c.outSeq, true
-		return res, a.b.Set(key, o.payload, nil)
+		return res, a.set(key, o.payload, nil)
 	case OpOutboxAck:
 		key := outboxKey(o.name, o.seq)
 		present, ok := a.out[string(key)]
@@ -360,22 +364,22 @@ func (a *applier) apply(o *op) (OpResult, error) {
 		a.outMark(key, false)
 		a.c.outbox--
 		res.Applied = true
-		return res, a.b.Delete(key, nil)
+		return res, a.del(key, nil)
 	case OpPutRound:
 		res.Applied = true
-		return res, a.b.Set(keyRound, o.payload, nil)
+		return res, a.set(keyRound, o.payload, nil)
 	case OpPutDomain:
 		v := binary.BigEndian.AppendUint64(nil, math.Float64bits(o.lat))
 		v = binary.BigEndian.AppendUint64(v, math.Float64bits(o.lon))
 		res.Applied = true
-		return res, a.b.Set(append([]byte{pDomain}, o.name...), v, nil)
+		return res, a.set(append([]byte{pDomain}, o.name...), v, nil)
 	case OpPutUser:
 		key := append([]byte{pUser}, o.name...)
 		res.Applied = true
 		if len(o.payload) == 0 {
-			return res, a.b.Delete(key, nil)
+			return res, a.del(key, nil)
 		}
-		return res, a.b.Set(key, o.payload, nil)
+		return res, a.set(key, o.payload, nil)
 	}
 	return res, fmt.Errorf("unknown op %d", o.t)
 }
@@ -403,8 +407,8 @@ func (a *applier) writeURLs() error {
 		if !sl.dirty {
 			continue
 		}
-		vbuf = sl.cur.appendTo(vbuf[:0])
-		if err := a.b.Set(sl.key, vbuf, nil); err != nil {
+		vbuf = sl.cur.appendTo(nil)
+		if err := a.set(sl.key, vbuf, nil); err != nil {
 			return err
 		}
 		wasIn := sl.origFound && sl.orig.Status == StatusUnfetched
@@ -416,7 +420,7 @@ func (a *applier) writeURLs() error {
 		hd := a.host(&sl.parts)
 		if wasIn && !same {
 			k := sl.parts.frontierKey(nil, sl.orig.Cash)
-			if err := a.b.Delete(k, nil); err != nil {
+			if err := a.del(k, nil); err != nil {
 				return err
 			}
 			hd.deleted = append(hd.deleted, k)
@@ -428,7 +432,7 @@ func (a *applier) writeURLs() error {
 		}
 		if isIn {
 			k := sl.parts.frontierKey(nil, sl.cur.Cash)
-			if err := a.b.Set(k, binary.AppendUvarint(nil, uint64(sl.cur.Depth)), nil); err != nil {
+			if err := a.set(k, binary.AppendUvarint(nil, uint64(sl.cur.Depth)), nil); err != nil {
 				return err
 			}
 			if !same {
@@ -485,17 +489,17 @@ func (a *applier) writeHosts() error {
 			}
 		}
 		if had && (st.frontier == 0 || newBest != oldBest) {
-			if err := a.b.Delete(hostPrioKey(nil, oldBest, hd.rev), nil); err != nil {
+			if err := a.del(hostPrioKey(nil, oldBest, hd.rev), nil); err != nil {
 				return err
 			}
 		}
 		if st.frontier > 0 && (!had || newBest != oldBest) {
-			if err := a.b.Set(hostPrioKey(nil, newBest, hd.rev), nil, nil); err != nil {
+			if err := a.set(hostPrioKey(nil, newBest, hd.rev), nil, nil); err != nil {
 				return err
 			}
 		}
 		st.best = newBest
-		if err := a.b.Set(xkey, st.appendTo(nil), nil); err != nil {
+		if err := a.set(xkey, st.appendTo(nil), nil); err != nil {
 			return err
 		}
 		a.newHosts = append(a.newHosts, cachedHost{rev: hd.rev, st: st})
@@ -558,3 +562,45 @@ func (c *hostCache) put(rev []byte, st hostState) {
 }
 
 func (c *hostCache) reset() { c.m = nil }
+
+// write is one buffered change of a command.
+type write struct {
+	key, val []byte
+	seq      int // order of the change, so that a later change of a key wins
+	del      bool
+}
+
+// set and del buffer a change; flush writes them to the batch in key order,
+// so that Pebble's memtable inserts walk forward instead of seeking from
+// the top for every key. Values must not be reused before flush.
+func (a *applier) set(key, val []byte, _ *pebble.WriteOptions) error {
+	a.writes = append(a.writes, write{key: key, val: val, seq: len(a.writes)})
+	return nil
+}
+
+func (a *applier) del(key []byte, _ *pebble.WriteOptions) error {
+	a.writes = append(a.writes, write{key: key, del: true, seq: len(a.writes)})
+	return nil
+}
+
+func (a *applier) flush() error {
+	slices.SortFunc(a.writes, func(x, y write) int {
+		if c := bytes.Compare(x.key, y.key); c != 0 {
+			return c
+		}
+		return x.seq - y.seq
+	})
+	for _, w := range a.writes {
+		var err error
+		if w.del {
+			err = a.b.Delete(w.key, nil)
+		} else {
+			err = a.b.Set(w.key, w.val, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	a.writes = a.writes[:0]
+	return nil
+}
