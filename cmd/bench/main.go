@@ -2,6 +2,7 @@
 // short report and a one-line JSON result.
 //
 //	go run ./cmd/bench websim [--hosts 1000 --pages 100 --page-bytes 10000 --conns 32 --duration 10s --in-process]
+//	go run ./cmd/bench crawldb [--urls-small 1000000 --urls-large 10000000 --width 50000 --per-host 10,100 --writers 1,4,8]
 package main
 
 import (
@@ -15,6 +16,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,14 +36,16 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim [flags]   (bench websim -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
 	case "websim":
 		return runWebsim(args[1:], stdout, stderr)
+	case "crawldb":
+		return runCrawldb(args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim or crawldb)", args[0])
 	}
 }
 
@@ -159,4 +164,151 @@ func perPage(cpu time.Duration, pages int64) float64 {
 		return 0
 	}
 	return float64(cpu.Microseconds()) / float64(pages)
+}
+
+// crawldbJSON is the one-line JSON result of bench crawldb.
+type crawldbJSON struct {
+	Benchmark string              `json:"benchmark"`
+	Config    bench.CrawldbConfig `json:"config"`
+	Result    bench.CrawldbResult `json:"result"`
+	ElapsedS  float64             `json:"elapsed_s"`
+	NumCPU    int                 `json:"num_cpu"`
+	GoVersion string              `json:"go_version"`
+	Time      string              `json:"time"`
+}
+
+func runCrawldb(args []string, stdout, stderr io.Writer) error {
+	cfg := bench.DefaultCrawldbConfig()
+	fs := flag.NewFlagSet("bench crawldb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Upserts, "upserts", cfg.Upserts, "upserts per upsert run (one fresh node per Raft log mode and writer count)")
+	fs.IntVar(&cfg.BatchSize, "batch", cfg.BatchSize, "upserts per command")
+	writers := intList(cfg.Writers)
+	fs.Var(&writers, "writers", "comma-separated numbers of concurrent writers, one upsert run each")
+	syncs := fs.String("sync", "fsync,nosync", "comma-separated Raft log modes of the upsert runs: fsync, nosync")
+	fs.IntVar(&cfg.UpsertHosts, "upsert-hosts", cfg.UpsertHosts, "hosts of the upsert runs' URLs")
+	fs.Float64Var(&cfg.KnownFraction, "known", cfg.KnownFraction, "share of upserts to known URLs (negative: none)")
+	fs.IntVar(&cfg.URLsSmall, "urls-small", cfg.URLsSmall, "URLs of the frontier database at its first measurement")
+	fs.IntVar(&cfg.URLsLarge, "urls-large", cfg.URLsLarge, "URLs of the frontier database at its second measurement")
+	fs.IntVar(&cfg.FrontierHosts, "frontier-hosts", cfg.FrontierHosts, "hosts of the frontier database (heavy-tailed sizes)")
+	fs.IntVar(&cfg.Width, "width", cfg.Width, "frontier read width")
+	perHost := intList(cfg.PerHost)
+	fs.Var(&perHost, "per-host", "comma-separated per-host bounds k of the frontier reads")
+	fs.IntVar(&cfg.Calls, "calls", cfg.Calls, "timed frontier calls per measurement (after one warm-up; the median is reported)")
+	fs.IntVar(&cfg.LoadWriters, "load-writers", cfg.LoadWriters, "goroutines loading the frontier database")
+	loadSync := fs.String("load-sync", string(cfg.LoadSync), "Raft log mode of the frontier database: fsync or nosync")
+	fs.DurationVar(&cfg.SettleMax, "settle-max", cfg.SettleMax, "longest wait for Pebble's background work after a load (negative: none)")
+	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", cfg.CacheBytes, "the store's Pebble block cache in bytes (0: the store's default)")
+	fs.Uint64Var(&cfg.MemTableBytes, "memtable-bytes", cfg.MemTableBytes, "the store's Pebble memtable size in bytes (0: the store's default)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the URLs, hosts and scores")
+	fs.StringVar(&cfg.Dir, "dir", "", "directory for the nodes' state (default: a temporary directory)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the nodes' directories")
+	fs.BoolVar(&cfg.SkipUpserts, "skip-upserts", false, "leave out the upsert runs")
+	fs.BoolVar(&cfg.SkipFrontier, "skip-frontier", false, "leave out the frontier, memory and disk measurements")
+	jsonPath := fs.String("json", "", "also write the JSON result to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile to this file at the end")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	cfg.Writers, cfg.PerHost, cfg.Syncs = writers, perHost, nil
+	for _, s := range strings.Split(*syncs, ",") {
+		m, err := bench.ParseLogSync(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("bench: --sync: %w", err)
+		}
+		cfg.Syncs = append(cfg.Syncs, m)
+	}
+	m, err := bench.ParseLogSync(*loadSync)
+	if err != nil {
+		return fmt.Errorf("bench: --load-sync: %w", err)
+	}
+	cfg.LoadSync = m
+	if cfg, err = cfg.WithDefaults(); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cfg.Progress = func(format string, args ...any) {
+		fmt.Fprintf(stderr, "  %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	fmt.Fprintf(stderr, "bench crawldb: upserts %d × writers %v × %v; frontier %d → %d URLs on %d hosts, width %d, k %v...\n",
+		cfg.Upserts, cfg.Writers, cfg.Syncs, cfg.URLsSmall, cfg.URLsLarge, cfg.FrontierHosts, cfg.Width, cfg.PerHost)
+	start := time.Now()
+	res, err := bench.RunCrawldb(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
+	fmt.Fprint(stdout, res.Report(cfg))
+	out, err := json.Marshal(crawldbJSON{Benchmark: "crawldb", Config: cfg, Result: res, ElapsedS: elapsed.Seconds(),
+		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Time: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		return fmt.Errorf("bench: encode result: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	if *jsonPath != "" {
+		if err := os.WriteFile(*jsonPath, append(out, '\n'), 0o644); err != nil {
+			return fmt.Errorf("bench: --json: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeHeapProfile writes a heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: --memprofile: %w", err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("bench: --memprofile: %w", err)
+	}
+	return f.Close()
+}
+
+// intList is a flag of comma-separated integers.
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, n := range *l {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out intList
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("bench: %q is not a list of integers", v)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
 }
