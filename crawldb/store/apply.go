@@ -192,6 +192,9 @@ func (a *applier) load(ops []op) error {
 		return err
 	}
 	for _, sl := range order {
+		if !a.s.urls.mayContain(sl.key) {
+			continue // surely new
+		}
 		if it.SeekPrefixGE(sl.key) && bytes.Equal(it.Key(), sl.key) {
 			if err := decodeRecord(it.Value(), &sl.orig); err != nil {
 				it.Close()
@@ -406,6 +409,9 @@ func (a *applier) writeURLs() error {
 	for _, sl := range a.slots {
 		if !sl.dirty {
 			continue
+		}
+		if !sl.origFound {
+			a.s.urls.add(sl.key) // before the commit: a key of a failed batch is only a false positive
 		}
 		vbuf = sl.cur.appendTo(nil)
 		if err := a.set(sl.key, vbuf, nil); err != nil {

@@ -99,8 +99,9 @@ type Store struct {
 	cache   *pebble.Cache
 	log     *slog.Logger
 	applied atomic.Uint64
-	// hostCache is used by Apply only (under mu).
+	// hostCache and urls are used by Apply only (under mu).
 	hostCache hostCache
+	urls      *urlFilter
 
 	mu struct {
 		sync.Mutex
@@ -158,6 +159,12 @@ func Open(dir string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: read counters: %w", dir, err)
 	}
+	f, err := buildURLFilter(db, s.mu.counts.urls)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.urls = f
 	return s, nil
 }
 

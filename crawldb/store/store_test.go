@@ -697,3 +697,49 @@ func TestApplyBatchSameAsOneByOne(t *testing.T) {
 		t.Fatalf("counts differ: %+v vs %+v", c1, c2)
 	}
 }
+
+// TestURLFilter: never a false negative, across growth, and few false
+// positives; a reopened store rebuilds it from its keys.
+func TestURLFilter(t *testing.T) {
+	f := &urlFilter{layers: []*bloomLayer{newBloomLayer(1000)}}
+	for i := range 5000 { // five times the first layer: it must grow
+		f.add([]byte(fmt.Sprintf("key-%d", i)))
+	}
+	if len(f.layers) < 2 {
+		t.Fatalf("filter did not grow: %d layers", len(f.layers))
+	}
+	for i := range 5000 {
+		if !f.mayContain([]byte(fmt.Sprintf("key-%d", i))) {
+			t.Fatalf("false negative for key-%d", i)
+		}
+	}
+	fp := 0
+	for i := range 10000 {
+		if f.mayContain([]byte(fmt.Sprintf("other-%d", i))) {
+			fp++
+		}
+	}
+	if fp > 300 {
+		t.Fatalf("%d false positives in 10,000", fp)
+	}
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	applyT(t, s, 1, upsertBatch(0, 100))
+	s.Close()
+	s = openT(t, dir, Options{})
+	defer s.Close()
+	res := applyT(t, s, 2, upsertBatch(50, 100)) // half known, half new
+	for i, r := range res.Ops {
+		if r.New != (i >= 50) {
+			t.Fatalf("op %d: new %v after reopen", i, r.New)
+		}
+	}
+}
+
+func upsertBatch(from, n int) *Batch {
+	b := NewBatch()
+	for i := from; i < from+n; i++ {
+		b.UpsertCash(fmt.Sprintf("http://h%d.test/p/%d", i%9, i), 1, 0)
+	}
+	return b
+}
