@@ -177,11 +177,13 @@ func (a *applier) load(ops []op) error {
 			continue
 		}
 		key := o.url.urlKey(nil)
-		if a.slots[string(key)] == nil {
-			sl := &slot{key: key, parts: o.url, raw: o.rawURL}
+		sl := a.slots[string(key)]
+		if sl == nil {
+			sl = &slot{key: key, parts: o.url, raw: o.rawURL}
 			a.slots[string(key)] = sl
 			order = append(order, sl)
 		}
+		o.slot = sl
 	}
 	if len(order) == 0 {
 		return nil
@@ -237,7 +239,7 @@ func (a *applier) move(rec *URLRecord, to Status) {
 func (a *applier) apply(o *op) (OpResult, error) {
 	var res OpResult
 	if o.rawURL != nil {
-		sl := a.slots[string(o.url.urlKey(nil))]
+		sl := o.slot
 		rec := &sl.cur
 		switch o.t {
 		case OpUpsertCash, OpPutIfAbsent:

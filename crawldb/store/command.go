@@ -306,6 +306,7 @@ type op struct {
 	lat     float64
 	lon     float64
 	host    HostRecord
+	slot    *slot // set by Apply: the URL's record in memory
 }
 
 // decodeCommand checks and decodes a whole command before anything is
