@@ -107,24 +107,21 @@ func validCash(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsN
 // UpsertCash adds cash to url, inserting it as unfetched at depth if new
 // (a known URL keeps the smaller depth).
 func (b *Batch) UpsertCash(url string, cash float64, depth uint32) {
-	if !validCash(cash) {
-		b.fail(fmt.Errorf("%w: cash %v for %s", ErrBadOp, cash, url))
-		return
-	}
-	b.op(OpUpsertCash)
-	b.url(url)
-	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(cash))
-	b.buf = binary.AppendUvarint(b.buf, uint64(depth))
+	b.urlCash(OpUpsertCash, url, cash, depth)
 }
 
 // PutIfAbsent inserts url as unfetched with cash at depth if it is new, and
 // leaves a known URL untouched.
 func (b *Batch) PutIfAbsent(url string, cash float64, depth uint32) {
+	b.urlCash(OpPutIfAbsent, url, cash, depth)
+}
+
+func (b *Batch) urlCash(t OpType, url string, cash float64, depth uint32) {
 	if !validCash(cash) {
 		b.fail(fmt.Errorf("%w: cash %v for %s", ErrBadOp, cash, url))
 		return
 	}
-	b.op(OpPutIfAbsent)
+	b.op(t)
 	b.url(url)
 	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(cash))
 	b.buf = binary.AppendUvarint(b.buf, uint64(depth))
