@@ -471,42 +471,47 @@ func (a *applier) writeHosts() error {
 		}
 		had := st.frontier > 0
 		oldBest := st.best
-		n := int64(st.frontier) + hd.dn
-		if n < 0 {
-			return fmt.Errorf("host %q: frontier count below zero", hd.rev)
+		in, newBest := false, 0.0
+		for _, sc := range hd.added {
+			newBest, in = max(newBest, sc), true
 		}
-		st.frontier = uint64(n)
-		st.fetched += hd.fetched
-		newBest := 0.0
-		if st.frontier > 0 {
-			for _, sc := range hd.added {
-				newBest = max(newBest, sc)
+		switch {
+		case !had:
+		case !hd.anyDel || hd.maxDel < oldBest:
+			newBest, in = max(newBest, oldBest), true // the old best entry is still there
+		case in && newBest >= oldBest:
+			// every surviving entry scores at most oldBest: an added one is best
+		default:
+			best, found, err := a.firstSurvivor(hd)
+			if err != nil {
+				return err
 			}
-			switch {
-			case had && (!hd.anyDel || hd.maxDel < oldBest):
-				newBest = max(newBest, oldBest) // the old best entry is still there
-			case had:
-				best, found, err := a.firstSurvivor(hd)
-				if err != nil {
-					return err
-				}
-				if !found && len(hd.added) == 0 {
-					return fmt.Errorf("host %q: frontier count %d but no entries", hd.rev, st.frontier)
-				}
-				newBest = max(newBest, best)
+			if found {
+				newBest, in = max(newBest, best), true
 			}
 		}
-		if had && (st.frontier == 0 || newBest != oldBest) {
+		if !in {
+			newBest = 0
+		}
+		if had && (!in || newBest != oldBest) {
 			if err := a.del(hostPrioKey(nil, oldBest, hd.rev), nil); err != nil {
 				return err
 			}
 		}
-		if st.frontier > 0 && (!had || newBest != oldBest) {
+		if in && (!had || newBest != oldBest) {
 			if err := a.set(hostPrioKey(nil, newBest, hd.rev), nil, nil); err != nil {
 				return err
 			}
 		}
+		if in == had && newBest == oldBest && hd.fetched == 0 {
+			continue // nothing of the host's state changed: no write
+		}
 		st.best = newBest
+		st.frontier = 0
+		if in {
+			st.frontier = 1
+		}
+		st.fetched += hd.fetched
 		if err := a.set(xkey, st.appendTo(nil), nil); err != nil {
 			return err
 		}

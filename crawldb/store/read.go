@@ -192,7 +192,21 @@ func (s *Store) HostStats(host string) (HostStats, error) {
 	if err != nil {
 		return HostStats{}, fmt.Errorf("store: host stats %s: %w", host, err)
 	}
-	return HostStats{Frontier: st.frontier, Best: st.best, Fetched: st.fetched}, nil
+	out := HostStats{Best: st.best, Fetched: st.fetched}
+	if st.frontier > 0 { // counted on demand: keeping a count would cost a write per command
+		prefix := hostPrefix(nil, pFrontier, host)
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+		if err != nil {
+			return HostStats{}, fmt.Errorf("store: host stats %s: %w", host, err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			out.Frontier++
+		}
+		if err := it.Close(); err != nil {
+			return HostStats{}, fmt.Errorf("store: host stats %s: %w", host, err)
+		}
+	}
+	return out, nil
 }
 
 // OutboxEntry is one put waiting for another site.

@@ -179,7 +179,7 @@ func decodeHost(b []byte) (HostRecord, error) {
 // hostState is the crawl database's own per-host bookkeeping.
 type hostState struct {
 	best     float64 // score of the host's best frontier URL
-	frontier uint64  // URLs of the host in the frontier
+	frontier uint64  // 1 if the host has URLs in the frontier (and so an entry in the host index)
 	fetched  uint64  // fetch results recorded (the page budget used)
 }
 

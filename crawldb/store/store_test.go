@@ -282,13 +282,17 @@ func (m *model) check(t *testing.T, s *Store) {
 			lastHost = e.Host
 		}
 	}
+	perHost := map[string]uint64{}
+	for _, e := range fr {
+		perHost[e.Host]++
+	}
 	for host, b := range best {
 		st, err := s.HostStats(host)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Best != b {
-			t.Fatalf("host %s: stored best %v, frontier best %v", host, st.Best, b)
+		if st.Best != b || st.Frontier != perHost[host] {
+			t.Fatalf("host %s: stored best %v, frontier best %v; frontier size %d, entries %d", host, st.Best, b, st.Frontier, perHost[host])
 		}
 	}
 	for host, n := range m.fetched {
