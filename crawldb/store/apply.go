@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -147,6 +148,7 @@ type applier struct {
 }
 
 func (a *applier) run(ops []op) ([]OpResult, error) {
+	a.writes = make([]write, 0, 3*len(ops)+16)
 	if err := a.load(ops); err != nil {
 		return nil, err
 	}
@@ -244,7 +246,7 @@ func (a *applier) apply(o *op) (OpResult, error) {
 		switch o.t {
 		case OpUpsertCash, OpPutIfAbsent:
 			if !sl.curFound {
-				*rec = URLRecord{Status: StatusUnfetched, Cash: o.cash, Depth: o.depth, FP: Fingerprint(string(o.raw()))}
+				*rec = URLRecord{Status: StatusUnfetched, Cash: o.cash, Depth: o.depth, FP: xxhash.Sum64(o.raw())}
 				sl.curFound, sl.dirty = true, true
 				a.c.urls++
 				a.c.byStatus[StatusUnfetched]++

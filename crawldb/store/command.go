@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"time"
+	"unsafe"
 )
 
 // OpType is the kind of one operation in a command.
@@ -402,7 +403,9 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			return ops, fmt.Errorf("%w: op %d: %v", ErrCorruptCommand, len(ops)-base, d.err)
 		}
 		if o.rawURL != nil {
-			p, ok := splitURL(string(o.rawURL))
+			// The parts alias the command's bytes, which outlive the
+			// operation: no copy of every URL on the hot path.
+			p, ok := splitURL(unsafe.String(unsafe.SliceData(o.rawURL), len(o.rawURL)))
 			if !ok {
 				return ops, fmt.Errorf("%w: op %d: url %.200q", ErrBadURL, len(ops)-base, o.rawURL)
 			}

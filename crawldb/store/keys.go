@@ -125,6 +125,9 @@ func (p *urlParts) appendTail(dst []byte) []byte {
 
 // urlKey returns the record key of a split URL.
 func (p *urlParts) urlKey(dst []byte) []byte {
+	if dst == nil {
+		dst = make([]byte, 0, 5+len(p.host)+len(p.path))
+	}
 	dst = append(dst, pURL)
 	dst = appendRevHost(dst, p.host)
 	dst = append(dst, 0)
@@ -145,6 +148,9 @@ func scoreFromBits(b uint64) float64 { return math.Float64frombits(^b) }
 
 // frontierKey returns the frontier entry of a URL with a score.
 func (p *urlParts) frontierKey(dst []byte, score float64) []byte {
+	if dst == nil {
+		dst = make([]byte, 0, 13+len(p.host)+len(p.path))
+	}
 	dst = hostPrefix(dst, pFrontier, p.host)
 	dst = binary.BigEndian.AppendUint64(dst, scoreBits(score))
 	return p.appendTail(dst)
