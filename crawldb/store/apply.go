@@ -171,7 +171,8 @@ func (a *applier) run(ops []op) ([]OpResult, error) {
 
 // load reads every URL record the command touches, in key order.
 func (a *applier) load(ops []op) error {
-	a.slots = make(map[string]*slot)
+	a.slots = make(map[string]*slot, len(ops))
+	pool := make([]slot, 0, len(ops)) // one allocation for the command's records
 	var order []*slot
 	for i := range ops {
 		o := &ops[i]
@@ -181,7 +182,8 @@ func (a *applier) load(ops []op) error {
 		key := o.url.urlKey(nil)
 		sl := a.slots[string(key)]
 		if sl == nil {
-			sl = &slot{key: key, parts: o.url, raw: o.rawURL}
+			pool = append(pool, slot{key: key, parts: o.url, raw: o.rawURL})
+			sl = &pool[len(pool)-1]
 			a.slots[string(key)] = sl
 			order = append(order, sl)
 		}
@@ -417,7 +419,7 @@ func (a *applier) writeURLs() error {
 		if !sl.origFound {
 			a.s.urls.add(sl.key) // before the commit: a key of a failed batch is only a false positive
 		}
-		vbuf = sl.cur.appendTo(nil)
+		vbuf = sl.cur.appendTo(make([]byte, 0, 64))
 		if err := a.set(sl.key, vbuf, nil); err != nil {
 			return err
 		}
