@@ -124,13 +124,14 @@ type slot struct {
 
 // hostDelta is what a command did to one host's frontier.
 type hostDelta struct {
-	rev     []byte
-	dn      int64
-	fetched uint64
-	added   []float64 // scores of entries the command adds
-	deleted [][]byte  // frontier keys the command deletes
-	maxDel  float64
-	anyDel  bool
+	rev      []byte
+	dn       int64
+	fetched  uint64
+	nAdded   int      // frontier entries the command adds
+	maxAdded float64  // and the best of their scores
+	deleted  [][]byte // frontier keys the command deletes
+	maxDel   float64
+	anyDel   bool
 }
 
 type applier struct {
@@ -448,7 +449,8 @@ func (a *applier) writeURLs() error {
 				return err
 			}
 			if !same {
-				hd.added = append(hd.added, sl.cur.Cash)
+				hd.maxAdded = max(hd.maxAdded, sl.cur.Cash)
+				hd.nAdded++
 				hd.dn++
 			}
 		}
@@ -476,8 +478,8 @@ func (a *applier) writeHosts() error {
 		had := st.frontier > 0
 		oldBest := st.best
 		in, newBest := false, 0.0
-		for _, sc := range hd.added {
-			newBest, in = max(newBest, sc), true
+		if hd.nAdded > 0 {
+			newBest, in = hd.maxAdded, true
 		}
 		switch {
 		case !had:
