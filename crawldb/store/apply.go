@@ -77,7 +77,7 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	c := s.mu.counts
 	b := s.db.NewBatchWithSize(size)
 	defer b.Close()
-	a := applier{s: s, b: b, c: &c}
+	a := applier{s: s, b: b, c: &c, writes: s.mu.writes[:0], pool: s.mu.slots[:0]}
 	if len(ops) > 0 {
 		opRes, err := a.run(ops)
 		if err != nil {
@@ -108,6 +108,7 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 		s.hostCache.put(h.rev, h.st)
 	}
 	s.applied.Store(last)
+	s.mu.writes, s.mu.slots = clear0(a.writes), clear0(a.pool) // reused by the next batch
 	return results, nil
 }
 
@@ -146,10 +147,20 @@ type applier struct {
 	// newHosts are the host states this command writes, for the cache once it commits.
 	newHosts []cachedHost
 	writes   []write
+	pool     []slot
+}
+
+// clear0 zeroes a reused buffer's used part (dropping references to the
+// last batch's commands) and returns it empty.
+func clear0[T any](s []T) []T {
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 func (a *applier) run(ops []op) ([]OpResult, error) {
-	a.writes = make([]write, 0, 3*len(ops)+16)
+	if cap(a.writes) < 3*len(ops)+16 {
+		a.writes = make([]write, 0, 3*len(ops)+16)
+	}
 	if err := a.load(ops); err != nil {
 		return nil, err
 	}
@@ -173,7 +184,10 @@ func (a *applier) run(ops []op) ([]OpResult, error) {
 // load reads every URL record the command touches, in key order.
 func (a *applier) load(ops []op) error {
 	a.slots = make(map[string]*slot, len(ops))
-	pool := make([]slot, 0, len(ops)) // one allocation for the command's records
+	if cap(a.pool) < len(ops) { // one allocation for the records; never grown while slots point into it
+		a.pool = make([]slot, 0, len(ops))
+	}
+	pool := a.pool[:0]
 	var order []*slot
 	for i := range ops {
 		o := &ops[i]

@@ -111,6 +111,8 @@ type Store struct {
 		ops    []op
 		kbuf   []byte
 		vbuf   []byte
+		writes []write // buffers Apply reuses
+		slots  []slot
 	}
 }
 
