@@ -243,10 +243,14 @@ func (a *Archive) serveConn(c net.Conn, rw *bufio.ReadWriter, req *http.Request,
 			ok, err = a.writeStored(rw.Writer, req, e, keep)
 			keep = keep && ok
 		}
+		// The request ends once its response is written out to the buffer,
+		// before the last flush, as net/http handlers end before their
+		// buffered response is flushed: a client that has the response
+		// always finds it in the statistics.
+		end(statusOf(e))
 		if err == nil {
 			err = rw.Flush()
 		}
-		end(statusOf(e))
 		if err != nil {
 			_ = c.Close()
 			return
