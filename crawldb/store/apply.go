@@ -77,7 +77,7 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	c := s.mu.counts
 	b := s.db.NewBatchWithSize(size)
 	defer b.Close()
-	a := applier{s: s, b: b, c: &c, writes: s.mu.writes[:0], pool: s.mu.slots[:0]}
+	a := applier{s: s, b: b, c: &c, writes: s.mu.writes[:0], pool: s.mu.slots[:0], slots: s.mu.slotMap, hosts: s.mu.hostMap}
 	if len(ops) > 0 {
 		opRes, err := a.run(ops)
 		if err != nil {
@@ -109,6 +109,9 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	}
 	s.applied.Store(last)
 	s.mu.writes, s.mu.slots = clear0(a.writes), clear0(a.pool) // reused by the next batch
+	clear(a.slots)
+	clear(a.hosts)
+	s.mu.slotMap, s.mu.hostMap = a.slots, a.hosts
 	return results, nil
 }
 
@@ -183,7 +186,9 @@ func (a *applier) run(ops []op) ([]OpResult, error) {
 
 // load reads every URL record the command touches, in key order.
 func (a *applier) load(ops []op) error {
-	a.slots = make(map[string]*slot, len(ops))
+	if a.slots == nil {
+		a.slots = make(map[string]*slot, len(ops))
+	}
 	if cap(a.pool) < len(ops) { // one allocation for the records; never grown while slots point into it
 		a.pool = make([]slot, 0, len(ops))
 	}

@@ -105,14 +105,16 @@ type Store struct {
 
 	mu struct {
 		sync.Mutex
-		closed bool
-		failed error
-		counts counts
-		ops    []op
-		kbuf   []byte
-		vbuf   []byte
-		writes []write // buffers Apply reuses
-		slots  []slot
+		closed  bool
+		failed  error
+		counts  counts
+		ops     []op
+		kbuf    []byte
+		vbuf    []byte
+		writes  []write // buffers Apply reuses
+		slots   []slot
+		slotMap map[string]*slot
+		hostMap map[string]*hostDelta
 	}
 }
 
