@@ -100,17 +100,11 @@ func runWebsim(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("bench: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	mode := "websim in a subprocess"
 	if *inProcess {
 		mode = "websim in-process"
@@ -135,21 +129,11 @@ func runWebsim(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  process CPU  %.2fs (%.2f cores, %.1f µs/page; client and server together)\n", res.ClientCPU.Seconds(), cores(res.ClientCPU, sec), perPage(res.ClientCPU, res.Pages))
 	}
 	fmt.Fprintf(stdout, "  errors       %d, non-200 %d, dials %d\n", res.Errors, res.Non200, res.Dials)
-	out, err := json.Marshal(websimJSON{
+	return emitJSON(stdout, *jsonPath, websimJSON{
 		Benchmark: "websim", Profile: p.String(), Config: cfg, Result: res,
 		ServerCPUS: res.ServerCPU.Seconds(), ClientCPUS: res.ClientCPU.Seconds(), ElapsedS: sec,
 		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Time: time.Now().UTC().Format(time.RFC3339),
 	})
-	if err != nil {
-		return fmt.Errorf("bench: encode result: %w", err)
-	}
-	fmt.Fprintf(stdout, "%s\n", out)
-	if *jsonPath != "" {
-		if err := os.WriteFile(*jsonPath, append(out, '\n'), 0o644); err != nil {
-			return fmt.Errorf("bench: --json: %w", err)
-		}
-	}
-	return nil
 }
 
 func cores(cpu time.Duration, sec float64) float64 {
@@ -233,17 +217,11 @@ func runCrawldb(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("bench: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	cfg.Progress = func(format string, args ...any) {
 		fmt.Fprintf(stderr, "  %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
@@ -261,14 +239,36 @@ func runCrawldb(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprint(stdout, res.Report(cfg))
-	out, err := json.Marshal(crawldbJSON{Benchmark: "crawldb", Config: cfg, Result: res, ElapsedS: elapsed.Seconds(),
+	return emitJSON(stdout, *jsonPath, crawldbJSON{Benchmark: "crawldb", Config: cfg, Result: res, ElapsedS: elapsed.Seconds(),
 		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Time: time.Now().UTC().Format(time.RFC3339)})
+}
+
+// startCPUProfile starts a CPU profile into path ("" : none); the returned
+// func stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// emitJSON prints a result as one JSON line and, if path is set, writes it there too.
+func emitJSON(stdout io.Writer, path string, v any) error {
+	out, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("bench: encode result: %w", err)
 	}
 	fmt.Fprintf(stdout, "%s\n", out)
-	if *jsonPath != "" {
-		if err := os.WriteFile(*jsonPath, append(out, '\n'), 0o644); err != nil {
+	if path != "" {
+		if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
 			return fmt.Errorf("bench: --json: %w", err)
 		}
 	}

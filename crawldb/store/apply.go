@@ -129,7 +129,6 @@ type slot struct {
 // hostDelta is what a command did to one host's frontier.
 type hostDelta struct {
 	rev      []byte
-	dn       int64
 	fetched  uint64
 	nAdded   int      // frontier entries the command adds
 	maxAdded float64  // and the best of their scores
@@ -460,7 +459,6 @@ func (a *applier) writeURLs() error {
 				hd.maxDel = sl.orig.Cash
 			}
 			hd.anyDel = true
-			hd.dn--
 		}
 		if isIn {
 			k := sl.parts.frontierKey(nil, sl.cur.Cash)
@@ -470,7 +468,6 @@ func (a *applier) writeURLs() error {
 			if !same {
 				hd.maxAdded = max(hd.maxAdded, sl.cur.Cash)
 				hd.nAdded++
-				hd.dn++
 			}
 		}
 	}
