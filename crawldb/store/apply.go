@@ -295,8 +295,11 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			a.move(rec, StatusUnfetched)
 			sl.dirty, res.Applied = true, true
 			return res, a.del(genKey(nil, rec.Round, &sl.parts), nil)
-		case OpFetchResult:
+		case OpFetchResult, OpRoundFetch:
 			if !sl.curFound {
+				return res, nil
+			}
+			if o.t == OpRoundFetch && (rec.Status != StatusGenerated || rec.Round != o.round) {
 				return res, nil
 			}
 			if rec.Status == StatusGenerated {
@@ -314,8 +317,12 @@ func (a *applier) apply(o *op) (OpResult, error) {
 				}
 				a.move(rec, StatusUnfetched)
 			} else {
-				rec.History += rec.Cash
-				rec.Cash = 0
+				moved := rec.Cash
+				if o.t == OpRoundFetch {
+					moved = min(o.cash, rec.Cash)
+				}
+				rec.History += moved
+				rec.Cash -= moved
 				rec.ContentFP = o.fp
 				a.move(rec, o.status)
 				a.host(&sl.parts).fetched++

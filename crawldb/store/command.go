@@ -27,6 +27,7 @@ const (
 	OpPutRound                        // replace the round state
 	OpPutDomain                       // set a domain's coordinates
 	OpPutUser                         // set a key of the node layer's table
+	OpRoundFetch                      // record a fetch of a URL generated in a given round; only the spent cash → history
 	opCount
 )
 
@@ -151,6 +152,10 @@ type FetchResult struct {
 	// Retry puts the URL back in the frontier with its cash, counting a
 	// retry, instead of recording a final status.
 	Retry bool
+	// Round and Spend are used by RecordRoundFetch only: the round that
+	// generated the URL, and the cash the fetch distributed to outlinks.
+	Round uint64
+	Spend float64
 }
 
 // RecordFetch records a fetch result. A final status moves the URL's cash to
@@ -170,6 +175,34 @@ func (b *Batch) RecordFetch(r FetchResult) {
 	b.buf = binary.AppendUvarint(b.buf, uint64(r.HTTPStatus))
 	b.buf = appendTime(b.buf, r.At)
 	b.buf = binary.BigEndian.AppendUint64(b.buf, r.ContentFP)
+}
+
+// RecordRoundFetch records a fetch of a URL generated in r.Round. It applies
+// only while the URL is still generated in that round, so replaying it after
+// a crash changes nothing. A final status moves r.Spend of the URL's cash
+// (at most all of it) to its history; cash that arrived after generate stays.
+// A retry returns the URL to the frontier with all its cash.
+func (b *Batch) RecordRoundFetch(r FetchResult) {
+	if !r.Retry && (r.Status < StatusFetched || r.Status >= statusCount) {
+		b.fail(fmt.Errorf("%w: fetch status %v for %s", ErrBadOp, r.Status, r.URL))
+		return
+	}
+	if !validCash(r.Spend) {
+		b.fail(fmt.Errorf("%w: spend %v for %s", ErrBadOp, r.Spend, r.URL))
+		return
+	}
+	b.op(OpRoundFetch)
+	b.url(r.URL)
+	st := r.Status
+	if r.Retry {
+		st = StatusUnfetched
+	}
+	b.buf = append(b.buf, byte(st))
+	b.buf = binary.AppendUvarint(b.buf, uint64(r.HTTPStatus))
+	b.buf = appendTime(b.buf, r.At)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, r.ContentFP)
+	b.buf = binary.AppendUvarint(b.buf, r.Round)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(r.Spend))
 }
 
 // PutHost replaces the record of host (a lower-case host name).
@@ -345,12 +378,19 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.round = d.uvarint()
 		case OpRequeue:
 			o.rawURL = d.bytes(MaxURLLen)
-		case OpFetchResult:
+		case OpFetchResult, OpRoundFetch:
 			o.rawURL = d.bytes(MaxURLLen)
 			o.status = Status(d.byte1())
 			o.http = uint16(d.uvarint())
 			o.at = d.varint()
 			o.fp = d.u64()
+			if o.t == OpRoundFetch {
+				o.round = d.uvarint()
+				o.cash = d.f64()
+				if !validCash(o.cash) && d.err == nil {
+					return ops, fmt.Errorf("%w: op %d: spend %v", ErrCorruptCommand, len(ops)-base, o.cash)
+				}
+			}
 			if o.status < StatusUnfetched || o.status >= statusCount || o.status == StatusGenerated {
 				return ops, fmt.Errorf("%w: op %d: status %d", ErrCorruptCommand, len(ops)-base, o.status)
 			}

@@ -168,7 +168,16 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 		}
 	case k < 80:
 		fr := FetchResult{URL: u, Status: Status(int(StatusFetched) + r.IntN(int(statusCount-StatusFetched))), HTTPStatus: 200, At: at, ContentFP: r.Uint64(), Retry: r.IntN(5) == 0}
-		b.RecordFetch(fr)
+		round := k >= 73
+		if round {
+			fr.Round, fr.Spend = uint64(r.IntN(3)+1), r.Float64()*2
+			b.RecordRoundFetch(fr)
+		} else {
+			b.RecordFetch(fr)
+		}
+		if round && (rec == nil || rec.Status != StatusGenerated || rec.Round != fr.Round) {
+			return res
+		}
 		if rec != nil {
 			if rec.Status == StatusGenerated {
 				delete(m.gen[rec.Round], u)
@@ -178,8 +187,12 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 				rec.Retries++
 				m.move(rec, StatusUnfetched)
 			} else {
-				rec.History += rec.Cash
-				rec.Cash = 0
+				moved := rec.Cash
+				if round {
+					moved = min(fr.Spend, rec.Cash)
+				}
+				rec.History += moved
+				rec.Cash -= moved
 				rec.ContentFP = fr.ContentFP
 				m.move(rec, fr.Status)
 				m.fetched[hostOf(u)]++
