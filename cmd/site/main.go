@@ -1,0 +1,143 @@
+// Command site runs and inspects a Meridian site.
+//
+//	site up [--region NAME] [--data DIR] [flags]   crawl until stopped, done or exhausted
+//	site status [--data DIR | --addr HOST:PORT]    print the running site's state as JSON
+//
+// With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
+// and crawls it: the README's first command.
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/meridian-crawler/meridian/site"
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "site:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{Use: "site", Short: "Run and inspect a Meridian site", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(upCmd(stderr), statusCmd(stdout))
+	return root
+}
+
+func upCmd(stderr io.Writer) *cobra.Command {
+	cfg := site.DefaultConfig()
+	var configFile, logLevel string
+	var websimSeed uint
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a site: rounds of generate, fetch+parse, update",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fs := cmd.Flags()
+			if configFile != "" {
+				// Flags given on the command line win over the file.
+				err := site.LoadConfigFile(configFile, func(k, v string) error {
+					f := fs.Lookup(k)
+					if f == nil || k == "config" {
+						return fmt.Errorf("unknown setting %q", k)
+					}
+					if f.Changed {
+						return nil
+					}
+					if err := fs.Set(k, v); err != nil {
+						return fmt.Errorf("%s: %v", k, err)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			cfg.WebsimSeed = uint64(websimSeed)
+			if cfg.Seeds != "" && !fs.Changed("websim") {
+				cfg.Websim = "off" // given seeds: crawl them, not the in-vitro web
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: %v", logLevel, err)
+			}
+			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return site.Up(ctx, cfg, log, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "config file of name = value lines (flag names); flags win")
+	f.StringVar(&cfg.Region, "region", cfg.Region, "the site's region name")
+	f.StringVar(&cfg.Data, "data", cfg.Data, "data directory (crawl database, WARC files, statistics)")
+	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")
+	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "stop after this many rounds (0: until stopped or the crawl is exhausted)")
+	f.IntVar(&cfg.Width, "width", cfg.Width, "URLs generated per round")
+	f.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "URLs per host per round (k)")
+	f.DurationVar(&cfg.HostDelay, "host-delay", cfg.HostDelay, "minimum gap between requests to one host (robots Crawl-delay wins when larger)")
+	f.DurationVar(&cfg.IPDelay, "ip-delay", cfg.IPDelay, "minimum gap between request starts to one IP address")
+	f.StringVar(&cfg.DNS, "dns", cfg.DNS, "DNS server host:port (default: the system's)")
+	f.BoolVar(&cfg.AllowPrivate, "allow-private", cfg.AllowPrivate, "allow fetching from loopback, private and link-local addresses")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "status API and Prometheus /metrics address")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent fetches")
+	f.IntVar(&cfg.MaxDepth, "max-depth", cfg.MaxDepth, "links deeper than this are not followed")
+	f.IntVar(&cfg.HostBudget, "host-budget", cfg.HostBudget, "pages fetched per host at most")
+	f.Int64Var(&cfg.MaxBody, "max-body", cfg.MaxBody, "bytes kept per response body")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "total time per fetch")
+	f.StringVar(&cfg.UserAgent, "user-agent", cfg.UserAgent, "User-Agent header (robots.txt group: meridian)")
+	f.Int64Var(&cfg.WARCSize, "warc-size", cfg.WARCSize, "rotate WARC files past this many bytes")
+	f.StringVar(&cfg.Scope, "scope", cfg.Scope, "comma-separated host suffixes to stay within (default: any)")
+	f.StringVar(&cfg.Websim, "websim", cfg.Websim, "crawl an in-process websim: clean, realistic, hostile or off (off by default when --seeds is given)")
+	f.IntVar(&cfg.WebsimHosts, "websim-hosts", cfg.WebsimHosts, "hosts of the in-process websim")
+	f.IntVar(&cfg.WebsimPages, "websim-pages", cfg.WebsimPages, "mean pages per host of the in-process websim")
+	f.UintVar(&websimSeed, "websim-seed", uint(cfg.WebsimSeed), "seed of the in-process websim")
+	f.IntVar(&cfg.WebsimIPs, "websim-ips", cfg.WebsimIPs, "loopback addresses of the in-process websim")
+	f.DurationVar(&cfg.Progress, "progress", cfg.Progress, "interval of the progress line on stderr (0: none)")
+	f.BoolVar(&cfg.NoSync, "no-sync", cfg.NoSync, "skip fsync of the Raft log (benchmarks only)")
+	f.BoolVar(&cfg.KeepFiles, "keep-round-files", cfg.KeepFiles, "keep each round's generate/fetch/update files")
+	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func statusCmd(stdout io.Writer) *cobra.Command {
+	var data, addr string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print the running site's state as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if addr == "" {
+				in, err := site.ReadInfo(data)
+				if err != nil {
+					return err
+				}
+				addr = in.Listen
+			}
+			c := &http.Client{Timeout: 5 * time.Second}
+			resp, err := c.Get("http://" + addr + "/status")
+			if err != nil {
+				return fmt.Errorf("no site answering at %s (is it running?): %w", addr, err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status from %s: %s", addr, resp.Status)
+			}
+			_, err = io.Copy(stdout, resp.Body)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the site's data directory")
+	cmd.Flags().StringVar(&addr, "addr", "", "the site's status address (default: from DATA/site.json)")
+	return cmd
+}

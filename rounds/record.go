@@ -1,0 +1,210 @@
+package rounds
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+)
+
+// errRecord marks a round file record that does not decode.
+var errRecord = errors.New("rounds: bad record")
+
+// genEntry is one URL of a round's generated list.
+type genEntry struct {
+	URL   string
+	Host  string
+	Cash  float64
+	Depth uint32
+}
+
+const (
+	recGen     = 'G'
+	recGenEnd  = 'E'
+	recFetch   = 'F'
+	recUpdate  = 'U'
+	recUpdEnd  = 'T'
+	maxStrings = 1 << 20
+)
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func (e *genEntry) appendTo(dst []byte) []byte {
+	dst = append(dst, recGen)
+	dst = appendString(dst, e.URL)
+	dst = appendString(dst, e.Host)
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(e.Cash))
+	return binary.AppendUvarint(dst, uint64(e.Depth))
+}
+
+// reader decodes the fields of one record, remembering the first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = errRecord
+	}
+	r.b = nil
+}
+
+func (r *reader) byte1() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u64() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) f64() float64 { return math.Float64frombits(r.u64()) }
+
+func (r *reader) str() string {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func decodeGen(b []byte) (genEntry, error) {
+	r := reader{b: b}
+	var e genEntry
+	if r.byte1() != recGen {
+		return e, fmt.Errorf("%w: not a generated entry", errRecord)
+	}
+	e.URL, e.Host, e.Cash = r.str(), r.str(), r.f64()
+	e.Depth = uint32(r.uvarint())
+	if r.err != nil || len(r.b) != 0 {
+		return e, fmt.Errorf("%w: generated entry", errRecord)
+	}
+	return e, nil
+}
+
+// appendResult encodes a fetch result as a fetch segment record.
+func appendResult(dst []byte, res *fetcher.Result) []byte {
+	dst = append(dst, recFetch, byte(res.Kind), byte(res.Status))
+	if res.Retry {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(max(res.HTTPStatus, 0)))
+	dst = binary.AppendUvarint(dst, uint64(res.Depth))
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(res.Cash))
+	var at int64
+	if !res.FetchedAt.IsZero() {
+		at = res.FetchedAt.UnixMilli()
+	}
+	dst = binary.AppendVarint(dst, at)
+	dst = binary.BigEndian.AppendUint64(dst, res.ContentFP)
+	dst = binary.AppendUvarint(dst, uint64(max(res.Bytes, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(res.Wait, 0)))
+	dst = appendString(dst, res.URL)
+	dst = appendString(dst, res.Host)
+	dst = appendString(dst, res.RedirectTo)
+	dst = appendString(dst, res.Err)
+	dst = binary.AppendUvarint(dst, uint64(len(res.Links)))
+	for _, l := range res.Links {
+		dst = appendString(dst, l)
+	}
+	return dst
+}
+
+// fetchRecord is a decoded fetch segment record.
+type fetchRecord struct {
+	Kind       fetcher.Kind
+	Status     store.Status
+	Retry      bool
+	HTTPStatus int
+	Depth      uint32
+	Cash       float64
+	At         time.Time
+	ContentFP  uint64
+	Bytes      int64
+	Wait       time.Duration
+	URL        string
+	Host       string
+	RedirectTo string
+	Err        string
+	Links      []string
+}
+
+func decodeFetch(b []byte) (fetchRecord, error) {
+	r := reader{b: b}
+	var f fetchRecord
+	if r.byte1() != recFetch {
+		return f, fmt.Errorf("%w: not a fetch record", errRecord)
+	}
+	f.Kind = fetcher.Kind(r.byte1())
+	f.Status = store.Status(r.byte1())
+	f.Retry = r.byte1() == 1
+	f.HTTPStatus = int(r.uvarint())
+	f.Depth = uint32(r.uvarint())
+	f.Cash = r.f64()
+	if ms := r.varint(); ms != 0 {
+		f.At = time.UnixMilli(ms).UTC()
+	}
+	f.ContentFP = r.u64()
+	f.Bytes = int64(r.uvarint())
+	f.Wait = time.Duration(r.uvarint())
+	f.URL, f.Host, f.RedirectTo, f.Err = r.str(), r.str(), r.str(), r.str()
+	n := r.uvarint()
+	if n > maxStrings || n > uint64(len(r.b)) {
+		return f, fmt.Errorf("%w: %d links", errRecord, n)
+	}
+	f.Links = make([]string, 0, n)
+	for range n {
+		f.Links = append(f.Links, r.str())
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return f, fmt.Errorf("%w: fetch record of %.100q", errRecord, f.URL)
+	}
+	if math.IsNaN(f.Cash) || f.Cash < 0 || math.IsInf(f.Cash, 0) {
+		return f, fmt.Errorf("%w: cash %v in fetch record of %.100q", errRecord, f.Cash, f.URL)
+	}
+	return f, nil
+}

@@ -1,0 +1,112 @@
+package rounds
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+)
+
+// Phase is where a round is.
+type Phase string
+
+// The phases a round goes through. Generate is short and happens before a
+// round enters the state, so a round in the state is fetching or updating.
+const (
+	PhaseGenerate Phase = "generate"
+	PhaseFetch    Phase = "fetch"
+	PhaseUpdate   Phase = "update"
+)
+
+// State is the crawl's round state, kept in the crawl database.
+type State struct {
+	Next     uint64   `json:"next"`     // the next round to generate; rounds start at 1
+	Active   []Active `json:"active"`   // rounds generated and not yet fully updated, oldest first
+	Virtual  float64  `json:"virtual"`  // the OPIC virtual page's cash
+	Injected float64  `json:"injected"` // cash injected by seeds in all
+	Spent    float64  `json:"spent"`    // cash distributed by fetches in all (= total history)
+	Done     uint64   `json:"done"`     // rounds completed
+}
+
+// Active is a round in flight.
+type Active struct {
+	Round     uint64    `json:"round"`
+	Phase     Phase     `json:"phase"`
+	Generated int       `json:"generated"`
+	Started   time.Time `json:"started"`
+	Fetched   time.Time `json:"fetched,omitzero"` // when its fetch phase ended
+}
+
+func (s *State) clone() State {
+	c := *s
+	c.Active = append([]Active(nil), s.Active...)
+	return c
+}
+
+func (s *State) active(round uint64) *Active {
+	for i := range s.Active {
+		if s.Active[i].Round == round {
+			return &s.Active[i]
+		}
+	}
+	return nil
+}
+
+func (s *State) remove(round uint64) {
+	for i := range s.Active {
+		if s.Active[i].Round == round {
+			s.Active = append(s.Active[:i], s.Active[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *State) encode() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return b
+}
+
+func loadState(st *store.Store) (State, error) {
+	s := State{Next: 1}
+	b, err := st.Round()
+	if err != nil {
+		return s, fmt.Errorf("rounds: read state: %w", err)
+	}
+	if len(b) == 0 {
+		return s, nil
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("rounds: decode state: %w", err)
+	}
+	if s.Next == 0 {
+		s.Next = 1
+	}
+	return s, nil
+}
+
+// progressKey names the node-layer key that holds how many of a round's
+// update commands have been applied.
+func progressKey(round uint64) string { return "rounds/update/" + strconv.FormatUint(round, 10) }
+
+func encodeProgress(n uint64) []byte { return binary.AppendUvarint(nil, n) }
+
+func loadProgress(st *store.Store, round uint64) (uint64, error) {
+	b, err := st.User(progressKey(round))
+	if err != nil {
+		return 0, fmt.Errorf("rounds: read update progress of round %d: %w", round, err)
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, fmt.Errorf("rounds: update progress of round %d: %w", round, errRecord)
+	}
+	return n, nil
+}

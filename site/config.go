@@ -1,0 +1,162 @@
+// Package site is one site's daemon: it wires the crawl database, the
+// rounds, the polite fetcher, WARC output, the status API and Prometheus
+// metrics, and runs them until stopped (`site up`).
+package site
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is what `site up` takes, from flags and an optional config file.
+type Config struct {
+	Region       string        // the site's region name
+	Data         string        // data directory: crawldb/, warc/, stats/, rounds/
+	Seeds        string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
+	Rounds       int           // stop after this many rounds (0: until stopped or exhausted)
+	Width        int           // URLs per round
+	PerHost      int           // URLs per host per round (k)
+	HostDelay    time.Duration // minimum gap between requests to one host
+	IPDelay      time.Duration // minimum gap between request starts to one IP
+	DNS          string        // DNS server host:port ("" → the system's)
+	AllowPrivate bool          // allow loopback/private/link-local addresses
+	Listen       string        // status API and /metrics address
+	Workers      int           // concurrent fetches
+	MaxDepth     int           // links deeper than this are not followed
+	HostBudget   int           // pages per host at most
+	MaxBody      int64         // bytes per response body
+	Timeout      time.Duration // total time per fetch
+	UserAgent    string
+	WARCSize     int64  // rotate WARC files past this many bytes
+	Scope        string // comma-separated host suffixes to stay within ("" → anything)
+	Websim       string // "" or "off": none; else a profile: start an in-process websim to crawl
+	WebsimHosts  int
+	WebsimPages  int
+	WebsimSeed   uint64
+	WebsimIPs    int
+	Progress     time.Duration // live progress line interval on stderr (0: none)
+	NoSync       bool          // skip fsync of the Raft log (benchmarks)
+	KeepFiles    bool          // keep each round's files after its update
+}
+
+// DefaultConfig is the configuration of `site up` with no flags: a local
+// site crawling an in-process websim.
+func DefaultConfig() Config {
+	return Config{
+		Region: "local", Data: "meridian-data", Width: 10_000, PerHost: 10,
+		HostDelay: time.Second, Listen: "127.0.0.1:7077", Workers: 256,
+		MaxDepth: 32, HostBudget: 20_000, MaxBody: 8 << 20, Timeout: 30 * time.Second,
+		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
+		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("site: "+format, args...)) }
+	if c.Region == "" || strings.ContainsAny(c.Region, "/ \t\n") {
+		bad("--region %q must be a non-empty name without spaces or slashes", c.Region)
+	}
+	if c.Data == "" {
+		bad("--data is required")
+	}
+	if c.Width < 1 || c.Width > 1_000_000 {
+		bad("--width must be in [1, 1000000], got %d", c.Width)
+	}
+	if c.PerHost < 1 {
+		bad("--per-host must be at least 1, got %d", c.PerHost)
+	}
+	if c.HostDelay < 0 || c.IPDelay < 0 {
+		bad("--host-delay and --ip-delay must not be negative")
+	}
+	if c.Rounds < 0 {
+		bad("--rounds must not be negative")
+	}
+	if c.Workers < 1 || c.Workers > 10_000 {
+		bad("--workers must be in [1, 10000], got %d", c.Workers)
+	}
+	if c.MaxDepth < 1 {
+		bad("--max-depth must be at least 1, got %d", c.MaxDepth)
+	}
+	if c.HostBudget < 1 {
+		bad("--host-budget must be at least 1, got %d", c.HostBudget)
+	}
+	if c.MaxBody < 1024 {
+		bad("--max-body must be at least 1024 bytes, got %d", c.MaxBody)
+	}
+	if c.Timeout <= 0 {
+		bad("--timeout must be positive")
+	}
+	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}} {
+		if a.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			bad("%s %q: want host:port: %v", a.flag, a.addr, err)
+		}
+	}
+	switch c.Websim {
+	case "", "off", "clean", "realistic", "hostile":
+	default:
+		bad("--websim %q: want off, clean, realistic or hostile", c.Websim)
+	}
+	return errors.Join(errs...)
+}
+
+// ConfigError is a problem in a config file, with its place.
+type ConfigError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
+
+// ReadConfigFile reads "name = value" lines (names as the flags of `site up`
+// without dashes; # starts a comment) and calls set for each; set returns
+// an error for an unknown name or a bad value. All problems are reported,
+// each with its line.
+func ReadConfigFile(name string, r io.Reader, set func(key, value string) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var errs []error
+	line := 0
+	for sc.Scan() {
+		line++
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || t[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			errs = append(errs, &ConfigError{name, line, fmt.Sprintf("want name = value, got %q", t)})
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		v = strings.Trim(v, `"`)
+		if err := set(k, v); err != nil {
+			errs = append(errs, &ConfigError{name, line, err.Error()})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadConfigFile opens path and reads it with ReadConfigFile.
+func LoadConfigFile(path string, set func(key, value string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("site: config file: %w", err)
+	}
+	defer f.Close()
+	return ReadConfigFile(path, f, set)
+}

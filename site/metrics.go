@@ -1,0 +1,91 @@
+package site
+
+import (
+	"sync"
+
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the site's Prometheus metrics: per-round figures as they
+// complete, and the fetcher's and crawl database's counters read at scrape
+// time.
+type metrics struct {
+	reg       *prometheus.Registry
+	rounds    prometheus.Counter
+	pages     *prometheus.CounterVec
+	bytes     prometheus.Counter
+	newURLs   prometheus.Counter
+	phaseSecs *prometheus.CounterVec
+	lastRound prometheus.Gauge
+
+	mu   sync.Mutex
+	site *Site
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.rounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_rounds_total", Help: "Rounds completed."})
+	m.pages = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_round_pages_total", Help: "Pages fetched in completed rounds, by HTTP status class."}, []string{"class"})
+	m.bytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_round_bytes_total", Help: "Body bytes fetched in completed rounds."})
+	m.newURLs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_new_urls_total", Help: "URLs new to the crawl database."})
+	m.phaseSecs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_phase_seconds_total", Help: "Time spent in each phase of completed rounds."}, []string{"phase"})
+	m.lastRound = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_last_round", Help: "The last completed round."})
+	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.phaseSecs, m.lastRound,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// round records a completed round.
+func (m *metrics) round(st rounds.RoundStats) {
+	m.rounds.Inc()
+	for class, n := range st.ByClass {
+		m.pages.WithLabelValues(class).Add(float64(n))
+	}
+	m.bytes.Add(float64(st.Bytes))
+	m.newURLs.Add(float64(st.NewURLs))
+	m.phaseSecs.WithLabelValues("generate").Add(st.GenerateSeconds)
+	m.phaseSecs.WithLabelValues("fetch").Add(st.FetchSeconds)
+	m.phaseSecs.WithLabelValues("update").Add(st.UpdateSeconds)
+	m.lastRound.Set(float64(st.Round))
+}
+
+// attach adds the live gauges and counters read from s at scrape time.
+func (m *metrics) attach(s *Site) {
+	gauge := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	counter := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+	}
+	counter("meridian_fetch_requests_total", "HTTP requests sent (pages, robots.txt, sitemaps).", func() float64 { return float64(s.fetch.Stats().Requests) })
+	counter("meridian_fetch_done_total", "Page jobs answered by the fetcher.", func() float64 { return float64(s.fetch.Stats().Done) })
+	counter("meridian_fetch_bytes_total", "Body bytes received.", func() float64 { return float64(s.fetch.Stats().Bytes) })
+	counter("meridian_fetch_retries_total", "Page results marked for retry.", func() float64 { return float64(s.fetch.Stats().Retries) })
+	counter("meridian_fetch_busy_seconds_total", "Sum over fetch workers of time spent on requests.", func() float64 { return s.fetch.Stats().Busy.Seconds() })
+	counter("meridian_politeness_wait_seconds_total", "Time ready hosts waited for their host or IP delay.", func() float64 { return s.fetch.Stats().PolitenessWait.Seconds() })
+	gauge("meridian_fetch_in_flight", "Requests in flight.", func() float64 { return float64(s.fetch.Stats().InFlight) })
+	gauge("meridian_fetch_queued", "Jobs queued in the fetcher.", func() float64 { return float64(s.fetch.Stats().Queued) })
+	gauge("meridian_fetch_hosts", "Hosts in the fetcher's workbench.", func() float64 { return float64(s.fetch.Stats().Hosts) })
+	gauge("meridian_crawldb_urls", "URLs in the crawl database.", func() float64 { return float64(s.db.Store().Counts().URLs) })
+	gauge("meridian_crawldb_frontier", "Unfetched URLs in the frontier.", func() float64 { return float64(s.db.Store().Counts().Frontier) })
+	gauge("meridian_round_current", "The newest round generated.", func() float64 {
+		if n := s.crawler.Status().Next; n > 0 {
+			return float64(n - 1)
+		}
+		return 0
+	})
+	for _, p := range []rounds.Phase{rounds.PhaseGenerate, rounds.PhaseFetch, rounds.PhaseUpdate} {
+		p := p
+		gauge("meridian_phase_"+string(p), "1 while the crawler is in the "+string(p)+" phase.", func() float64 {
+			if s.crawler.Status().Phase == p {
+				return 1
+			}
+			return 0
+		})
+	}
+	m.mu.Lock()
+	m.site = s
+	m.mu.Unlock()
+}

@@ -1,0 +1,132 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Status is what GET /status returns and `site status` prints.
+type Status struct {
+	Region  string        `json:"region"`
+	PID     int           `json:"pid"`
+	Started time.Time     `json:"started"`
+	Uptime  float64       `json:"uptime_s"`
+	Round   uint64        `json:"round"` // the newest round generated
+	Phase   rounds.Phase  `json:"phase"`
+	Rounds  rounds.Status `json:"rounds"`
+	Fetcher fetcherStatus `json:"fetcher"`
+	CrawlDB crawldbStatus `json:"crawldb"`
+	Websim  string        `json:"websim_stats,omitempty"`
+}
+
+type fetcherStatus struct {
+	Queued         int64            `json:"queued"`
+	InFlight       int64            `json:"in_flight"`
+	Done           int64            `json:"done"`
+	Requests       int64            `json:"requests"`
+	Bytes          int64            `json:"bytes"`
+	Retries        int64            `json:"retries"`
+	ByStatus       map[string]int64 `json:"by_status"`
+	BusySeconds    float64          `json:"busy_s"`
+	PolitenessWait float64          `json:"politeness_wait_s"`
+	Hosts          int64            `json:"hosts"`
+}
+
+type crawldbStatus struct {
+	URLs     uint64            `json:"urls"`
+	Frontier uint64            `json:"frontier"`
+	ByStatus map[string]uint64 `json:"by_status"`
+	Leader   bool              `json:"leader"`
+}
+
+func fetcherStatusOf(st fetcher.Stats) fetcherStatus {
+	fs := fetcherStatus{Queued: st.Queued, InFlight: st.InFlight, Done: st.Done, Requests: st.Requests,
+		Bytes: st.Bytes, Retries: st.Retries, ByStatus: map[string]int64{},
+		BusySeconds: st.Busy.Seconds(), PolitenessWait: st.PolitenessWait.Seconds(), Hosts: st.Hosts}
+	for k, v := range st.ByStatus {
+		fs.ByStatus[k.String()] = v
+	}
+	return fs
+}
+
+// Status returns the site's state now.
+func (s *Site) Status() Status {
+	rs := s.crawler.Status()
+	c := s.db.Store().Counts()
+	cs := crawldbStatus{URLs: c.URLs, Frontier: c.Frontier, ByStatus: map[string]uint64{}, Leader: s.db.IsLeader()}
+	for k, v := range c.ByStatus {
+		cs.ByStatus[store.Status(k).String()] = v
+	}
+	st := Status{Region: s.cfg.Region, PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
+		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs}
+	if rs.Next > 0 {
+		st.Round = rs.Next - 1
+	}
+	if s.sim != nil {
+		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"
+	}
+	return st
+}
+
+func (s *Site) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(s.Status())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// progress prints a line every cfg.Progress until ctx is done.
+func (s *Site) progress(ctx context.Context, w io.Writer) {
+	t := time.NewTicker(s.cfg.Progress)
+	defer t.Stop()
+	var last *fetcher.Stats
+	lastAt := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			st := s.fetch.Stats()
+			s.printProgress(w, now, &progressPrev{st: last, at: lastAt})
+			last, lastAt = &st, now
+		}
+	}
+}
+
+type progressPrev struct {
+	st *fetcher.Stats
+	at time.Time
+}
+
+func (s *Site) printProgress(w io.Writer, now time.Time, prev *progressPrev) {
+	st := s.fetch.Stats()
+	rs := s.crawler.Status()
+	c := s.db.Store().Counts()
+	rate := 0.0
+	if prev != nil && prev.st != nil {
+		if dt := now.Sub(prev.at).Seconds(); dt > 0 {
+			rate = float64(st.Done-prev.st.Done) / dt
+		}
+	}
+	round := uint64(0)
+	if rs.Next > 0 {
+		round = rs.Next - 1
+	}
+	fmt.Fprintf(w, "%s round %d %-8s fetched %d (%.0f/s) in flight %d queued %d | db %d URLs, frontier %d, fetched %d | rounds done %d\n",
+		now.Format("15:04:05"), round, rs.Phase, st.Done, rate, st.InFlight, st.Queued,
+		c.URLs, c.Frontier, c.ByStatus[store.StatusFetched], rs.Done)
+}
