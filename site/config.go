@@ -16,33 +16,35 @@ import (
 
 // Config is what `site up` takes, from flags and an optional config file.
 type Config struct {
-	Region       string        // the site's region name
-	Data         string        // data directory: crawldb/, warc/, stats/, rounds/
-	Seeds        string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
-	Rounds       int           // stop after this many rounds (0: until stopped or exhausted)
-	Width        int           // URLs per round
-	PerHost      int           // URLs per host per round (k)
-	HostDelay    time.Duration // minimum gap between requests to one host
-	IPDelay      time.Duration // minimum gap between request starts to one IP
-	DNS          string        // DNS server host:port ("" → the system's)
-	AllowPrivate bool          // allow loopback/private/link-local addresses
-	Listen       string        // status API and /metrics address
-	Workers      int           // concurrent fetches
-	MaxDepth     int           // links deeper than this are not followed
-	HostBudget   int           // pages per host at most
-	MaxBody      int64         // bytes per response body
-	Timeout      time.Duration // total time per fetch
-	UserAgent    string
-	WARCSize     int64  // rotate WARC files past this many bytes
-	Scope        string // comma-separated host suffixes to stay within ("" → anything)
-	Websim       string // "" or "off": none; else a profile: start an in-process websim to crawl
-	WebsimHosts  int
-	WebsimPages  int
-	WebsimSeed   uint64
-	WebsimIPs    int
-	Progress     time.Duration // live progress line interval on stderr (0: none)
-	NoSync       bool          // skip fsync of the Raft log (benchmarks)
-	KeepFiles    bool          // keep each round's files after its update
+	Region        string        // the site's region name
+	Data          string        // data directory: crawldb/, warc/, stats/, rounds/
+	Seeds         string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
+	Rounds        int           // stop after this many rounds (0: until stopped or exhausted)
+	Width         int           // URLs per round
+	PerHost       int           // URLs per host per round (k)
+	HostDelay     time.Duration // minimum gap between requests to one host
+	MaxCrawlDelay time.Duration // robots Crawl-delay honoured up to this
+	IPDelay       time.Duration // minimum gap between request starts to one IP
+	DNS           string        // DNS server host:port ("" → the system's)
+	AllowPrivate  bool          // allow loopback/private/link-local addresses
+	Listen        string        // status API and /metrics address
+	Workers       int           // concurrent fetches
+	MaxDepth      int           // links deeper than this are not followed
+	HostBudget    int           // pages per host at most
+	MaxBody       int64         // bytes per response body
+	Timeout       time.Duration // total time per fetch
+	UserAgent     string
+	WARCSize      int64  // rotate WARC files past this many bytes
+	Scope         string // comma-separated host suffixes to stay within ("" → anything)
+	SkipExts      string // comma-separated path extensions not fetched ("" → none)
+	Websim        string // "" or "off": none; else a profile: start an in-process websim to crawl
+	WebsimHosts   int
+	WebsimPages   int
+	WebsimSeed    uint64
+	WebsimIPs     int
+	Progress      time.Duration // live progress line interval on stderr (0: none)
+	NoSync        bool          // skip fsync of the Raft log (benchmarks)
+	KeepFiles     bool          // keep each round's files after its update
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local
@@ -50,7 +52,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Region: "local", Data: "meridian-data", Width: 10_000, PerHost: 10,
-		HostDelay: time.Second, Listen: "127.0.0.1:7077", Workers: 256,
+		HostDelay: time.Second, MaxCrawlDelay: 30 * time.Second, Listen: "127.0.0.1:7077", Workers: 256,
 		MaxDepth: 32, HostBudget: 20_000, MaxBody: 8 << 20, Timeout: 30 * time.Second,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
@@ -73,8 +75,8 @@ func (c Config) Validate() error {
 	if c.PerHost < 1 {
 		bad("--per-host must be at least 1, got %d", c.PerHost)
 	}
-	if c.HostDelay < 0 || c.IPDelay < 0 {
-		bad("--host-delay and --ip-delay must not be negative")
+	if c.HostDelay < 0 || c.IPDelay < 0 || c.MaxCrawlDelay < 0 {
+		bad("--host-delay, --ip-delay and --max-crawl-delay must not be negative")
 	}
 	if c.Rounds < 0 {
 		bad("--rounds must not be negative")

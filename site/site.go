@@ -121,7 +121,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	}
 	prev, _ := ReadInfo(cfg.Data)
 	norm := urlnorm.New(urlnorm.Options{})
-	scope := &urlnorm.Scope{}
+	// Images, PDFs and the like are fetched and archived too (not parsed),
+	// unless --skip-ext names extensions to leave alone.
+	scope := &urlnorm.Scope{SkipExts: []string{}}
+	for _, e := range strings.Split(cfg.SkipExts, ",") {
+		if e = strings.TrimSpace(strings.ToLower(e)); e != "" {
+			scope.SkipExts = append(scope.SkipExts, strings.TrimPrefix(e, "."))
+		}
+	}
 	if cfg.Scope != "" {
 		for _, sfx := range strings.Split(cfg.Scope, ",") {
 			if sfx = strings.TrimSpace(strings.ToLower(sfx)); sfx != "" {
@@ -236,7 +243,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 		return nil, fmt.Errorf("site: warc: %w", err)
 	}
 	s.fetch, err = fetcher.New(fetcher.Options{
-		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay,
+		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
 		Resolver: res, WARC: s.warc, Hosts: s.crawler.Hosts(), Normalizer: norm, Scope: scope,
 		Seen: s.crawler.Seen, OnResult: s.crawler.OnResult, Logger: log.With("part", "fetcher"),

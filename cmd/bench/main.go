@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/bench"
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -44,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runWebsim(args[1:], stdout, stderr)
 	case "crawldb":
 		return runCrawldb(args[1:], stdout, stderr)
+	case "check":
+		return runCheck(args[1:], stdout, stderr)
 	default:
 		return fmt.Errorf("bench: unknown benchmark %q (want websim or crawldb)", args[0])
 	}
@@ -311,4 +314,22 @@ func (l *intList) Set(v string) error {
 	}
 	*l = out
 	return nil
+}
+
+// runCheck checks a stopped site's crawl against websim's truth.
+func runCheck(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "meridian-data", "the stopped site's data directory")
+	truth := fs.String("truth", "", "truth JSONL (default DATA/websim-truth.jsonl)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rep, err := crawlcheck.CheckData(context.Background(), *data, *truth)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
