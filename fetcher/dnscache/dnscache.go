@@ -1,0 +1,370 @@
+// Package dnscache resolves host names to IPv4 addresses through a DNS server
+// and caches the answers for their TTL, negative answers included.
+//
+// Queries go over UDP with EDNS0 and are retried over TCP when the answer is
+// truncated. Concurrent lookups of one name share one query. The Resolver
+// starts no goroutines.
+package dnscache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound means the name does not exist (NXDOMAIN), has no A records
+	// (NODATA) or is not a valid host name. It is cached for the negative TTL.
+	ErrNotFound = errors.New("dnscache: host not found")
+	// ErrServer means the server answered with an error code such as SERVFAIL
+	// or REFUSED, or an answer that does not match the question. Not cached.
+	ErrServer = errors.New("dnscache: server failure")
+)
+
+// Options configure a Resolver. Zero fields get the documented defaults.
+type Options struct {
+	// Server is the "host:port" of the DNS server (a missing port means 53).
+	// "" uses the servers of /etc/resolv.conf, tried in order, or the Go
+	// resolver (net.DefaultResolver) if that file names none.
+	Server string
+	// Timeout bounds one query to one server. Default 2 s.
+	Timeout time.Duration
+	// MinTTL and MaxTTL clamp the TTL of positive answers. Default 5 s and 6 h.
+	MinTTL, MaxTTL time.Duration
+	// NegativeTTL is how long a negative answer is cached at most (RFC 2308:
+	// the SOA's TTL and minimum, if lower, win; MinTTL still applies).
+	// Default 1 min.
+	NegativeTTL time.Duration
+	// MaxEntries bounds the cache. When it is full, expired entries and then
+	// arbitrary ones are dropped until it is half full. Default 1<<20.
+	MaxEntries int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// The defaults of Options.
+const (
+	DefaultTimeout     = 2 * time.Second
+	DefaultMinTTL      = 5 * time.Second
+	DefaultMaxTTL      = 6 * time.Hour
+	DefaultNegativeTTL = time.Minute
+	DefaultMaxEntries  = 1 << 20
+	// SystemTTL is the TTL given to answers of the Go resolver, which does
+	// not report TTLs (clamped to [MinTTL, MaxTTL]).
+	SystemTTL = time.Minute
+	// MaxAddrs bounds the addresses kept per name.
+	MaxAddrs = 32
+)
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MinTTL == 0 {
+		o.MinTTL = DefaultMinTTL
+	}
+	if o.MaxTTL == 0 {
+		o.MaxTTL = DefaultMaxTTL
+	}
+	if o.NegativeTTL == 0 {
+		o.NegativeTTL = DefaultNegativeTTL
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports every problem with o (after EnsureDefaults) at once.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("dnscache: "+format, args...)) }
+	if o.Server != "" {
+		if _, err := serverAddr(o.Server); err != nil {
+			bad("server %q: %v", o.Server, err)
+		}
+	}
+	if o.Timeout < 0 {
+		bad("timeout %v is negative", o.Timeout)
+	}
+	if o.MinTTL < 0 || o.MaxTTL < 0 || o.NegativeTTL < 0 {
+		bad("TTLs must not be negative (min %v, max %v, negative %v)", o.MinTTL, o.MaxTTL, o.NegativeTTL)
+	}
+	if o.MinTTL > o.MaxTTL {
+		bad("min TTL %v is above max TTL %v", o.MinTTL, o.MaxTTL)
+	}
+	if o.MaxEntries < 0 {
+		bad("max entries %d is negative", o.MaxEntries)
+	}
+	return errors.Join(errs...)
+}
+
+// Stats are cumulative counters of a Resolver.
+type Stats struct {
+	Hits      uint64 // lookups answered from the cache (negative answers included)
+	Misses    uint64 // lookups that sent a query
+	Shared    uint64 // lookups that waited for another lookup's query
+	Literals  uint64 // IP-literal hosts, returned without a query
+	NotFound  uint64 // lookups that returned ErrNotFound
+	Errors    uint64 // lookups that failed otherwise (timeouts, server errors, cancellation)
+	Queries   uint64 // DNS messages sent, UDP and TCP
+	TCP       uint64 // of Queries, TCP retries after a truncated UDP answer
+	Evictions uint64 // entries dropped to bound the cache
+	Entries   int    // entries in the cache now
+}
+
+// Resolver is a caching DNS resolver. It is goroutine-safe; each name has at
+// most one query in flight.
+type Resolver struct {
+	o        Options
+	servers  []string      // "ip:port" or "host:port"; empty: use sys
+	sys      *net.Resolver // when no server is known
+	udp, tcp *dns.Client
+
+	mu struct {
+		sync.Mutex
+		cache  map[string]entry
+		flight map[string]*call
+	}
+
+	hits, misses, shared, literals, notFound, errors, queries, tcpQueries, evictions atomic.Uint64
+}
+
+// entry is a cached answer: addresses, or a negative answer (err set).
+type entry struct {
+	addrs  []netip.Addr
+	expiry time.Time
+	err    error
+}
+
+// call is a query in flight that other lookups of the name wait for.
+type call struct {
+	done      chan struct{}
+	entry     entry
+	cancelled bool // the querying lookup's context ended: waiters retry
+}
+
+// New returns a Resolver for o (copied, with defaults filled in).
+func New(o Options) (*Resolver, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Resolver{
+		o:   o,
+		udp: &dns.Client{Net: "udp", Timeout: o.Timeout, UDPSize: ednsSize},
+		tcp: &dns.Client{Net: "tcp", Timeout: o.Timeout},
+	}
+	if o.Server != "" {
+		s, _ := serverAddr(o.Server) // checked by Validate
+		r.servers = []string{s}
+	} else if cfg, err := dns.ClientConfigFromFile("/etc/resolv.conf"); err == nil && len(cfg.Servers) > 0 {
+		for _, s := range cfg.Servers {
+			r.servers = append(r.servers, net.JoinHostPort(s, cfg.Port))
+		}
+	} else {
+		r.sys = net.DefaultResolver
+	}
+	r.mu.cache = make(map[string]entry)
+	r.mu.flight = make(map[string]*call)
+	return r, nil
+}
+
+// serverAddr returns s as "host:port", adding port 53 if it has none.
+func serverAddr(s string) (string, error) {
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return s, nil
+	}
+	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return netip.AddrPortFrom(a, 53).String(), nil
+	}
+	if _, ok := dns.IsDomainName(s); ok && !strings.Contains(s, ":") {
+		return net.JoinHostPort(s, "53"), nil
+	}
+	return "", errors.New("not host:port")
+}
+
+// Lookup returns the IPv4 addresses of host and when they expire. An IP
+// literal (also "[v6]") is returned as is, expiring after MaxTTL, without a
+// query. A negative answer is an error wrapping ErrNotFound; other failures
+// are not cached. The returned slice is the caller's.
+func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr, expiry time.Time, err error) {
+	if maybeLiteral(host) {
+		if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+			r.literals.Add(1)
+			return []netip.Addr{a}, r.o.Now().Add(r.o.MaxTTL), nil
+		}
+	}
+	name, ok := canonicalName(host)
+	if !ok {
+		r.notFound.Add(1)
+		return nil, time.Time{}, fmt.Errorf("dnscache: %q is not a valid host name: %w", truncate(host), ErrNotFound)
+	}
+	// A lookup retries only if the query it waited for was cancelled by its
+	// owner's context; bound that in case of a stream of cancelled owners.
+	const attempts = 4
+	for attempt := 0; ; attempt++ {
+		now := r.o.Now()
+		r.mu.Lock()
+		if e, ok := r.mu.cache[name]; ok && now.Before(e.expiry) {
+			r.mu.Unlock()
+			r.hits.Add(1)
+			return r.result(e)
+		}
+		if c := r.mu.flight[name]; c != nil {
+			r.mu.Unlock()
+			r.shared.Add(1)
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				r.errors.Add(1)
+				return nil, time.Time{}, fmt.Errorf("dnscache: lookup %s: %w", name, ctx.Err())
+			}
+			if c.cancelled && ctx.Err() == nil && attempt < attempts-1 {
+				continue
+			}
+			return r.result(c.entry)
+		}
+		c := &call{done: make(chan struct{})}
+		r.mu.flight[name] = c
+		r.mu.Unlock()
+
+		r.misses.Add(1)
+		c.entry = r.query(ctx, name)
+		c.cancelled = ctxErr(ctx) != nil
+		r.mu.Lock()
+		delete(r.mu.flight, name)
+		if !c.entry.expiry.IsZero() {
+			r.storeLocked(name, c.entry)
+		}
+		r.mu.Unlock()
+		close(c.done)
+		return r.result(c.entry)
+	}
+}
+
+// result turns an entry into Lookup's results and counts its outcome.
+func (r *Resolver) result(e entry) ([]netip.Addr, time.Time, error) {
+	switch {
+	case e.err == nil:
+		return append([]netip.Addr(nil), e.addrs...), e.expiry, nil
+	case errors.Is(e.err, ErrNotFound):
+		r.notFound.Add(1)
+	default:
+		r.errors.Add(1)
+	}
+	return nil, e.expiry, e.err
+}
+
+// storeLocked caches e, first making room if the cache is full.
+func (r *Resolver) storeLocked(name string, e entry) {
+	cache := r.mu.cache
+	if _, ok := cache[name]; !ok && len(cache) >= r.o.MaxEntries {
+		now := r.o.Now()
+		n := 0
+		for k, v := range cache {
+			if !now.Before(v.expiry) {
+				delete(cache, k)
+				n++
+			}
+		}
+		// Map iteration order is unspecified and varies, so this drops an
+		// arbitrary half.
+		for k := range cache {
+			if len(cache) <= r.o.MaxEntries/2 {
+				break
+			}
+			delete(cache, k)
+			n++
+		}
+		r.evictions.Add(uint64(n))
+	}
+	cache[name] = e
+}
+
+// Stats returns a snapshot of the counters.
+func (r *Resolver) Stats() Stats {
+	r.mu.Lock()
+	n := len(r.mu.cache)
+	r.mu.Unlock()
+	return Stats{
+		Hits:      r.hits.Load(),
+		Misses:    r.misses.Load(),
+		Shared:    r.shared.Load(),
+		Literals:  r.literals.Load(),
+		NotFound:  r.notFound.Load(),
+		Errors:    r.errors.Load(),
+		Queries:   r.queries.Load(),
+		TCP:       r.tcpQueries.Load(),
+		Evictions: r.evictions.Load(),
+		Entries:   n,
+	}
+}
+
+// maybeLiteral reports whether host could be an IP literal: IPv6 has a ':',
+// and IPv4 starts and ends with a digit (a failed netip.ParseAddr allocates
+// its error, so host names skip it).
+func maybeLiteral(host string) bool {
+	if host == "" {
+		return false
+	}
+	first, last := host[0], host[len(host)-1]
+	return strings.IndexByte(host, ':') >= 0 || first >= '0' && first <= '9' && last >= '0' && last <= '9'
+}
+
+// canonicalName lower-cases host, drops a trailing dot and checks that it is
+// a DNS name of at most 253 octets with labels of 1 to 63 octets.
+func canonicalName(host string) (string, bool) {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" || len(host) > 253 {
+		return "", false
+	}
+	lower := true
+	label := 0
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		switch {
+		case c == '.':
+			if label == 0 {
+				return "", false
+			}
+			label = 0
+			continue
+		case c >= 'A' && c <= 'Z':
+			lower = false
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return "", false
+		}
+		if label++; label > 63 {
+			return "", false
+		}
+	}
+	if label == 0 {
+		return "", false
+	}
+	if !lower {
+		host = strings.ToLower(host)
+	}
+	return host, true
+}
+
+// truncate shortens s for an error message.
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

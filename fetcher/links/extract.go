@@ -1,0 +1,375 @@
+package links
+
+import (
+	"bytes"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/net/html"
+
+	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
+)
+
+// DefaultMaxLinks is the per-page link cap NewExtractor uses for maxLinks <= 0.
+const DefaultMaxLinks = 5000
+
+// Page is what Extract found in one HTML page.
+type Page struct {
+	Links    []string // normalised, in-scope, followable links, each once, in document order
+	NoFollow bool     // <meta name="robots" content="...nofollow..."> (or "none"): Links is empty
+	NoIndex  bool     // <meta name="robots" content="...noindex..."> (or "none")
+	Base     string   // the effective base URL: the first <base href> resolved, else the page URL
+	BadLinks int      // hrefs that failed normalisation (other schemes, bad hosts, too long), skipped
+
+	NoFollowLinks int   // links skipped for rel="nofollow"
+	OutOfScope    int   // distinct links the Scope rejected
+	Duplicates    int   // repeats of a link (in scope or not) and links to the page itself, dropped
+	Truncated     bool  // maxLinks links were kept and the page had more hrefs, which were not read
+	Err           error // pageURL is not a normalised URL; nothing was extracted
+}
+
+// Extractor extracts links from HTML pages. It reuses its buffers between
+// calls, so use one per worker goroutine; it is not safe for concurrent use.
+type Extractor struct {
+	norm     *urlnorm.Normalizer
+	scope    *urlnorm.Scope
+	maxLinks int
+
+	page    Page
+	base    urlnorm.Base
+	rd      bytes.Reader
+	buf     []byte // the page's normalised links, back to back
+	ends    []int  // end offset in buf of each link, negated if out of scope
+	kept    int    // links in ends that are in scope
+	seen    dedup  // xxhash of a link → its index in ends
+	scratch []byte // <base> resolution
+	pageURL []byte
+}
+
+// NewExtractor returns an Extractor that normalises with n (nil: the
+// default Normalizer), keeps the links scope allows (nil: all) and at most
+// maxLinks per page (<= 0: DefaultMaxLinks).
+func NewExtractor(n *urlnorm.Normalizer, scope *urlnorm.Scope, maxLinks int) *Extractor {
+	if n == nil {
+		n = urlnorm.New(urlnorm.Options{})
+	}
+	if maxLinks <= 0 {
+		maxLinks = DefaultMaxLinks
+	}
+	return &Extractor{norm: n, scope: scope, maxLinks: maxLinks}
+}
+
+// Extract parses an HTML body fetched from pageURL (normalised) and returns
+// its links. The first <base href> (resolved against pageURL) is the base for
+// the links after it; <a href> and <area href> are links; links whose rel
+// contains "nofollow" are skipped; a page with meta robots nofollow returns
+// no links. Links in <noscript> and <noframes> are read. Extract never
+// panics, and its work is linear in len(body). The returned Page is reused
+// by the next call; its Links slice and strings are not, and stay valid.
+func (e *Extractor) Extract(pageURL string, body []byte) *Page {
+	e.reset()
+	p := &e.page
+	e.pageURL = append(e.pageURL[:0], pageURL...)
+	if err := e.base.Set(e.pageURL); err != nil {
+		p.Err = err
+		return p
+	}
+	p.Base = pageURL
+	baseSeen := false
+	e.rd.Reset(body)
+	z := html.NewTokenizer(&e.rd)
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			break
+		}
+		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+			continue
+		}
+		switch tagOf(z.Raw()) {
+		case tagA:
+			if p.NoFollow {
+				continue
+			}
+			href, ok := linkHref(z, p)
+			if !ok {
+				continue
+			}
+			if e.kept >= e.maxLinks {
+				p.Truncated = true
+				return e.finish()
+			}
+			e.add(href)
+		case tagBase:
+			if baseSeen {
+				continue
+			}
+			if href, ok := attr(z, "href"); ok {
+				baseSeen = true
+				e.setBase(href)
+			}
+		case tagMeta:
+			e.meta(z)
+		case tagNoRaw:
+			z.NextIsNotRawText() // parse <noscript> and <noframes> content as markup
+		}
+	}
+	return e.finish()
+}
+
+func (e *Extractor) reset() {
+	e.page = Page{}
+	e.buf, e.ends, e.kept = e.buf[:0], e.ends[:0], 0
+	e.seen.reset()
+}
+
+// setBase makes the resolution of href against the page URL the base.
+func (e *Extractor) setBase(href []byte) {
+	var err error
+	e.scratch, err = e.norm.Resolve(e.scratch[:0], &e.base, href)
+	if err != nil {
+		return // an unusable <base>: the page URL stays the base
+	}
+	if err := e.base.Set(e.scratch); err != nil {
+		_ = e.base.Set(e.pageURL) // cannot happen: Resolve's output is normalised
+		return
+	}
+	e.page.Base = string(e.scratch)
+}
+
+// add resolves href and keeps the link if it is new, in scope and not the
+// page itself.
+func (e *Extractor) add(href []byte) {
+	p := &e.page
+	start := len(e.buf)
+	var err error
+	e.buf, err = e.norm.Resolve(e.buf, &e.base, href)
+	if err != nil {
+		p.BadLinks++
+		return
+	}
+	link := e.buf[start:]
+	if bytes.Equal(link, e.pageURL) {
+		p.Duplicates++
+		e.buf = e.buf[:start]
+		return
+	}
+	h := xxhash.Sum64(link)
+	if i, ok := e.seen.lookup(h); ok {
+		if bytes.Equal(e.link(int(i)), link) {
+			p.Duplicates++
+			e.buf = e.buf[:start]
+			return
+		}
+		h = 0 // a hash collision: keep the link, do not index it
+	}
+	if h != 0 {
+		e.seen.insert(h, int32(len(e.ends)))
+	}
+	if !e.scope.Allow(link) {
+		p.OutOfScope++
+		e.ends = append(e.ends, -len(e.buf)) // remembered, so that repeats are not checked again
+		return
+	}
+	e.ends = append(e.ends, len(e.buf))
+	e.kept++
+}
+
+// link returns the bytes of collected link i.
+func (e *Extractor) link(i int) []byte {
+	from := 0
+	if i > 0 {
+		from = abs(e.ends[i-1])
+	}
+	return e.buf[from:abs(e.ends[i])]
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// finish turns the kept links into strings: two allocations per page, one
+// for the bytes and one for the slice, so that neither is reused.
+func (e *Extractor) finish() *Page {
+	p := &e.page
+	p.Links = nil
+	if !p.NoFollow && e.kept > 0 {
+		all := string(e.buf)
+		links := make([]string, 0, e.kept)
+		prev := 0
+		for _, end := range e.ends {
+			if end >= 0 {
+				links = append(links, all[prev:end])
+			}
+			prev = abs(end)
+		}
+		p.Links = links
+	}
+	return p
+}
+
+// meta handles <meta name="robots" content="...">.
+func (e *Extractor) meta(z *html.Tokenizer) {
+	var name, content []byte
+	for {
+		k, v, more := z.TagAttr()
+		switch string(k) {
+		case "name":
+			name = v
+		case "content":
+			content = v
+		}
+		if !more {
+			break
+		}
+	}
+	if !asciiEqualFold(bytes.TrimSpace(name), "robots") {
+		return
+	}
+	for _, tok := range bytes.FieldsFunc(content, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' }) {
+		switch {
+		case asciiEqualFold(tok, "nofollow"):
+			e.page.NoFollow = true
+		case asciiEqualFold(tok, "noindex"):
+			e.page.NoIndex = true
+		case asciiEqualFold(tok, "none"):
+			e.page.NoFollow, e.page.NoIndex = true, true
+		}
+	}
+}
+
+// linkHref returns the href of an <a> or <area> tag unless the tag has no
+// href or its rel contains nofollow (counted in p). Attribute names repeat
+// at the Tokenizer's peril: the first occurrence counts.
+func linkHref(z *html.Tokenizer, p *Page) ([]byte, bool) {
+	var href []byte
+	hasHref, hasRel, nofollow := false, false, false
+	take := func(k, v []byte) {
+		switch {
+		case !hasHref && asciiEqualFold(k, "href"):
+			href, hasHref = v, true
+		case !hasRel && asciiEqualFold(k, "rel"):
+			hasRel, nofollow = true, relNoFollow(v)
+		}
+	}
+	if s, ok := newAttrScanner(z.Raw()); ok {
+		for {
+			k, v, more := s.next()
+			if !more {
+				break
+			}
+			take(k, v)
+		}
+	} else {
+		for {
+			k, v, more := z.TagAttr()
+			if k != nil {
+				take(k, v)
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	if nofollow && hasHref {
+		p.NoFollowLinks++
+		return nil, false
+	}
+	return href, hasHref
+}
+
+// attr returns the value of the attribute key of the current tag.
+func attr(z *html.Tokenizer, key string) ([]byte, bool) {
+	for {
+		k, v, more := z.TagAttr()
+		if string(k) == key {
+			return v, true
+		}
+		if !more {
+			return nil, false
+		}
+	}
+}
+
+// relNoFollow reports whether the space-separated rel tokens include
+// "nofollow" (case-insensitive).
+func relNoFollow(rel []byte) bool {
+	for len(rel) > 0 {
+		i := 0
+		for i < len(rel) && isSpace(rel[i]) {
+			i++
+		}
+		j := i
+		for j < len(rel) && !isSpace(rel[j]) {
+			j++
+		}
+		if asciiEqualFold(rel[i:j], "nofollow") {
+			return true
+		}
+		rel = rel[j:]
+	}
+	return false
+}
+
+// isSpace reports whether c is HTML ASCII whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
+
+// asciiEqualFold reports whether b equals the lower-case ASCII lower, ignoring case.
+func asciiEqualFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Tags Extract looks at.
+const (
+	tagOther = iota
+	tagA     // <a> and <area>
+	tagBase
+	tagMeta
+	tagNoRaw // <noscript>, <noframes>
+)
+
+// tagOf classifies a start tag from its raw bytes ("<a href=...>") without
+// the allocations of Tokenizer.TagName.
+func tagOf(raw []byte) int {
+	if len(raw) < 3 || raw[0] != '<' {
+		return tagOther
+	}
+	end := 1
+	for end < len(raw) && !isSpace(raw[end]) && raw[end] != '/' && raw[end] != '>' {
+		end++
+	}
+	name := raw[1:end]
+	switch len(name) {
+	case 1:
+		if name[0] == 'a' || name[0] == 'A' {
+			return tagA
+		}
+	case 4:
+		switch {
+		case asciiEqualFold(name, "area"):
+			return tagA
+		case asciiEqualFold(name, "base"):
+			return tagBase
+		case asciiEqualFold(name, "meta"):
+			return tagMeta
+		}
+	case 8:
+		if asciiEqualFold(name, "noscript") || asciiEqualFold(name, "noframes") {
+			return tagNoRaw
+		}
+	}
+	return tagOther
+}

@@ -1,0 +1,158 @@
+package links
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+func TestSitemap(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		body  string
+		limit int
+		locs  []string
+		index bool
+	}{
+		{"urlset", `<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <url><loc>http://h/a</loc><lastmod>2024-01-01</lastmod></url>
+  <url><loc>
+     http://h/b?x=1&amp;y=2
+  </loc></url>
+  <url><priority>0.5</priority></url>
+  <url><loc></loc></url>
+</urlset>`, 0, []string{"http://h/a", "http://h/b?x=1&y=2"}, false},
+		{"sitemapindex", `<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <sitemap><loc>http://h/s1.xml</loc></sitemap><sitemap><loc>http://h/s2.xml.gz</loc></sitemap>
+</sitemapindex>`, 0, []string{"http://h/s1.xml", "http://h/s2.xml.gz"}, true},
+		{"limit", `<urlset><url><loc>1</loc></url><url><loc>2</loc></url><url><loc>3</loc></url></urlset>`, 2, []string{"1", "2"}, false},
+		{"only url/loc counts", `<urlset><loc>top</loc><url><image:image xmlns:image="x"><image:loc>img</image:loc></image:image><loc>page</loc></url><sitemap><loc>no</loc></sitemap></urlset>`,
+			0, []string{"page"}, false},
+		{"index takes sitemap/loc only", `<sitemapindex><url><loc>no</loc></url><sitemap><loc>yes</loc></sitemap></sitemapindex>`, 0, []string{"yes"}, true},
+		{"cdata and prefix", `<s:urlset xmlns:s="http://www.sitemaps.org/schemas/sitemap/0.9"><s:url><s:loc><![CDATA[http://h/c?a&b]]></s:loc></s:url></s:urlset>`,
+			0, []string{"http://h/c?a&b"}, false},
+		{"latin-1", "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><urlset><url><loc>http://h/caf\xe9</loc></url></urlset>", 0, []string{"http://h/café"}, false},
+		{"empty urlset", `<urlset></urlset>`, 0, nil, false},
+		{"html entity", `<urlset><url><loc>http://h/a&nbsp;b</loc></url></urlset>`, 0, []string{"http://h/a\u00a0b"}, false},
+		{"overlong loc skipped", `<urlset><url><loc>http://h/` + strings.Repeat("x", maxLocLen) + `</loc></url><url><loc>ok</loc></url></urlset>`, 0, []string{"ok"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			locs, index, err := Sitemap([]byte(c.body), c.limit)
+			if err != nil || index != c.index || !slices.Equal(locs, c.locs) {
+				t.Fatalf("got %q, index %v, %v; want %q, index %v", locs, index, err, c.locs, c.index)
+			}
+		})
+	}
+}
+
+func TestSitemapErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		want       string // in the error text
+		notSitemap bool
+		partial    []string
+	}{
+		{"empty", "", "no root element", true, nil},
+		{"html", "<!DOCTYPE html><html><body>hi</body></html>", "root element <html>", true, nil},
+		{"rss", `<?xml version="1.0"?><rss><channel/></rss>`, "root element <rss>", true, nil},
+		{"mismatched tag", "<urlset>\n<url><loc>a</loc></url>\n<url><loc>b</url>\n</urlset>", "line 3", false, []string{"a"}},
+		{"truncated", "<urlset>\n<url><loc>a</loc></url>\n<url><loc>b", "unexpected EOF", false, []string{"a"}},
+		{"bad entity", "<urlset><url><loc>a&bogus;</loc></url></urlset>", "offset", false, nil},
+		{"binary", "\x00\x01\x02", "line 1", false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			locs, _, err := Sitemap([]byte(c.body), 0)
+			if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, ErrNotSitemap) != c.notSitemap {
+				t.Fatalf("err %v; want one containing %q (not-a-sitemap %v)", err, c.want, c.notSitemap)
+			}
+			if !c.notSitemap && !strings.Contains(err.Error(), "line ") {
+				t.Fatalf("err %v does not say where", err)
+			}
+			if !slices.Equal(locs, c.partial) {
+				t.Fatalf("locs %q before the error, want %q", locs, c.partial)
+			}
+		})
+	}
+}
+
+func TestSitemapGzip(t *testing.T) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write([]byte(`<urlset><url><loc>http://h/z</loc></url></urlset>`))
+	_ = zw.Close()
+	locs, _, err := Sitemap(b.Bytes(), 0)
+	if err != nil || !slices.Equal(locs, []string{"http://h/z"}) {
+		t.Fatalf("gzip: %q, %v", locs, err)
+	}
+	// A bomb: more than the inflated-size bound of one open element.
+	const bound = 1 << 20
+	b.Reset()
+	zw = gzip.NewWriter(&b)
+	_, _ = zw.Write([]byte("<urlset><url><loc>"))
+	_, _ = zw.Write(bytes.Repeat([]byte{'x'}, 2*bound))
+	_ = zw.Close()
+	if b.Len() > bound/100 {
+		t.Fatalf("bomb of %d bytes does not compress", b.Len())
+	}
+	if locs, _, err := sitemap(b.Bytes(), 0, bound); err == nil || !strings.Contains(err.Error(), "unexpected EOF") || len(locs) != 0 {
+		t.Fatalf("gzip bomb: %q, %v; want unexpected EOF at the bound", locs, err)
+	}
+	if _, _, err := Sitemap([]byte{0x1f, 0x8b, 0, 0}, 0); err == nil || !strings.Contains(err.Error(), "gzip") {
+		t.Fatalf("bad gzip: %v", err)
+	}
+}
+
+// TestSitemapWebsim reads every sitemap of a realistic web and compares it
+// with the truth.
+func TestSitemapWebsim(t *testing.T) {
+	w, err := synth.New(synth.Options{Hosts: 50, Pages: 20, Seed: 7, Profile: synth.Realistic, Port: 8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err = w.Truth(func(r *synth.Record) error {
+		if r.Kind != "sitemap" || r.Status != 200 {
+			return nil
+		}
+		u, _ := url.Parse(r.URL)
+		h, _ := w.Lookup(u.Hostname())
+		resp := w.Respond(nil, nil, h, u.Path, u.RawQuery)
+		locs, index, err := Sitemap(resp.Body, 0)
+		if err != nil || index || !slices.Equal(locs, r.Outlinks) {
+			t.Fatalf("%s: %q, index %v, %v; truth %q", r.URL, locs, index, err, r.Outlinks)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no sitemap in the web")
+	}
+}
+
+func FuzzSitemap(f *testing.F) {
+	f.Add([]byte(`<urlset><url><loc>a</loc></url></urlset>`), 3)
+	f.Add([]byte(`<sitemapindex><sitemap><loc>a</loc></sitemap>`), 1)
+	f.Add([]byte("<?xml version=\"1.0\" encoding=\"shift_jis\"?><urlset/>"), 0)
+	f.Fuzz(func(t *testing.T, body []byte, limit int) {
+		limit %= 100
+		locs, _, err := Sitemap(body, limit)
+		if limit > 0 && len(locs) > limit {
+			t.Fatalf("%d locs over limit %d", len(locs), limit)
+		}
+		for _, l := range locs {
+			if l == "" || strings.TrimSpace(l) != l || len(l) > maxLocLen {
+				t.Fatalf("bad loc %q (err %v)", l, err)
+			}
+		}
+	})
+}

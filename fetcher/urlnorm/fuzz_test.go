@@ -1,0 +1,94 @@
+package urlnorm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+var fuzzSeeds = []string{
+	"http://e.com/", "HTTP://E.COM:80", "https://ü.de./%7euser/%2f?x=1&SID=2#f", "http://u:p@h:8080?",
+	"http://h/a;jsessionid=33/b;x?PHPSESSID=1&a=%zz", "http://a/b/c/./../../g", "mailto:x@y", "javascript:void(0)",
+	"http://[::1]/", "http://a..b/", "http://e.com./", "http://%62%C3%BCcher.example/", "http://e.com/%2E%2e/x",
+	"http://e.com/a/..;sid=1/b", "http://e.com/?&&sid=1&", "http://ｅｘａｍｐｌｅ.com/", "  http://e.\tcom/a\nb ",
+	"http://e.com:0080/", "http://e.com/\"<>\\^`{|}\x7f\xff", "http://xn--bcher-kva.example/", "http://e%2541.com/",
+	"http://e.com/a%", "http://e.com/a%4", "http://1.2.3.4:65535/?q", "http:g", "//h/x", "p/1.html", "#top", "",
+}
+
+func FuzzNormalize(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	n := New(Options{})
+	f.Fuzz(func(t *testing.T, raw string) {
+		out, err := n.Normalize(nil, []byte(raw))
+		if err != nil {
+			if !errors.Is(err, ErrScheme) && !errors.Is(err, ErrHost) && !errors.Is(err, ErrTooLong) && !errors.Is(err, ErrSyntax) {
+				t.Fatalf("Normalize(%q): error %v wraps no sentinel", raw, err)
+			}
+			if out != nil {
+				t.Fatalf("Normalize(%q) failed but returned %q", raw, out)
+			}
+			return
+		}
+		checkNormalised(t, n, raw, string(out))
+	})
+}
+
+// checkNormalised asserts what every output must satisfy: the store
+// accepts it, it is a fixed point, it fits MaxLen, Base accepts it.
+func checkNormalised(t *testing.T, n *Normalizer, in, out string) {
+	t.Helper()
+	if len(out) > n.MaxLen() {
+		t.Fatalf("%q -> %d bytes, over MaxLen", in, len(out))
+	}
+	if err := storeAccepts(out); err != nil {
+		t.Fatalf("%q -> %q, rejected by the store: %v", in, out, err)
+	}
+	again, err := n.Normalize(nil, []byte(out))
+	if err != nil || string(again) != out {
+		t.Fatalf("not idempotent: %q -> %q -> %q, %v", in, out, again, err)
+	}
+	var b Base
+	if err := b.SetString(out); err != nil {
+		t.Fatalf("%q -> %q, not a valid Base: %v", in, out, err)
+	}
+	self, err := n.Resolve(nil, &b, nil)
+	if err != nil || string(self) != out {
+		t.Fatalf("Resolve(%q, \"\") = %q, %v", out, self, err)
+	}
+}
+
+func FuzzResolve(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(fuzzSeeds[(i*7)%len(fuzzSeeds)], s)
+	}
+	f.Add("http://a/b/c/d;p?q", "../../../g")
+	f.Add("http://h/p/", "g?y/./x#s/../z")
+	n := New(Options{})
+	f.Fuzz(func(t *testing.T, base, ref string) {
+		bu, err := n.Normalize(nil, []byte(base))
+		if err != nil {
+			bu = []byte("http://a/b/c/d;p?q")
+		}
+		var b Base
+		if err := b.Set(bu); err != nil {
+			t.Fatalf("Set(%q): %v", bu, err)
+		}
+		out, err := n.Resolve(nil, &b, []byte(ref))
+		if err != nil {
+			if !errors.Is(err, ErrScheme) && !errors.Is(err, ErrHost) && !errors.Is(err, ErrTooLong) && !errors.Is(err, ErrSyntax) {
+				t.Fatalf("Resolve(%q, %q): error %v wraps no sentinel", bu, ref, err)
+			}
+			return
+		}
+		checkNormalised(t, n, ref, string(out))
+		// An absolute http(s) reference resolves to its normalisation.
+		if r := strings.ToLower(strings.TrimLeft(ref, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")); strings.HasPrefix(r, "http://") || strings.HasPrefix(r, "https://") {
+			norm, err := n.Normalize(nil, []byte(ref))
+			if err != nil || string(norm) != string(out) {
+				t.Fatalf("Resolve(%q, %q) = %q, Normalize = %q, %v", bu, ref, out, norm, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,354 @@
+// Package warcfile writes fetched exchanges to gzip-compressed WARC 1.1 files.
+//
+// Every exchange becomes a request and a response record, each its own gzip
+// member, linked by WARC-Concurrent-To. Records are serialised and compressed
+// in the calling goroutine, outside any lock; only the append to the file is
+// serialised, so concurrent writers compress in parallel. A file is written
+// under the name "<name>.open", starts with a warcinfo record, and is
+// renamed when it is full or the Writer is closed. Open repairs ".open" files
+// left behind by a crash. The output reads back with
+// github.com/nlnwa/gowarc/v3's WarcFileReader under strict validation.
+package warcfile
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned by Write after Close.
+	ErrClosed = errors.New("warcfile: writer closed")
+	// ErrInvalid is wrapped by Write's error for an exchange it cannot record.
+	ErrInvalid = errors.New("warcfile: invalid exchange")
+)
+
+// Options configure a Writer. Zero fields get the documented defaults.
+type Options struct {
+	// Dir holds the files; it is created if missing. Required.
+	Dir string
+	// Prefix starts every file name. Default "meridian".
+	Prefix string
+	// MaxSize is the size a file may reach: an exchange that would take a
+	// file past it goes to a new file (a single larger exchange still gets
+	// written, alone). Default 1 GiB.
+	MaxSize int64
+	// Software is the warcinfo "software" field. Default "meridian".
+	Software string
+	// Level is the gzip level, from gzip.HuffmanOnly (-2) to
+	// gzip.BestCompression (9). Default gzip.BestSpeed (1); 0 means default.
+	Level int
+	// Logger receives file rotations and crash recoveries. Nil discards.
+	Logger *slog.Logger
+}
+
+// The defaults of Options.
+const (
+	DefaultPrefix   = "meridian"
+	DefaultMaxSize  = 1 << 30
+	DefaultSoftware = "meridian"
+	DefaultLevel    = gzip.BestSpeed
+)
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.MaxSize == 0 {
+		o.MaxSize = DefaultMaxSize
+	}
+	if o.Software == "" {
+		o.Software = DefaultSoftware
+	}
+	if o.Level == 0 {
+		o.Level = DefaultLevel
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every problem with o (after EnsureDefaults) at once.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("warcfile: "+format, args...)) }
+	if o.Dir == "" {
+		bad("Dir is required")
+	}
+	if strings.ContainsAny(o.Prefix, `/\`) || o.Prefix == "." || o.Prefix == ".." || strings.ContainsFunc(o.Prefix, isCtl) {
+		bad("prefix %q is not a plain file name", o.Prefix)
+	}
+	if o.MaxSize < 0 {
+		bad("max size %d is negative", o.MaxSize)
+	}
+	if strings.ContainsFunc(o.Software, isCtl) {
+		bad("software %q has control characters", o.Software)
+	}
+	if o.Level < gzip.HuffmanOnly || o.Level > gzip.BestCompression {
+		bad("gzip level %d is not in [%d, %d]", o.Level, gzip.HuffmanOnly, gzip.BestCompression)
+	}
+	return errors.Join(errs...)
+}
+
+func isCtl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// Exchange is one HTTP request and its response, as sent and received.
+type Exchange struct {
+	URL       string     // WARC-Target-URI; no spaces or control characters
+	IP        netip.Addr // WARC-IP-Address; omitted if invalid
+	Date      time.Time  // when the request was sent; zero means now
+	Request   []byte     // request line and headers as sent, ending CRLF CRLF; empty: no request record
+	Response  []byte     // status line and headers as received, ending CRLF CRLF; required
+	Body      []byte     // the payload as received, after transfer decoding
+	Truncated string     // "" or the WARC-Truncated reason: "length", "time", "disconnect" (anything else is written as "unspecified")
+}
+
+// Stats are cumulative counters of a Writer.
+type Stats struct {
+	Files     int64 // files created
+	Records   int64 // records written, warcinfo included
+	Exchanges int64 // exchanges written
+	Bytes     int64 // compressed bytes written
+	Recovered int64 // leftover ".open" files repaired by Open
+}
+
+// Writer appends exchanges to WARC files. It is goroutine-safe.
+type Writer struct {
+	o        Options
+	pid      int
+	hostname string
+
+	mu struct {
+		sync.Mutex
+		f      *os.File
+		path   string // of f, with the ".open" suffix
+		size   int64  // bytes in f
+		start  int64  // bytes of f's warcinfo
+		seq    int    // sequence number of the next file
+		closed bool
+	}
+
+	files, records, exchanges, bytes, recovered atomic.Int64
+}
+
+// Open prepares a Writer for o (copied, with defaults filled in): it creates
+// Dir and repairs every "<Prefix>-*.warc.gz.open" file there that no live
+// Writer holds, by truncating it to its last complete exchange and renaming
+// it. The first file is created by the first Write.
+func Open(o Options) (*Writer, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("warcfile: create dir: %w", err)
+	}
+	w := &Writer{o: o, pid: os.Getpid()}
+	w.hostname, _ = os.Hostname()
+	n, err := recoverDir(o.Dir, o.Prefix, o.Logger)
+	w.recovered.Add(int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Write appends x as a request record (if x.Request is set) and a response
+// record, each its own gzip member, to the current file, rotating first if
+// the file would pass MaxSize. x is not retained.
+func (w *Writer) Write(x *Exchange) error {
+	if err := x.check(); err != nil {
+		return err
+	}
+	e := getEncoder(w.o.Level)
+	defer putEncoder(e)
+	if err := e.exchange(x); err != nil {
+		return err
+	}
+	data := e.out
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.closed {
+		return ErrClosed
+	}
+	if w.mu.f != nil && w.mu.size > w.mu.start && w.mu.size+int64(len(data)) > w.o.MaxSize {
+		if err := w.finishLocked(); err != nil {
+			return err
+		}
+	}
+	if w.mu.f == nil {
+		if err := w.createLocked(); err != nil {
+			return err
+		}
+	}
+	if err := w.appendLocked(data); err != nil {
+		return err
+	}
+	w.records.Add(int64(e.records))
+	w.exchanges.Add(1)
+	return nil
+}
+
+// Close finishes the current file (sync, rename) and makes later Writes
+// fail with ErrClosed. Calls after the first return nil.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.closed {
+		return nil
+	}
+	w.mu.closed = true
+	if w.mu.f == nil {
+		return nil
+	}
+	return w.finishLocked()
+}
+
+// Stats returns a snapshot of the counters.
+func (w *Writer) Stats() Stats {
+	return Stats{
+		Files:     w.files.Load(),
+		Records:   w.records.Load(),
+		Exchanges: w.exchanges.Load(),
+		Bytes:     w.bytes.Load(),
+		Recovered: w.recovered.Load(),
+	}
+}
+
+// openSuffix marks a file being written.
+const openSuffix = ".open"
+
+// fileName returns the name of file number seq created at t.
+func (w *Writer) fileName(t time.Time, seq int) string {
+	return fmt.Sprintf("%s-%s-%05d-%d.warc.gz", w.o.Prefix, t.UTC().Format("20060102150405"), seq, w.pid)
+}
+
+// createLocked creates the next file, locks it and writes its warcinfo.
+func (w *Writer) createLocked() error {
+	var (
+		f    *os.File
+		name string
+		err  error
+	)
+	// A name can be taken by a file of an earlier process with the same pid
+	// in the same second; skip to the next sequence number then.
+	for range 100 {
+		name = w.fileName(time.Now(), w.mu.seq)
+		w.mu.seq++
+		f, err = os.OpenFile(filepath.Join(w.o.Dir, name+openSuffix), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+		if err == nil && fileExists(filepath.Join(w.o.Dir, name)) {
+			f.Close()
+			os.Remove(f.Name())
+			err = os.ErrExist
+		}
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("warcfile: create file: %w", err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("warcfile: lock %s: %w", f.Name(), err)
+	}
+	e := getEncoder(w.o.Level)
+	defer putEncoder(e)
+	if err := e.warcinfo(name, w.o.Software, w.hostname); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	w.mu.f, w.mu.path, w.mu.size, w.mu.start = f, f.Name(), 0, 0
+	if err := w.appendLocked(e.out); err != nil {
+		return err
+	}
+	w.mu.start = w.mu.size
+	w.records.Add(1)
+	w.files.Add(1)
+	w.o.Logger.Info("warcfile: new file", "path", w.mu.path)
+	return nil
+}
+
+// appendLocked appends data to the current file. On failure it cuts the
+// file back to its last complete member; if even that fails, the file is
+// abandoned as it is (Open repairs it later) and the next Write starts a new
+// one.
+func (w *Writer) appendLocked(data []byte) error {
+	f := w.mu.f
+	n, err := f.Write(data)
+	if err == nil {
+		w.mu.size += int64(n)
+		w.bytes.Add(int64(n))
+		return nil
+	}
+	err = fmt.Errorf("warcfile: write %s: %w", w.mu.path, err)
+	if n > 0 {
+		if terr := f.Truncate(w.mu.size); terr != nil {
+			w.o.Logger.Error("warcfile: abandoning file after a failed write", "path", w.mu.path, "err", terr)
+			f.Close()
+			w.mu.f = nil
+			return errors.Join(err, terr)
+		}
+	}
+	if w.mu.size == 0 { // the warcinfo itself failed
+		f.Close()
+		os.Remove(w.mu.path)
+		w.mu.f = nil
+	}
+	return err
+}
+
+// finishLocked syncs, closes and renames the current file.
+func (w *Writer) finishLocked() error {
+	f, path := w.mu.f, w.mu.path
+	w.mu.f = nil
+	final := strings.TrimSuffix(path, openSuffix)
+	var errs []error
+	if err := f.Sync(); err != nil {
+		errs = append(errs, fmt.Errorf("warcfile: sync %s: %w", path, err))
+	}
+	if err := f.Close(); err != nil { // also drops the lock
+		errs = append(errs, fmt.Errorf("warcfile: close %s: %w", path, err))
+	}
+	if len(errs) == 0 {
+		if err := os.Rename(path, final); err != nil {
+			errs = append(errs, fmt.Errorf("warcfile: rename %s: %w", path, err))
+		} else if err := syncDir(w.o.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.o.Logger.Info("warcfile: file done", "path", final, "bytes", w.mu.size)
+	return errors.Join(errs...)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("warcfile: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("warcfile: sync dir: %w", err)
+	}
+	return nil
+}
