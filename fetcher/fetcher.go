@@ -1,0 +1,188 @@
+// Package fetcher is Meridian's polite fetcher. A rounds driver submits the
+// jobs (URLs) of a round; the fetcher fetches them and hands back one Result
+// per job through Options.OnResult.
+//
+// It follows BUbiNG's workbench design: one scheduler goroutine owns the
+// per-host state (a FIFO of jobs, next allowed start, robots.txt policy,
+// addresses, failures, back-off) and the per-IP state (next allowed start),
+// keeps the hosts that have work in a heap keyed by the earliest time they
+// may go, and hands (host, job) pairs to a fixed pool of workers. A host has
+// at most one request in flight (robots.txt and sitemaps included); its next
+// request starts at least max(HostDelay, min(Crawl-delay, MaxCrawlDelay))
+// after the end of the previous one, and two requests to one IP start at
+// least IPDelay apart. Before its first page a host is resolved (dnscache),
+// its address checked (netguard) and its robots.txt fetched or loaded from
+// the HostStore.
+//
+// HTTP goes through github.com/gocolly/colly/v2, used as a plain engine: no
+// revisit memory, no robots, no redirects followed, no HTML parsing; bodies
+// are read by the fetcher's own transport wrapper, which limits them after
+// content decoding and records them for the WARC file.
+package fetcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+)
+
+// Fetcher fetches submitted jobs politely. Make one with New, start it with
+// Run.
+type Fetcher struct {
+	o         Options
+	log       *slog.Logger
+	resolver  *dnscache.Resolver
+	transport *http.Transport
+	dialer    net.Dialer
+	runCtx    context.Context // set by Run before any goroutine uses it
+	started   atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		pending []Job
+	}
+	wake chan struct{} // a Submit happened
+
+	work chan *task // scheduler → workers
+	done chan event // workers → scheduler
+
+	c counters
+
+	// testOnStart, if set before Run, sees every request start the
+	// scheduler learns of (IPDelay > 0 only), in the scheduler goroutine.
+	testOnStart func(ip netip.Addr, at time.Time)
+}
+
+// counters are the atomic counters behind Stats.
+type counters struct {
+	queued, inflight, internal        atomic.Int64
+	done, retries, requests, bytes    atomic.Int64
+	busy, politeness, workerWait      atomic.Int64 // nanoseconds
+	robots, robotsDB, sitemaps        atomic.Int64
+	dns, dnsErr, backoffs, hosts, ips atomic.Int64
+	byStatus                          [16]atomic.Int64
+}
+
+// New returns a Fetcher for o (copied, defaults filled in).
+func New(o Options) (*Fetcher, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o.ensureDefaults()
+	f := &Fetcher{o: o, log: o.Logger, resolver: o.Resolver, wake: make(chan struct{}, 1)}
+	if f.resolver == nil {
+		r, err := dnscache.New(dnscache.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("fetcher: resolver: %w", err)
+		}
+		f.resolver = r
+	}
+	f.transport = f.newTransport()
+	f.work = make(chan *task, o.Workers)
+	f.done = make(chan event, 2*o.Workers) // at most two events per task out: never full
+	f.runCtx = context.Background()
+	return f, nil
+}
+
+// Submit adds jobs to the workbench. It is safe for concurrent use, never
+// waits for the scheduler, and may be called before Run.
+func (f *Fetcher) Submit(jobs []Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	f.c.queued.Add(int64(len(jobs)))
+	f.mu.Lock()
+	f.mu.pending = append(f.mu.pending, jobs...)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Idle reports whether no job is queued or being fetched and no robots.txt
+// or sitemap fetch is pending. A job's counters drop after its OnResult
+// returns, so Idle is false inside the last OnResult.
+func (f *Fetcher) Idle() bool {
+	return f.c.queued.Load() == 0 && f.c.inflight.Load() == 0 && f.c.internal.Load() == 0
+}
+
+// Stats returns a snapshot of the counters.
+func (f *Fetcher) Stats() Stats {
+	c := &f.c
+	s := Stats{
+		Queued:         c.queued.Load(),
+		InFlight:       c.inflight.Load(),
+		Done:           c.done.Load(),
+		Retries:        c.retries.Load(),
+		Requests:       c.requests.Load(),
+		Bytes:          c.bytes.Load(),
+		Busy:           time.Duration(c.busy.Load()),
+		PolitenessWait: time.Duration(c.politeness.Load()),
+		WorkerWait:     time.Duration(c.workerWait.Load()),
+		RobotsFetches:  c.robots.Load(),
+		RobotsFromDB:   c.robotsDB.Load(),
+		SitemapFetches: c.sitemaps.Load(),
+		DNSLookups:     c.dns.Load(),
+		DNSErrors:      c.dnsErr.Load(),
+		Backoffs:       c.backoffs.Load(),
+		Hosts:          c.hosts.Load(),
+		IPs:            c.ips.Load(),
+		ByStatus:       map[store.Status]int64{},
+	}
+	for i := range c.byStatus {
+		if n := c.byStatus[i].Load(); n > 0 {
+			s.ByStatus[store.Status(i)] = n
+		}
+	}
+	return s
+}
+
+// Run runs the scheduler and the workers until ctx is done. Then in-flight
+// requests are cancelled (their jobs get no Result), queued jobs are dropped
+// (the caller knows them from its generate list), the workers are waited for
+// and idle connections closed. It returns nil after such a stop, ErrRunning
+// if called twice.
+func (f *Fetcher) Run(ctx context.Context) error {
+	if !f.started.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	f.runCtx = ctx
+	var wg sync.WaitGroup
+	for range f.o.Workers {
+		w := newWorker(ctx, f)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run()
+		}()
+	}
+	s := newScheduler(f)
+	s.loop(ctx)
+	close(f.work)
+	wg.Wait()
+	f.transport.CloseIdleConnections()
+	return nil
+}
+
+// deliver hands r to OnResult and counts it.
+func (f *Fetcher) deliver(r *Result) {
+	f.o.OnResult(r)
+	if r.Kind != KindPage {
+		return
+	}
+	f.c.done.Add(1)
+	if r.Retry {
+		f.c.retries.Add(1)
+	}
+	f.c.byStatus[r.Status&15].Add(1)
+}

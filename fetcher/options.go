@@ -1,0 +1,212 @@
+package fetcher
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile"
+)
+
+// DefaultUserAgent is the User-Agent sent when Options.UserAgent is empty.
+const DefaultUserAgent = "Meridian/0.1 (+https://example.invalid/meridian)"
+
+// RobotsAgent is the product token the fetcher obeys in robots.txt groups.
+const RobotsAgent = "meridian"
+
+// Options configure a Fetcher. Zero values get the documented defaults.
+type Options struct {
+	// UserAgent is sent with every request. "" → DefaultUserAgent. robots.txt
+	// groups are matched with RobotsAgent whatever it says.
+	UserAgent string
+	// Workers is the number of concurrent fetches (and DNS/host-state
+	// lookups). 0 → 256.
+	Workers int
+	// HostDelay is the least gap between the end of one request to a host and
+	// the start of the next. 0 → 1 s.
+	HostDelay time.Duration
+	// IPDelay is the least gap between the starts of two requests to one IP.
+	// 0 → none.
+	IPDelay time.Duration
+	// MaxCrawlDelay caps a robots.txt Crawl-delay. 0 → 30 s.
+	MaxCrawlDelay time.Duration
+	// ConnectTimeout bounds a TCP connect (and a TLS handshake). 0 → 5 s.
+	ConnectTimeout time.Duration
+	// HeaderTimeout bounds the wait for the response headers once the request
+	// is written. 0 → 10 s.
+	HeaderTimeout time.Duration
+	// TotalTimeout bounds a whole exchange, body included. 0 → 30 s.
+	TotalTimeout time.Duration
+	// MaxBodyBytes is the most body bytes kept, counted after content
+	// decoding; longer bodies are cut (WARC-Truncated: length). 0 → 8 MiB.
+	MaxBodyBytes int64
+	// MaxRedirectHops is not used by the fetcher (it never follows page
+	// redirects); it is kept for the caller. 0 → 10.
+	MaxRedirectHops int
+	// RobotsTTL is how long a robots.txt is trusted. 0 → 24 h.
+	RobotsTTL time.Duration
+	// AllowPrivate allows loopback, private and link-local addresses (tests,
+	// websim). Off, such hosts fail with StatusError.
+	AllowPrivate bool
+	// Resolver resolves host names. nil → a dnscache.Resolver with the
+	// system's DNS server, made by New.
+	Resolver *dnscache.Resolver
+	// Port, if not 0, is dialled instead of the URL's port.
+	Port int
+	// WARC receives every exchange that got a response. nil → no WARC.
+	WARC *warcfile.Writer
+	// Hosts persists per-host state (robots, DNS, back-off). nil → memory only.
+	Hosts HostStore
+	// Normalizer normalises redirect targets, links and sitemap entries.
+	// nil → urlnorm.New(urlnorm.Options{}).
+	Normalizer *urlnorm.Normalizer
+	// Scope filters links and sitemap entries. nil → &urlnorm.Scope{}.
+	Scope *urlnorm.Scope
+	// MaxLinks caps the links taken from one page. 0 → 5000.
+	MaxLinks int
+	// Seen reports whether a page body with this fingerprint was already seen
+	// under another URL; true makes the page StatusDuplicate. It is called
+	// from worker goroutines. nil → no deduplication.
+	Seen func(contentFP uint64, url string) bool
+	// OnResult receives every finished job, robots.txt and sitemap fetch. It
+	// is called from worker goroutines and from the scheduler goroutine (for
+	// jobs decided without a request), so it must be quick and must not wait
+	// for the Fetcher. The Result belongs to the callee.
+	OnResult func(*Result)
+	// Logger receives debug and warning messages. nil → discard.
+	Logger *slog.Logger
+
+	// BackoffBase is the first back-off of a failing host; each further
+	// failure doubles it. 0 → 5 s.
+	BackoffBase time.Duration
+	// BackoffMax caps a host's back-off. 0 → 10 min.
+	BackoffMax time.Duration
+	// MaxFailures consecutive failures (5xx, 429, timeouts, connection
+	// errors) put a host in back-off. 0 → 3.
+	MaxFailures int
+	// HostIdleTTL is how long a host with nothing queued stays in the
+	// workbench (at least the longest politeness delay). 0 → 2 min.
+	HostIdleTTL time.Duration
+	// MaxSitemapURLs caps the URLs taken from one sitemap. 0 → 50,000.
+	MaxSitemapURLs int
+}
+
+// Option defaults.
+const (
+	defaultWorkers        = 256
+	defaultHostDelay      = time.Second
+	defaultMaxCrawlDelay  = 30 * time.Second
+	defaultConnectTimeout = 5 * time.Second
+	defaultHeaderTimeout  = 10 * time.Second
+	defaultTotalTimeout   = 30 * time.Second
+	defaultMaxBodyBytes   = 8 << 20
+	defaultMaxRedirects   = 10
+	defaultRobotsTTL      = 24 * time.Hour
+	defaultMaxLinks       = 5000
+	defaultBackoffBase    = 5 * time.Second
+	defaultBackoffMax     = 10 * time.Minute
+	defaultMaxFailures    = 3
+	defaultHostIdleTTL    = 2 * time.Minute
+	defaultSitemapURLs    = 50_000
+
+	// maxRobotsRedirects is how many redirects a robots.txt fetch follows
+	// (same host only).
+	maxRobotsRedirects = 5
+	// maxSitemaps is how many sitemaps are fetched after one robots.txt.
+	maxSitemaps = 10
+	// negativeTTL is how long a host that does not resolve or resolves to a
+	// forbidden address is remembered as such.
+	negativeTTL = time.Minute
+	// minIPsTTL is the shortest time resolved addresses are trusted.
+	minIPsTTL = 5 * time.Second
+)
+
+// ensureDefaults fills zero fields with their defaults.
+func (o *Options) ensureDefaults() {
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	if o.Workers == 0 {
+		o.Workers = defaultWorkers
+	}
+	setDur(&o.HostDelay, defaultHostDelay)
+	setDur(&o.MaxCrawlDelay, defaultMaxCrawlDelay)
+	setDur(&o.ConnectTimeout, defaultConnectTimeout)
+	setDur(&o.HeaderTimeout, defaultHeaderTimeout)
+	setDur(&o.TotalTimeout, defaultTotalTimeout)
+	setDur(&o.RobotsTTL, defaultRobotsTTL)
+	setDur(&o.BackoffBase, defaultBackoffBase)
+	setDur(&o.BackoffMax, defaultBackoffMax)
+	setDur(&o.HostIdleTTL, defaultHostIdleTTL)
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if o.MaxRedirectHops == 0 {
+		o.MaxRedirectHops = defaultMaxRedirects
+	}
+	if o.MaxLinks == 0 {
+		o.MaxLinks = defaultMaxLinks
+	}
+	if o.MaxFailures == 0 {
+		o.MaxFailures = defaultMaxFailures
+	}
+	if o.MaxSitemapURLs == 0 {
+		o.MaxSitemapURLs = defaultSitemapURLs
+	}
+	if o.Normalizer == nil {
+		o.Normalizer = urlnorm.New(urlnorm.Options{})
+	}
+	if o.Scope == nil {
+		o.Scope = &urlnorm.Scope{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every problem with o (after defaults) at once.
+func (o Options) Validate() error {
+	o.ensureDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("fetcher: "+format, args...)) }
+	if o.Workers < 1 || o.Workers > 1<<16 {
+		bad("workers must be in [1, %d], got %d", 1<<16, o.Workers)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"host delay", o.HostDelay}, {"max crawl delay", o.MaxCrawlDelay},
+		{"connect timeout", o.ConnectTimeout}, {"header timeout", o.HeaderTimeout},
+		{"total timeout", o.TotalTimeout}, {"robots ttl", o.RobotsTTL},
+		{"backoff base", o.BackoffBase}, {"backoff max", o.BackoffMax}, {"host idle ttl", o.HostIdleTTL},
+	} {
+		if d.v < 0 {
+			bad("%s must not be negative, got %v", d.name, d.v)
+		}
+	}
+	if o.IPDelay < 0 {
+		bad("ip delay must not be negative, got %v", o.IPDelay)
+	}
+	if o.MaxBodyBytes < 1 || o.MaxBodyBytes > 1<<30 {
+		bad("max body bytes must be in [1, %d], got %d", 1<<30, o.MaxBodyBytes)
+	}
+	if o.MaxRedirectHops < 0 || o.MaxLinks < 0 || o.MaxFailures < 0 || o.MaxSitemapURLs < 0 {
+		bad("max redirect hops, max links, max failures and max sitemap urls must not be negative")
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		bad("port must be in [0, 65535], got %d", o.Port)
+	}
+	if o.OnResult == nil {
+		bad("OnResult is required")
+	}
+	return errors.Join(errs...)
+}

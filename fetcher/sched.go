@@ -1,0 +1,750 @@
+package fetcher
+
+import (
+	"container/heap"
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher/robots"
+	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
+)
+
+// taskKind is what a worker is asked to do.
+type taskKind uint8
+
+const (
+	taskSetup   taskKind = iota // HostStore load, DNS, address check: no request to the host
+	taskRobots                  // GET robots.txt
+	taskSitemap                 // GET a sitemap
+	taskPage                    // GET a job's URL
+)
+
+// task is one unit of work for a worker and, on the way back, its outcome.
+// The scheduler fills the inputs; the worker only reads them and fills the
+// outputs; the host pointer is only touched by the scheduler.
+type task struct {
+	kind   taskKind
+	h      *host
+	name   string // host name
+	url    string // robots.txt or sitemap URL
+	job    Job    // the job, or the synthetic job of a robots.txt or sitemap Result
+	ip     netip.Addr
+	hops   int  // robots.txt redirects followed so far
+	expand bool // sitemap: an index's children may be fetched
+	load   bool // setup: consult the HostStore
+	wait   time.Duration
+
+	start, end time.Time
+	outcome    outcome
+	stopped    bool
+
+	// setup
+	rec       store.HostRecord
+	recOK     bool
+	policy    *robots.Policy // setup: from the stored robots.txt; robots: from the fetch
+	ips       []netip.Addr
+	ipsExpiry time.Time
+	dnsErr    error
+	forbidden error
+	// robots
+	httpStatus int
+	body       []byte // robots.txt body to keep
+	location   string // a same-host redirect to follow
+	// sitemap
+	children []string
+}
+
+// event is a worker's message to the scheduler: a task is done, or (started)
+// its request got a connection at the given time.
+type event struct {
+	t       *task
+	started bool
+	at      time.Time
+}
+
+// host is the workbench entry of one host name. Only the scheduler touches it.
+type host struct {
+	name     string
+	origin   string // "scheme://host[:port]" of its first job: where robots.txt is
+	jobs     jobQueue
+	busy     bool // a task is out
+	started  bool // the request out has reported its start (IP unlocked)
+	dirty    bool // in scheduler.dirty
+	hidx     int  // index in the ready heap, -1 if not there
+	at       time.Time
+	eligible time.Time // since when it has had work and nothing in flight; zero if not
+	next     time.Time // earliest start allowed by the host delay
+	delay    time.Duration
+	ip       netip.Addr
+	ipst     *ipState
+	rec      store.HostRecord
+	loaded   bool           // setup ran once
+	policy   *robots.Policy // nil: robots.txt not known yet
+
+	robotsURL  string // robots.txt URL after redirects; "" → origin + "/robots.txt"
+	robotsHops int
+
+	deadUntil  time.Time // until then every job is answered with deadStatus
+	deadStatus store.Status
+	deadErr    string
+
+	sitemaps       []sitemapRef
+	sitemapsQueued int  // sitemaps queued since the last robots.txt fetch
+	sitemapsAgain  bool // sitemaps were dropped by a back-off: queue them with the next jobs
+	sitemapRound   uint64
+
+	lastUsed time.Time
+}
+
+type sitemapRef struct {
+	url    string
+	expand bool
+}
+
+// ipState is the politeness state of one address.
+type ipState struct {
+	next   time.Time // earliest start allowed by the IP delay
+	locked int       // requests dispatched whose start is not known yet
+	refs   int       // hosts in the workbench using it
+}
+
+// scheduler owns the workbench. It runs in Run's goroutine.
+type scheduler struct {
+	f       *Fetcher
+	o       *Options
+	hosts   map[string]*host
+	ips     map[netip.Addr]*ipState
+	ready   hostHeap
+	idle    int // workers without a task
+	dirty   []*host
+	spare   []Job
+	free    []*task
+	idleTTL time.Duration
+}
+
+func newScheduler(f *Fetcher) *scheduler {
+	return &scheduler{
+		f:       f,
+		o:       &f.o,
+		hosts:   map[string]*host{},
+		ips:     map[netip.Addr]*ipState{},
+		idle:    f.o.Workers,
+		idleTTL: max(f.o.HostIdleTTL, f.o.HostDelay+f.o.MaxCrawlDelay),
+	}
+}
+
+// loop schedules until ctx is done.
+func (s *scheduler) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	evictEvery := min(max(s.idleTTL/4, 10*time.Millisecond), 30*time.Second)
+	evict := time.NewTicker(evictEvery)
+	defer evict.Stop()
+	s.takeSubmitted()
+	for {
+		now := time.Now()
+		s.dispatch(now)
+		var tc <-chan time.Time
+		if s.idle > 0 && len(s.ready) > 0 {
+			timer.Reset(s.ready[0].at.Sub(now))
+			tc = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.f.wake:
+			s.takeSubmitted()
+		case e := <-s.f.done:
+			if e.started {
+				s.started(e.t.h, e.at)
+			} else {
+				s.complete(e.t)
+			}
+		case <-tc:
+		case <-evict.C:
+			s.evict(time.Now())
+		}
+	}
+}
+
+// takeSubmitted moves submitted jobs into their hosts' queues.
+func (s *scheduler) takeSubmitted() {
+	f := s.f
+	f.mu.Lock()
+	jobs := f.mu.pending
+	f.mu.pending = s.spare[:0]
+	f.mu.Unlock()
+	now := time.Now()
+	for i := range jobs {
+		j := &jobs[i]
+		name := urlnorm.Host(j.URL)
+		switch {
+		case name == "":
+			s.answer(*j, store.StatusError, false, "fetcher: not an absolute URL", now)
+			continue
+		case j.Host != "" && j.Host != name:
+			s.answer(*j, store.StatusError, false, "fetcher: job host "+j.Host+" is not the URL's", now)
+			continue
+		}
+		h := s.hosts[name]
+		if h == nil {
+			h = &host{name: name, origin: urlnorm.Origin(j.URL), hidx: -1, delay: s.o.HostDelay}
+			s.hosts[name] = h
+			f.c.hosts.Add(1)
+		}
+		h.lastUsed = now
+		if h.policy != nil && !s.needsRobots(h, now) && !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
+			s.answer(*j, store.StatusRobotsDenied, false, "", now)
+			continue
+		}
+		h.jobs.push(*j)
+		if !h.dirty {
+			h.dirty = true
+			s.dirty = append(s.dirty, h)
+		}
+	}
+	clear(jobs)
+	if cap(jobs) <= 1<<16 {
+		s.spare = jobs[:0]
+	} else {
+		s.spare = nil
+	}
+	for _, h := range s.dirty {
+		h.dirty = false
+		s.service(h, now)
+	}
+	clear(s.dirty)
+	s.dirty = s.dirty[:0]
+}
+
+// answer reports a page job decided without a request.
+func (s *scheduler) answer(j Job, status store.Status, retry bool, why string, now time.Time) {
+	s.f.deliver(&Result{Job: j, Kind: KindPage, Status: status, Retry: retry, Err: why, FetchedAt: now})
+	s.f.c.queued.Add(-1)
+}
+
+func (s *scheduler) needsSetup(h *host, now time.Time) bool {
+	return !h.loaded || h.ipst == nil || now.After(h.rec.IPsExpiry)
+}
+
+func (s *scheduler) needsRobots(h *host, now time.Time) bool {
+	return h.policy == nil || now.After(h.rec.RobotsExpiry)
+}
+
+// readyAt is the earliest time h's next task may start. While a request to
+// its IP is still connecting, the IP's next start is not known; such hosts
+// look again a quarter of IPDelay later.
+func (s *scheduler) readyAt(h *host, now time.Time) time.Time {
+	if s.needsSetup(h, now) {
+		return now // no request to the host
+	}
+	at := later(h.next, h.ipst.next)
+	if h.ipst.locked > 0 && !at.After(now) {
+		at = now.Add(max(s.o.IPDelay/4, 100*time.Microsecond))
+	}
+	return at
+}
+
+// service brings an idle host up to date: answers the jobs of a dead or
+// backing-off host, and puts a host with work in the ready heap.
+func (s *scheduler) service(h *host, now time.Time) {
+	if h.busy {
+		return
+	}
+	switch {
+	case now.Before(h.deadUntil):
+		s.drain(h, h.deadStatus, false, h.deadErr, now)
+	case now.Before(h.rec.BackoffUntil):
+		s.drain(h, store.StatusError, true, "fetcher: host backing off until "+h.rec.BackoffUntil.UTC().Format(time.RFC3339), now)
+	}
+	if h.jobs.len() == 0 && len(h.sitemaps) == 0 {
+		if h.hidx >= 0 {
+			heap.Remove(&s.ready, h.hidx)
+		}
+		h.eligible = time.Time{}
+		return
+	}
+	if h.eligible.IsZero() {
+		h.eligible = now
+	}
+	h.at = s.readyAt(h, now)
+	if h.hidx >= 0 {
+		heap.Fix(&s.ready, h.hidx)
+	} else {
+		heap.Push(&s.ready, h)
+	}
+}
+
+// drain answers every queued job of h and drops its pending sitemaps.
+func (s *scheduler) drain(h *host, status store.Status, retry bool, why string, now time.Time) {
+	for h.jobs.len() > 0 {
+		s.answer(h.jobs.pop(), status, retry, why, now)
+	}
+	h.jobs.release()
+	if len(h.sitemaps) > 0 {
+		h.sitemapsAgain = true
+	}
+	s.dropSitemaps(h)
+}
+
+func (s *scheduler) dropSitemaps(h *host) {
+	s.f.c.internal.Add(-int64(len(h.sitemaps)))
+	clear(h.sitemaps)
+	h.sitemaps = h.sitemaps[:0]
+}
+
+// dispatch hands ready hosts' next tasks to idle workers.
+func (s *scheduler) dispatch(now time.Time) {
+	for s.idle > 0 && len(s.ready) > 0 {
+		h := s.ready[0]
+		if h.at.After(now) {
+			return
+		}
+		if at := s.readyAt(h, now); at.After(now) { // its IP went meanwhile
+			h.at = at
+			heap.Fix(&s.ready, 0)
+			continue
+		}
+		heap.Pop(&s.ready)
+		if t := s.nextTask(h, now); t != nil {
+			s.send(h, t, now)
+		} else {
+			s.service(h, now)
+		}
+	}
+}
+
+// nextTask returns the next task of a ready host, or nil if it has no work
+// left (jobs that robots.txt denies are answered on the way).
+func (s *scheduler) nextTask(h *host, now time.Time) *task {
+	if s.needsSetup(h, now) {
+		t := s.newTask(taskSetup, h)
+		t.load = !h.loaded
+		return t
+	}
+	if s.needsRobots(h, now) {
+		if h.jobs.len() == 0 {
+			s.dropSitemaps(h)
+			return nil
+		}
+		t := s.newTask(taskRobots, h)
+		t.url = h.robotsURL
+		if t.url == "" {
+			t.url = h.origin + "/robots.txt"
+		}
+		t.hops = h.robotsHops
+		t.job = Job{URL: t.url, Host: h.name, Round: h.jobs.peek().Round}
+		return t
+	}
+	if h.sitemapsAgain && h.jobs.len() > 0 {
+		h.sitemapsAgain = false
+		s.queueSitemaps(h, h.jobs.peek().Round)
+	}
+	for len(h.sitemaps) > 0 {
+		sm := h.sitemaps[0]
+		h.sitemaps[0] = sitemapRef{}
+		h.sitemaps = h.sitemaps[1:]
+		if !h.policy.Allowed(urlnorm.PathQuery(sm.url)) {
+			s.f.c.internal.Add(-1)
+			continue
+		}
+		t := s.newTask(taskSitemap, h)
+		t.url, t.expand = sm.url, sm.expand
+		t.job = Job{URL: sm.url, Host: h.name, Round: h.sitemapRound, Depth: 1}
+		return t
+	}
+	for h.jobs.len() > 0 {
+		j := h.jobs.pop()
+		if !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
+			s.answer(j, store.StatusRobotsDenied, false, "", now)
+			continue
+		}
+		t := s.newTask(taskPage, h)
+		t.job = j
+		return t
+	}
+	h.jobs.release()
+	return nil
+}
+
+func (s *scheduler) newTask(k taskKind, h *host) *task {
+	var t *task
+	if n := len(s.free); n > 0 {
+		t = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		t = new(task)
+	}
+	t.kind, t.h, t.name = k, h, h.name
+	return t
+}
+
+func (s *scheduler) freeTask(t *task) {
+	*t = task{}
+	if len(s.free) < 4*s.o.Workers {
+		s.free = append(s.free, t)
+	}
+}
+
+// send hands t to a worker. Requests take the host and its IP: the IP's
+// next start is now + IPDelay; the host's is set when the request ends.
+func (s *scheduler) send(h *host, t *task, now time.Time) {
+	c := &s.f.c
+	h.busy = true
+	if t.kind != taskSetup {
+		timers := h.next
+		if h.ipst.next.After(timers) {
+			timers = h.ipst.next
+		}
+		if timers.After(h.eligible) {
+			t.wait = earlier(now, timers).Sub(h.eligible)
+			c.politeness.Add(int64(t.wait))
+		}
+		c.workerWait.Add(int64(max(0, now.Sub(later(timers, h.eligible)))))
+		h.ipst.next = now.Add(s.o.IPDelay)
+		if s.o.IPDelay > 0 {
+			h.ipst.locked++
+			h.started = false
+		}
+		t.ip = h.ip
+		c.inflight.Add(1)
+		if t.kind == taskPage {
+			c.queued.Add(-1)
+		}
+	}
+	h.eligible = time.Time{}
+	s.idle--
+	s.f.work <- t // never blocks: the channel holds Workers tasks and a worker is idle
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// started records that h's request got its connection at time at: the
+// request reaches the server now, so the IP's next start counts from here
+// (the dispatch time would not count the connect, which differs between a
+// new and a kept-alive connection).
+func (s *scheduler) started(h *host, at time.Time) {
+	if s.o.IPDelay <= 0 || h.ipst == nil {
+		return
+	}
+	if s.f.testOnStart != nil {
+		s.f.testOnStart(h.ip, at)
+	}
+	h.ipst.next = later(h.ipst.next, at.Add(s.o.IPDelay))
+	if !h.started {
+		h.started = true
+		h.ipst.locked--
+	}
+}
+
+// complete applies a finished task to its host.
+func (s *scheduler) complete(t *task) {
+	s.idle++
+	h := t.h
+	h.busy = false
+	if t.kind != taskSetup && s.o.IPDelay > 0 && !h.started && h.ipst != nil {
+		h.started = true // the request never got a connection
+		h.ipst.locked--
+	}
+	now := time.Now()
+	h.lastUsed = now
+	if t.stopped {
+		s.freeTask(t)
+		return
+	}
+	switch t.kind {
+	case taskSetup:
+		s.applySetup(h, t, now)
+	case taskRobots:
+		h.next = t.end.Add(h.delay)
+		s.applyRobots(h, t, now)
+	case taskSitemap:
+		h.next = t.end.Add(h.delay)
+		if t.expand {
+			for _, u := range t.children {
+				s.queueSitemap(h, u, false)
+			}
+		}
+		s.f.c.internal.Add(-1)
+		s.countOutcome(h, t.outcome, now)
+	case taskPage:
+		h.next = t.end.Add(h.delay)
+		s.countOutcome(h, t.outcome, now)
+	}
+	s.service(h, now)
+	s.freeTask(t)
+}
+
+// hostDelay is the delay after a request to a host with this Crawl-delay.
+func (s *scheduler) hostDelay(crawlDelay time.Duration) time.Duration {
+	return max(s.o.HostDelay, min(crawlDelay, s.o.MaxCrawlDelay))
+}
+
+func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
+	if t.load {
+		h.loaded = true
+		if t.recOK {
+			h.rec = t.rec
+			if t.policy != nil {
+				h.policy = t.policy
+				h.delay = s.hostDelay(h.rec.CrawlDelay)
+				s.f.c.robotsDB.Add(1)
+			}
+		}
+	}
+	switch {
+	case t.dnsErr != nil && isNotFound(t.dnsErr):
+		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), store.StatusGone, "fetcher: dns: "+t.dnsErr.Error()
+		return
+	case t.dnsErr != nil:
+		h.rec.Failures++
+		s.backoff(h, now)
+		return
+	}
+	fresh := !h.rec.IPsExpiry.Equal(t.ipsExpiry)
+	h.rec.IPs, h.rec.IPsExpiry = t.ips, t.ipsExpiry
+	if t.forbidden != nil {
+		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), store.StatusError, "fetcher: forbidden address: "+t.forbidden.Error()
+		return
+	}
+	s.setIP(h, t.ips[0])
+	if fresh {
+		s.save(h)
+	}
+}
+
+// setIP makes ip the politeness key of h.
+func (s *scheduler) setIP(h *host, ip netip.Addr) {
+	if h.ipst != nil && h.ip == ip {
+		return
+	}
+	s.unrefIP(h)
+	st := s.ips[ip]
+	if st == nil {
+		st = &ipState{}
+		s.ips[ip] = st
+		s.f.c.ips.Add(1)
+	}
+	st.refs++
+	h.ip, h.ipst = ip, st
+}
+
+func (s *scheduler) unrefIP(h *host) {
+	if h.ipst == nil {
+		return
+	}
+	h.ipst.refs--
+	if h.ipst.refs == 0 {
+		delete(s.ips, h.ip)
+		s.f.c.ips.Add(-1)
+	}
+	h.ipst = nil
+}
+
+func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
+	if t.location != "" {
+		h.robotsURL, h.robotsHops = t.location, t.hops+1
+		return
+	}
+	h.robotsURL, h.robotsHops = "", 0
+	h.rec.RobotsStatus = uint16(t.httpStatus)
+	p := t.policy
+	if p == nil || p.Unavailable() {
+		h.policy, h.rec.Robots, h.rec.RobotsExpiry = nil, nil, time.Time{}
+		h.rec.Failures++
+		s.backoff(h, now)
+		return
+	}
+	h.policy = p
+	h.rec.Robots, h.rec.RobotsExpiry, h.rec.CrawlDelay = t.body, now.Add(s.o.RobotsTTL), p.CrawlDelay()
+	h.rec.Failures, h.rec.BackoffUntil = 0, time.Time{}
+	h.delay = s.hostDelay(p.CrawlDelay())
+	h.next = t.end.Add(h.delay)
+	s.save(h)
+	h.jobs.filter(func(j *Job) bool {
+		if p.Allowed(urlnorm.PathQuery(j.URL)) {
+			return true
+		}
+		s.answer(*j, store.StatusRobotsDenied, false, "", now)
+		return false
+	})
+	s.queueSitemaps(h, t.job.Round)
+}
+
+// queueSitemaps queues the same-host sitemaps robots.txt names, for a job
+// of round.
+func (s *scheduler) queueSitemaps(h *host, round uint64) {
+	h.sitemapsQueued, h.sitemapRound, h.sitemapsAgain = 0, round, false
+	s.dropSitemaps(h)
+	for _, raw := range h.policy.Sitemaps() {
+		u, err := s.o.Normalizer.NormalizeString(raw)
+		if err != nil || urlnorm.Host(u) != h.name {
+			continue
+		}
+		s.queueSitemap(h, u, true)
+	}
+}
+
+// queueSitemap queues a sitemap fetch, at most maxSitemaps per robots.txt.
+func (s *scheduler) queueSitemap(h *host, u string, expand bool) {
+	if h.sitemapsQueued >= maxSitemaps {
+		return
+	}
+	h.sitemapsQueued++
+	h.sitemaps = append(h.sitemaps, sitemapRef{url: u, expand: expand})
+	s.f.c.internal.Add(1)
+}
+
+// countOutcome keeps the count of consecutive failures and backs the host
+// off at MaxFailures.
+func (s *scheduler) countOutcome(h *host, oc outcome, now time.Time) {
+	switch oc {
+	case outcomeFailure:
+		h.rec.Failures++
+		if int(h.rec.Failures) >= s.o.MaxFailures {
+			s.backoff(h, now)
+		}
+	case outcomeOK:
+		if h.rec.Failures > 0 {
+			h.rec.Failures = 0
+			s.save(h)
+		}
+	}
+}
+
+// backoff keeps h from being fetched for BackoffBase × 2^(failures-1),
+// capped at BackoffMax. service then answers its jobs with Retry.
+func (s *scheduler) backoff(h *host, now time.Time) {
+	h.rec.BackoffUntil = now.Add(backoffFor(s.o.BackoffBase, s.o.BackoffMax, h.rec.Failures))
+	s.f.c.backoffs.Add(1)
+	s.save(h)
+}
+
+// backoffFor returns base × 2^(failures-1), capped at maxD.
+func backoffFor(base, maxD time.Duration, failures uint32) time.Duration {
+	n := max(failures, 1) - 1
+	if n >= 32 {
+		return maxD
+	}
+	d := base << n
+	if d <= 0 || d > maxD || d>>n != base {
+		return maxD
+	}
+	return d
+}
+
+func (s *scheduler) save(h *host) {
+	if s.o.Hosts != nil {
+		s.o.Hosts.SaveHost(h.name, h.rec)
+	}
+}
+
+// evict drops hosts that have had nothing to do for idleTTL; what matters
+// of them is in the HostStore.
+func (s *scheduler) evict(now time.Time) {
+	for name, h := range s.hosts {
+		if h.busy || h.hidx >= 0 || h.jobs.len() > 0 || len(h.sitemaps) > 0 ||
+			now.Sub(h.lastUsed) < s.idleTTL || now.Before(h.next) ||
+			now.Before(h.rec.BackoffUntil) || now.Before(h.deadUntil) {
+			continue
+		}
+		s.unrefIP(h)
+		delete(s.hosts, name)
+		s.f.c.hosts.Add(-1)
+	}
+}
+
+// jobQueue is a FIFO of jobs.
+type jobQueue struct {
+	q    []Job
+	head int
+}
+
+func (q *jobQueue) len() int   { return len(q.q) - q.head }
+func (q *jobQueue) push(j Job) { q.q = append(q.q, j) }
+func (q *jobQueue) peek() *Job { return &q.q[q.head] }
+
+func (q *jobQueue) pop() Job {
+	j := q.q[q.head]
+	q.q[q.head] = Job{}
+	q.head++
+	switch {
+	case q.head == len(q.q):
+		q.q, q.head = q.q[:0], 0
+	case q.head >= 64 && 2*q.head >= len(q.q):
+		n := copy(q.q, q.q[q.head:])
+		clear(q.q[n:])
+		q.q, q.head = q.q[:n], 0
+		q.shrink()
+	}
+	return j
+}
+
+// shrink gives back most of the storage of a queue that has emptied a lot.
+func (q *jobQueue) shrink() {
+	if cap(q.q) > 256 && 4*len(q.q) < cap(q.q) {
+		q.q = slices.Clip(slices.Clone(q.q))
+	}
+}
+
+// release frees the storage of an empty queue.
+func (q *jobQueue) release() {
+	if q.len() == 0 {
+		q.q, q.head = nil, 0
+	}
+}
+
+// filter keeps the jobs for which keep returns true, in order.
+func (q *jobQueue) filter(keep func(*Job) bool) {
+	out := q.q[:0]
+	for i := q.head; i < len(q.q); i++ {
+		if keep(&q.q[i]) {
+			out = append(out, q.q[i])
+		}
+	}
+	clear(q.q[len(out):])
+	q.q, q.head = out, 0
+	q.shrink()
+}
+
+// hostHeap orders hosts by the time they may go next.
+type hostHeap []*host
+
+func (h hostHeap) Len() int           { return len(h) }
+func (h hostHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h hostHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx = i
+	h[j].hidx = j
+}
+
+func (h *hostHeap) Push(x any) {
+	e := x.(*host)
+	e.hidx = len(*h)
+	*h = append(*h, e)
+}
+
+func (h *hostHeap) Pop() any {
+	old := *h
+	n := len(old)
+	e := old[n-1]
+	old[n-1] = nil
+	e.hidx = -1
+	*h = old[:n-1]
+	return e
+}

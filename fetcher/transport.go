@@ -1,0 +1,239 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/meridian-crawler/meridian/fetcher/netguard"
+)
+
+// dialKey is the context key of the address a request must be sent to.
+type dialKey struct{}
+
+// dialTarget is the address the scheduler chose for one request. It is
+// immutable: the transport may still dial with it after the request ended.
+type dialTarget struct{ ip netip.Addr }
+
+// newTransport returns the HTTP transport shared by every worker. It dials
+// the address carried by the request's context, never a name.
+func (f *Fetcher) newTransport() *http.Transport {
+	f.dialer = net.Dialer{Timeout: f.o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                  nil, // never an environment proxy
+		DialContext:            f.dial,
+		TLSHandshakeTimeout:    f.o.ConnectTimeout,
+		ResponseHeaderTimeout:  f.o.HeaderTimeout,
+		MaxIdleConns:           min(max(4*f.o.Workers, 1024), 8192), // one per recently fetched host, ~30 KB each
+		MaxIdleConnsPerHost:    1,                                   // one request at a time per host
+		IdleConnTimeout:        30 * time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+		ReadBufferSize:         8 << 10,
+		DisableCompression:     false, // gzip is decoded by the transport; the body limit counts decoded bytes
+	}
+}
+
+// dial connects to the address in ctx (see dialKey) on addr's port, or on
+// Options.Port. The transport detaches dials from their request, so the dial
+// is bounded by the connect timeout and stopped when Run ends.
+func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	dt, ok := ctx.Value(dialKey{}).(*dialTarget)
+	if !ok {
+		return nil, fmt.Errorf("fetcher: dial %s: no address chosen for the request", addr)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: dial %s: %w", addr, err)
+	}
+	if f.o.Port != 0 {
+		port = strconv.Itoa(f.o.Port)
+	}
+	if err := netguard.Check(dt.ip, f.o.AllowPrivate); err != nil {
+		return nil, fmt.Errorf("fetcher: dial %s: %w", addr, err)
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(f.runCtx, cancel)
+	defer stop()
+	return f.dialer.DialContext(dctx, "tcp", net.JoinHostPort(dt.ip.String(), port))
+}
+
+// exchange is what one request of a worker sent and received. A worker owns
+// one and reuses it; only the worker's goroutine touches it.
+type exchange struct {
+	sent        bool // the request reached the transport
+	gotResponse bool
+	start       time.Time
+	remote      netip.Addr // the connection's peer
+	host        string     // Host header
+	requestURI  string
+	status      int
+	proto       string
+	statusText  string // "200 OK"
+	header      http.Header
+	body        []byte // the body as received, after content decoding
+	truncated   string // WARC-Truncated reason
+	bodyErr     error  // why the body ended early, for "time" and "disconnect"
+	reader      bodyReader
+}
+
+func (ex *exchange) reset() {
+	body := ex.body[:0]
+	if cap(body) > 1<<20 {
+		body = nil // a huge body once does not pin its buffer
+	}
+	*ex = exchange{body: body}
+}
+
+// roundTripper is a worker's transport as colly sees it: it records the
+// exchange and hands colly a body that stops at MaxBodyBytes (counted after
+// content decoding) and turns the total timeout into a truncated body.
+type roundTripper struct {
+	w *worker
+}
+
+// RoundTrip implements http.RoundTripper.
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	w := rt.w
+	ex := &w.ex
+	ex.sent = true
+	ex.start = time.Now()
+	ex.host = req.Host
+	if ex.host == "" {
+		ex.host = req.URL.Host
+	}
+	ex.requestURI = req.URL.RequestURI()
+	res, err := w.f.transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	ex.gotResponse = true
+	ex.status = res.StatusCode
+	ex.proto = res.Proto
+	ex.statusText = res.Status
+	ex.header = res.Header
+	ex.reader = bodyReader{rc: res.Body, ex: ex, limit: w.f.o.MaxBodyBytes, ctx: req.Context(), run: w.ctx}
+	res.Body = &ex.reader
+	// The transport has already decoded Content-Encoding: gzip; colly must
+	// not gunzip anything else (it would do so without a size limit).
+	res.Uncompressed = true
+	return res, nil
+}
+
+// bodyReader reads a response body into the exchange's buffer, up to limit
+// bytes, and hands colly none of it: colly's io.ReadAll would copy it again
+// into a growing buffer (about three times the body in garbage per page)
+// and its charset conversion would change the bytes, while the fetcher
+// wants them as received. Past the limit it marks the exchange truncated
+// ("length"); if the request's deadline or the connection ends the body
+// early it marks it "time" or "disconnect", and colly sees a normal end.
+// Only Run's end is passed on as an error.
+type bodyReader struct {
+	rc    io.ReadCloser
+	ex    *exchange
+	limit int64
+	ctx   context.Context // the request's
+	run   context.Context // Run's
+	done  bool
+}
+
+// Read implements io.Reader: the first call reads the whole body.
+func (b *bodyReader) Read([]byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	b.done = true
+	ex := b.ex
+	for {
+		room := b.limit - int64(len(ex.body))
+		if room <= 0 {
+			var one [1]byte
+			if n, _ := io.ReadFull(b.rc, one[:]); n > 0 {
+				ex.truncated = "length"
+			}
+			return 0, io.EOF
+		}
+		if len(ex.body) == cap(ex.body) {
+			ex.body = append(ex.body, 0)[:len(ex.body)] // grow
+		}
+		free := ex.body[len(ex.body):cap(ex.body)]
+		if int64(len(free)) > room {
+			free = free[:room]
+		}
+		n, err := b.rc.Read(free)
+		ex.body = ex.body[:len(ex.body)+n]
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, io.EOF):
+			return 0, io.EOF
+		case b.run.Err() != nil:
+			return 0, err
+		}
+		ex.bodyErr = err
+		if b.ctx.Err() != nil {
+			ex.truncated = "time"
+		} else {
+			ex.truncated = "disconnect"
+		}
+		return 0, io.EOF
+	}
+}
+
+// Close implements io.Closer.
+func (b *bodyReader) Close() error { return b.rc.Close() }
+
+// appendRequestHead appends the request line and headers as the transport
+// writes them (net/http's order: Host, User-Agent, the request's headers
+// sorted, then Accept-Encoding, which the transport adds for gzip).
+func appendRequestHead(dst []byte, ex *exchange, userAgent string) []byte {
+	dst = append(dst, "GET "...)
+	dst = append(dst, ex.requestURI...)
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, ex.host...)
+	dst = append(dst, "\r\nUser-Agent: "...)
+	dst = append(dst, userAgent...)
+	dst = append(dst, "\r\nAccept: */*\r\nAccept-Encoding: gzip\r\n\r\n"...)
+	return dst
+}
+
+// appendResponseHead appends the status line and headers as received (after
+// the transport's own changes: a decoded gzip body loses its
+// Content-Encoding and Content-Length, a chunked one its Transfer-Encoding).
+func appendResponseHead(dst []byte, ex *exchange) []byte {
+	proto := ex.proto
+	if proto == "" {
+		proto = "HTTP/1.1"
+	}
+	dst = append(dst, proto...)
+	dst = append(dst, ' ')
+	if ex.statusText != "" {
+		dst = append(dst, ex.statusText...)
+	} else {
+		dst = strconv.AppendInt(dst, int64(ex.status), 10)
+	}
+	dst = append(dst, "\r\n"...)
+	w := appendWriter{b: dst}
+	ex.header.Write(&w)
+	return append(w.b, "\r\n"...)
+}
+
+// appendWriter is an io.Writer appending to a byte slice.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// WriteString implements io.StringWriter (http.Header.Write uses it).
+func (w *appendWriter) WriteString(s string) (int, error) {
+	w.b = append(w.b, s...)
+	return len(s), nil
+}

@@ -1,0 +1,111 @@
+package fetcher
+
+import (
+	"errors"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+)
+
+// Sentinel errors.
+var (
+	// ErrRunning is returned by Run when the Fetcher is already running or
+	// has run.
+	ErrRunning = errors.New("fetcher: already running")
+)
+
+// Job is one URL to fetch.
+type Job struct {
+	URL   string // normalised
+	Host  string // the URL's host, without port
+	Round uint64
+	Depth uint32
+	Cash  float64 // carried through to the Result untouched
+}
+
+// Kind says what a Result is about.
+type Kind uint8
+
+// The kinds of Result.
+const (
+	KindPage    Kind = iota // a submitted Job
+	KindRobots              // a robots.txt fetch (Job.URL is the robots.txt URL)
+	KindSitemap             // a sitemap fetch; Links are its URLs
+)
+
+var kindNames = [...]string{"page", "robots", "sitemap"}
+
+// String names the kind.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind?"
+}
+
+// Result is the outcome of one job, robots.txt or sitemap fetch.
+type Result struct {
+	Job
+	Kind Kind
+	// Status is the final status: StatusFetched, StatusRedirect, StatusGone
+	// (404, 410, NXDOMAIN), StatusError, StatusRobotsDenied or
+	// StatusDuplicate. With Retry set it is StatusError.
+	Status store.Status
+	// Retry marks a transient failure (timeout, connection error, 5xx, 429,
+	// robots.txt unavailable, host backing off): fetch again later.
+	Retry       bool
+	HTTPStatus  int
+	ContentType string
+	// RedirectTo is the normalised Location of a 3xx (not followed here).
+	RedirectTo string
+	// Links are the normalised followable outlinks (HTML pages), or a
+	// sitemap's URLs.
+	Links     []string
+	ContentFP uint64 // xxhash of the body; 0 if none
+	Bytes     int64  // body bytes received (after content decoding)
+	FetchedAt time.Time
+	// Truncated is the WARC-Truncated reason if the body was cut: "length"
+	// (MaxBodyBytes), "time" (TotalTimeout) or "disconnect".
+	Truncated string
+	Err       string        // why, for errors and retries
+	Wait      time.Duration // politeness wait of the request (see Stats.PolitenessWait)
+}
+
+// HostStore persists per-host state (robots.txt, DNS, back-off) in the crawl
+// database.
+type HostStore interface {
+	// LoadHost returns the stored state of host; ok is false if there is none.
+	LoadHost(host string) (rec store.HostRecord, ok bool, err error)
+	// SaveHost stores the state of host. It must not block for long (the
+	// caller batches); the record is not modified afterwards.
+	SaveHost(host string, rec store.HostRecord)
+}
+
+// Stats are the Fetcher's counters.
+type Stats struct {
+	Queued   int64 // jobs submitted and not yet being fetched or answered
+	InFlight int64 // requests (pages, robots.txt, sitemaps) being fetched
+	Done     int64 // page jobs answered
+	// ByStatus counts page results by status; retries count under
+	// StatusError and in Retries as well.
+	ByStatus map[store.Status]int64
+	Retries  int64 // page results with Retry
+	Requests int64 // HTTP requests sent (pages, robots.txt, sitemaps)
+	Bytes    int64 // body bytes received
+	// Busy is the sum over workers of the time spent on requests.
+	Busy time.Duration
+	// PolitenessWait is the sum over requests of the time their host had the
+	// request's work ready (something queued, nothing in flight, not backing
+	// off) while the host's or its IP's delay did not allow it to start. The
+	// time a ready request then waits for a free worker is WorkerWait.
+	PolitenessWait time.Duration
+	WorkerWait     time.Duration
+	RobotsFetches  int64 // robots.txt requests
+	RobotsFromDB   int64 // robots.txt policies taken from the HostStore
+	SitemapFetches int64 // sitemap requests
+	DNSLookups     int64 // resolutions asked of the Resolver
+	DNSErrors      int64 // of which failed (NXDOMAIN included)
+	Backoffs       int64 // times a host was put in back-off
+	Hosts          int64 // hosts in the workbench
+	IPs            int64 // IP politeness states in the workbench
+}
