@@ -235,7 +235,7 @@ func (s *scheduler) needsRobots(h *host, now time.Time) bool {
 }
 
 // readyAt is the earliest time h's next task may start. While a request to
-// its IP is still connecting, the IP's next start is not known; such hosts
+// its IP has not been answered yet, the IP's next start is not known; such hosts
 // look again a quarter of IPDelay later.
 func (s *scheduler) readyAt(h *host, now time.Time) time.Time {
 	if s.needsSetup(h, now) {
@@ -434,10 +434,9 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// started records that h's request got its connection at time at: the
-// request reaches the server now, so the IP's next start counts from here
-// (the dispatch time would not count the connect, which differs between a
-// new and a kept-alive connection).
+// started records that h's request was answered (its first response byte
+// came) at time at: the server has surely received it, so the IP's next
+// start counts from here, whatever the scheduling delays on either side.
 func (s *scheduler) started(h *host, at time.Time) {
 	if s.o.IPDelay <= 0 || h.ipst == nil {
 		return
@@ -457,11 +456,14 @@ func (s *scheduler) complete(t *task) {
 	s.idle++
 	h := t.h
 	h.busy = false
-	if t.kind != taskSetup && s.o.IPDelay > 0 && !h.started && h.ipst != nil {
-		h.started = true // the request never got a connection
-		h.ipst.locked--
-	}
 	now := time.Now()
+	if t.kind != taskSetup && s.o.IPDelay > 0 && !h.started && h.ipst != nil {
+		// No answer came: the request may have reached the server at any
+		// time until now.
+		h.started = true
+		h.ipst.locked--
+		h.ipst.next = later(h.ipst.next, now.Add(s.o.IPDelay))
+	}
 	h.lastUsed = now
 	if t.stopped {
 		s.freeTask(t)

@@ -48,7 +48,7 @@ func newWorker(ctx context.Context, f *Fetcher) *worker {
 	w := &worker{f: f, ctx: ctx, cctx: colly.NewContext(), buf: make([]byte, 0, 512)}
 	w.hdr = http.Header{"User-Agent": {f.o.UserAgent}, "Accept": {"*/*"}}
 	w.ext = links.NewExtractor(f.o.Normalizer, f.o.Scope, f.o.MaxLinks)
-	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn}
+	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn, GotFirstResponseByte: w.gotFirstByte}
 	w.ex.body = make([]byte, 0, 64<<10)
 	c := colly.NewCollector(
 		colly.UserAgent(f.o.UserAgent),
@@ -130,17 +130,23 @@ func (w *worker) get(t *task, url string) error {
 	return err
 }
 
-// gotConn tells the scheduler that the current request has its connection
-// and is being written: the start its IP delay counts from. The transport
+// gotConn notes the address the current request is sent to. The transport
 // calls it in the worker's goroutine, before the request is written.
 func (w *worker) gotConn(info httptrace.GotConnInfo) {
-	now := time.Now()
 	if ta, ok := info.Conn.RemoteAddr().(*net.TCPAddr); ok {
 		w.ex.remote = ta.AddrPort().Addr().Unmap()
 	}
+}
+
+// gotFirstByte tells the scheduler that the server has answered the
+// current request, so it surely received it: the IP delay counts from here.
+// Counting from the connection or the write instead would let scheduling
+// delays on either side bring two arrivals at the server closer than the
+// delay.
+func (w *worker) gotFirstByte() {
 	if w.cur != nil && w.f.o.IPDelay > 0 {
 		select {
-		case w.f.done <- event{t: w.cur, started: true, at: now}:
+		case w.f.done <- event{t: w.cur, started: true, at: time.Now()}:
 		case <-w.ctx.Done():
 		}
 	}
