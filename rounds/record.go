@@ -4,11 +4,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/rounds/segment"
 )
 
 // errRecord marks a round file record that does not decode.
@@ -207,4 +212,36 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 		return f, fmt.Errorf("%w: cash %v in fetch record of %.100q", errRecord, f.Cash, f.URL)
 	}
 	return f, nil
+}
+
+// FetchedURLs lists, per round still on disk under dir (a site's data
+// directory), the page URLs that have a result in the round's fetch
+// segment: what a restart will not fetch again.
+func FetchedURLs(dir string) (map[uint64][]string, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, "rounds"))
+	if err != nil {
+		return nil, fmt.Errorf("rounds: %w", err)
+	}
+	out := map[uint64][]string{}
+	for _, e := range ents {
+		n, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		path := filepath.Join(dir, "rounds", e.Name(), fetchFile)
+		_, _, err = segment.Read(path, func(rec []byte) error {
+			fr, err := decodeFetch(rec)
+			if err != nil {
+				return err
+			}
+			if fr.Kind == fetcher.KindPage {
+				out[n] = append(out[n], fr.URL)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("rounds: round %d: %w", n, err)
+		}
+	}
+	return out, nil
 }

@@ -126,7 +126,7 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 		if active == 0 && limitReached {
 			return nil
 		}
-		if active == 0 && frontierEmpty {
+		if active == 0 && frontierEmpty && retryAt.IsZero() {
 			waiting, err := c.backingOff()
 			if err != nil {
 				return err
@@ -134,7 +134,7 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			if !waiting {
 				return ErrExhausted
 			}
-			retryAt = c.o.Now().Add(time.Second)
+			retryAt = c.o.Now().Add(backoffPoll)
 		}
 		// Generate when nothing is fetching, or when the one round
 		// fetching is down to its tail, and at most one update waits.
@@ -278,6 +278,10 @@ func (c *Crawler) resume(ctx context.Context, f Fetcher) error {
 	}
 	return nil
 }
+
+// backoffPoll is how often generate looks again while the only URLs left
+// belong to hosts backing off.
+const backoffPoll = 500 * time.Millisecond
 
 // backingOff reports whether the frontier holds URLs of hosts that are
 // only backing off for a while (not closed for their budget): the crawl is

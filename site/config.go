@@ -33,6 +33,9 @@ type Config struct {
 	HostBudget    int           // pages per host at most
 	MaxBody       int64         // bytes per response body
 	Timeout       time.Duration // total time per fetch
+	Backoff       time.Duration // first back-off of a failing host (doubles per failure)
+	BackoffMax    time.Duration // longest back-off
+	MaxRetries    int           // transient failures before a URL is given up
 	UserAgent     string
 	WARCSize      int64  // rotate WARC files past this many bytes
 	Scope         string // comma-separated host suffixes to stay within ("" → anything)
@@ -54,6 +57,7 @@ func DefaultConfig() Config {
 		Region: "local", Data: "meridian-data", Width: 10_000, PerHost: 10,
 		HostDelay: time.Second, MaxCrawlDelay: 30 * time.Second, Listen: "127.0.0.1:7077", Workers: 256,
 		MaxDepth: 32, HostBudget: 20_000, MaxBody: 8 << 20, Timeout: 30 * time.Second,
+		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
 	}
@@ -95,6 +99,12 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		bad("--timeout must be positive")
+	}
+	if c.Backoff <= 0 || c.BackoffMax < c.Backoff {
+		bad("--backoff must be positive and at most --backoff-max")
+	}
+	if c.MaxRetries < 1 {
+		bad("--max-retries must be at least 1, got %d", c.MaxRetries)
 	}
 	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}} {
 		if a.addr == "" {

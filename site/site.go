@@ -83,6 +83,9 @@ type Site struct {
 
 	mu    sync.Mutex
 	seeds int
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Up runs a site until ctx is done, cfg.Rounds rounds are done, or the crawl
@@ -205,7 +208,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	s.metrics = newMetrics()
 	s.crawler, err = rounds.New(rounds.Options{
 		DB: s.db, Dir: cfg.Data, Width: cfg.Width, PerHost: cfg.PerHost,
-		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, KeepFiles: cfg.KeepFiles,
+		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, KeepFiles: cfg.KeepFiles,
 		Logger: log.With("part", "rounds"), OnRound: s.metrics.round,
 	})
 	if err != nil {
@@ -244,7 +247,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	}
 	s.fetch, err = fetcher.New(fetcher.Options{
 		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
-		TotalTimeout: cfg.Timeout, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
+		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
 		Resolver: res, WARC: s.warc, Hosts: s.crawler.Hosts(), Normalizer: norm, Scope: scope,
 		Seen: s.crawler.Seen, OnResult: s.crawler.OnResult, Logger: log.With("part", "fetcher"),
 	})
@@ -348,8 +351,14 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	return err
 }
 
-// Close stops the status API and closes everything Start opened.
+// Close stops the status API and closes everything Start opened. Later
+// calls return the first call's result.
 func (s *Site) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Site) close() error {
 	var errs []error
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -1,0 +1,303 @@
+package site_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+// testConfig is a small site crawling an in-process websim with short
+// delays, so a crawl to exhaustion takes seconds.
+func testConfig(t *testing.T, profile string) site.Config {
+	cfg := site.DefaultConfig()
+	cfg.Data = t.TempDir()
+	cfg.Websim = profile
+	cfg.WebsimHosts, cfg.WebsimPages, cfg.WebsimIPs, cfg.WebsimSeed = 40, 6, 8, 11
+	cfg.HostDelay, cfg.IPDelay, cfg.MaxCrawlDelay = 30*time.Millisecond, 5*time.Millisecond, 150*time.Millisecond
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Width, cfg.PerHost, cfg.Workers = 300, 5, 32
+	cfg.Progress = 0
+	cfg.Timeout = 3 * time.Second
+	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
+	return cfg
+}
+
+func getJSON(t *testing.T, url string, v any) error {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// crawlDelays gives each websim host's minimum interval: its robots.txt
+// Crawl-delay, capped as the site caps it.
+func crawlDelays(w *synth.Web, maxDelay time.Duration) func(string) time.Duration {
+	m := map[string]time.Duration{}
+	for _, h := range w.Hosts() {
+		if h.CrawlDelay > 0 {
+			m[h.Name] = min(time.Duration(h.CrawlDelay)*time.Second, maxDelay)
+		}
+	}
+	return func(host string) time.Duration {
+		host, _, _ = strings.Cut(host, ":")
+		return m[host]
+	}
+}
+
+func readRounds(t *testing.T, data string) []rounds.RoundStats {
+	t.Helper()
+	f, err := os.Open(filepath.Join(data, "stats", "rounds.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []rounds.RoundStats
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var st rounds.RoundStats
+		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
+			t.Fatalf("rounds.jsonl line %d: %v", len(out)+1, err)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// checkConservation checks OPIC's invariant on the crawl database: the
+// cash of all pages plus the virtual page's is what the seeds injected, and
+// the history of all pages is what fetches distributed.
+func checkConservation(t *testing.T, st *store.Store, s rounds.Status) {
+	t.Helper()
+	var cash, hist opic.Sum
+	if err := st.ScanURLs(func(r store.URLRecord) error {
+		cash.Add(r.Cash)
+		hist.Add(r.History)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cash.Add(s.Virtual)
+	if s.Injected <= 0 || math.Abs(cash.Value()-s.Injected) > 1e-9*s.Injected {
+		t.Errorf("cash %.12f (virtual %.6f), injected %.12f", cash.Value(), s.Virtual, s.Injected)
+	}
+	if s.Spent <= 0 || math.Abs(hist.Value()-s.Spent) > 1e-9*s.Spent {
+		t.Errorf("history %.12f, spent %.12f", hist.Value(), s.Spent)
+	}
+}
+
+// TestCrawlRealistic crawls a realistic websim to exhaustion and checks it
+// against the truth and websim's view of politeness.
+func TestCrawlRealistic(t *testing.T) {
+	cfg := testConfig(t, "realistic")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := site.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// Watch the status API while the crawl runs.
+	var wg sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var maxRound uint64
+	phases := map[rounds.Phase]bool{}
+	var metrics string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for watchCtx.Err() == nil {
+			var st site.Status
+			if err := getJSON(t, "http://"+s.Addr()+"/status", &st); err == nil {
+				maxRound = max(maxRound, st.Round)
+				phases[st.Phase] = true
+			}
+			if metrics == "" {
+				if resp, err := http.Get("http://" + s.Addr() + "/metrics"); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					metrics = string(b)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	err = s.Run(ctx, nil)
+	stopWatch()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	t.Logf("crawl took %v", time.Since(start).Round(time.Millisecond))
+
+	truth, err := crawlcheck.Truth(s.Websim().Web())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cov, err := crawlcheck.Check(truth, s.DB().Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("coverage %d/%d = %.4f, %d fetched", cov.Covered, cov.Targets, cov.Ratio, cov.Fetched)
+	if cov.Ratio < 0.99 || cov.Targets < 100 {
+		t.Errorf("coverage %.4f of %d targets; missing e.g. %v", cov.Ratio, cov.Targets, cov.Missing)
+	}
+	if cov.Disallow != 0 {
+		t.Errorf("%d robots-disallowed URLs fetched, e.g. %v", cov.Disallow, cov.Unwanted)
+	}
+	snap := s.Websim().Stats().Snapshot()
+	if p := crawlcheck.Politeness(snap, cfg.HostDelay, cfg.IPDelay, crawlDelays(s.Websim().Web(), cfg.MaxCrawlDelay)); len(p) > 0 {
+		t.Errorf("politeness: %v", p)
+	}
+	rs := s.Crawler().Status()
+	checkConservation(t, s.DB().Store(), rs)
+
+	// Statistics: one line a round, and the status API showed rounds.
+	lines := readRounds(t, cfg.Data)
+	if uint64(len(lines)) != rs.Done || len(lines) < 2 {
+		t.Errorf("%d lines in rounds.jsonl, %d rounds done", len(lines), rs.Done)
+	}
+	var fetched int64
+	for _, l := range lines {
+		fetched += l.Fetched
+		if l.Round == 0 || l.Ended.Before(l.Started) || l.ByClass == nil {
+			t.Errorf("bad round line %+v", l)
+		}
+	}
+	if c := s.DB().Store().Counts(); fetched == 0 || uint64(fetched) > c.URLs-c.Frontier {
+		t.Errorf("rounds.jsonl counts %d fetched; database %+v", fetched, c)
+	}
+	if maxRound < 1 || !phases[rounds.PhaseFetch] {
+		t.Errorf("status API showed rounds up to %d, phases %v", maxRound, phases)
+	}
+	for _, m := range []string{"meridian_fetch_requests_total", "meridian_crawldb_urls", "meridian_phase_fetch"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	rank, err := crawlcheck.CompareRanking(truth, s.DB().Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("OPIC vs PageRank: Spearman %.3f over %d pages", rank.Spearman, rank.Pages)
+
+	// The WARC files are complete once the site is closed: no URL was
+	// fetched twice (robots.txt and 5xx retries aside).
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := crawlcheck.Responses(filepath.Join(cfg.Data, "warc"))
+	if err == nil {
+		err = errors.New("WARC has no responses")
+		if len(resp) > 0 {
+			err = nil
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, sample := crawlcheck.Refetched(resp, func(st int) bool { return st >= 200 && st < 300 }); n > 0 {
+		t.Errorf("%d URLs fetched twice with 2xx, e.g. %v", n, sample)
+	}
+	if n, sample := crawlcheck.Refetched(resp, func(st int) bool { return st != 429 && st < 500 }); n > 0 {
+		t.Errorf("%d URLs fetched twice (non-5xx), e.g. %v", n, sample)
+	}
+}
+
+// TestCrawlHostile crawls the hostile web: the crawl must end, traps within
+// their limits, memory bounded, and each hostile host's fate recorded.
+func TestCrawlHostile(t *testing.T) {
+	cfg := testConfig(t, "hostile")
+	cfg.WebsimHosts = 24
+	cfg.MaxDepth, cfg.HostBudget = 12, 120
+	cfg.MaxBody = 256 << 10
+	cfg.Timeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := site.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	if err := s.Run(ctx, nil); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	t.Logf("hostile crawl took %v", time.Since(start).Round(time.Millisecond))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapInuse > 512<<20 {
+		t.Errorf("heap in use %d MiB after the crawl", ms.HeapInuse>>20)
+	}
+	snap := s.Websim().Stats().Snapshot()
+	if p := crawlcheck.Politeness(snap, cfg.HostDelay, cfg.IPDelay, crawlDelays(s.Websim().Web(), cfg.MaxCrawlDelay)); len(p) > 0 {
+		t.Errorf("politeness: %v", p)
+	}
+	troubled := map[string]*rounds.HostFate{}
+	for _, l := range readRounds(t, cfg.Data) {
+		for h, f := range l.Troubled {
+			troubled[h] = f
+		}
+	}
+	web := s.Websim().Web()
+	for _, h := range web.Hosts() {
+		if h.Role == synth.RoleNone {
+			continue
+		}
+		v := snap.Hosts[h.Name]
+		reqs := int64(0)
+		if v != nil {
+			reqs = v.Requests
+		}
+		// Every host ends within its budget: pages, plus robots.txt,
+		// sitemaps and retries.
+		if limit := int64(cfg.HostBudget + 4*cfg.MaxRetries + 20); reqs > limit {
+			t.Errorf("%s (%v): %d requests, limit %d", h.Name, h.Role, reqs, limit)
+		}
+		fate, inStats := troubled[h.Name]
+		t.Logf("%-16s %-10v websim requests %4d statuses %v; troubled %v %+v", h.Name, h.Role, reqs, statuses(v), inStats, fate)
+		switch h.Role {
+		case synth.RoleBlackhole, synth.RoleDrip, synth.RoleHuge, synth.RoleBomb:
+			// They fail or are cut: their fate must be in the statistics.
+			if !inStats {
+				t.Errorf("%s (%v): not among the troubled hosts of rounds.jsonl", h.Name, h.Role)
+			}
+		}
+	}
+}
+
+func statuses(v *websim.Visitor) map[int]int64 {
+	if v == nil {
+		return nil
+	}
+	return v.Statuses
+}
