@@ -222,7 +222,7 @@ func (s *scheduler) takeSubmitted() {
 
 // answer reports a page job decided without a request.
 func (s *scheduler) answer(j Job, status store.Status, retry bool, why string, now time.Time) {
-	s.f.deliver(&Result{Job: j, Kind: KindPage, Status: status, Retry: retry, Err: why, FetchedAt: now})
+	s.f.deliver(&Result{Job: j, Kind: KindPage, Status: status, Retry: retry, Err: why, FetchedAt: now, NoRequest: true})
 	s.f.c.queued.Add(-1)
 }
 

@@ -67,7 +67,11 @@ type Result struct {
 	// Truncated is the WARC-Truncated reason if the body was cut: "length"
 	// (MaxBodyBytes), "time" (TotalTimeout) or "disconnect".
 	Truncated string
-	Err       string        // why, for errors and retries
+	Err       string // why, for errors and retries
+	// NoRequest marks a page job answered without a request for it: robots
+	// denied, the host backing off or unreachable, a refused address. A
+	// retry of this kind is no fault of the URL's.
+	NoRequest bool
 	Wait      time.Duration // politeness wait of the request (see Stats.PolitenessWait)
 }
 

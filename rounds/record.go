@@ -36,6 +36,12 @@ const (
 	maxStrings = 1 << 20
 )
 
+// Flags of a fetch record.
+const (
+	flagRetry     = 1 << 0
+	flagNoRequest = 1 << 1
+)
+
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
@@ -132,11 +138,14 @@ func decodeGen(b []byte) (genEntry, error) {
 // appendResult encodes a fetch result as a fetch segment record.
 func appendResult(dst []byte, res *fetcher.Result) []byte {
 	dst = append(dst, recFetch, byte(res.Kind), byte(res.Status))
+	var flags byte
 	if res.Retry {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
+		flags |= flagRetry
 	}
+	if res.NoRequest {
+		flags |= flagNoRequest
+	}
+	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(max(res.HTTPStatus, 0)))
 	dst = binary.AppendUvarint(dst, uint64(res.Depth))
 	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(res.Cash))
@@ -164,6 +173,7 @@ type fetchRecord struct {
 	Kind       fetcher.Kind
 	Status     store.Status
 	Retry      bool
+	NoRequest  bool // answered without a request for the URL (see fetcher.Result)
 	HTTPStatus int
 	Depth      uint32
 	Cash       float64
@@ -186,7 +196,8 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	}
 	f.Kind = fetcher.Kind(r.byte1())
 	f.Status = store.Status(r.byte1())
-	f.Retry = r.byte1() == 1
+	flags := r.byte1()
+	f.Retry, f.NoRequest = flags&flagRetry != 0, flags&flagNoRequest != 0
 	f.HTTPStatus = int(r.uvarint())
 	f.Depth = uint32(r.uvarint())
 	f.Cash = r.f64()

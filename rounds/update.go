@@ -225,10 +225,12 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 
 	var mu sync.Mutex
 	var fetchOps []store.FetchResult
+	var requeues []string
 	var virtual, spent opic.Sum
 	seen := map[string]bool{} // a URL's result counts once
 	err = mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk [][]byte) error {
 		var ops []store.FetchResult
+		var requeue []string
 		var v opic.Sum
 		for _, raw := range chunk {
 			fr, err := decodeFetch(raw)
@@ -247,6 +249,12 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 				continue
 			}
 			op := store.FetchResult{URL: fr.URL, Status: fr.Status, HTTPStatus: uint16(min(max(fr.HTTPStatus, 0), math.MaxUint16)), At: fr.At, ContentFP: fr.ContentFP, Round: round}
+			if fr.Retry && fr.NoRequest {
+				// The host was unavailable, not the URL: back to the
+				// frontier without spending one of its retries.
+				requeue = append(requeue, fr.URL)
+				continue
+			}
 			if fr.Retry {
 				rec, ok, err := c.st.Get(fr.URL)
 				if err != nil {
@@ -284,6 +292,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 		mu.Lock()
 		fetchOps = append(fetchOps, ops...)
+		requeues = append(requeues, requeue...)
 		virtual.Add(v.Value())
 		mu.Unlock()
 		return nil
@@ -337,6 +346,18 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	}
 	for _, op := range fetchOps {
 		b.RecordRoundFetch(op)
+		if b.Len() >= c.o.BatchOps {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, u := range requeues {
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		b.Requeue(u)
 		if b.Len() >= c.o.BatchOps {
 			if err := flush(); err != nil {
 				return err

@@ -1,0 +1,156 @@
+//go:build linux
+
+package site_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+)
+
+const childEnv = "MERIDIAN_SITE_TEST_CHILD"
+
+// TestMain runs a site when started as the child of TestKillResume.
+func TestMain(m *testing.M) {
+	if js := os.Getenv(childEnv); js != "" {
+		var cfg site.Config
+		if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+			os.Stderr.WriteString("child: bad config: " + err.Error() + "\n")
+			os.Exit(2)
+		}
+		ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer stop()
+		if err := site.Up(ctx, cfg, nil, nil); err != nil {
+			os.Stderr.WriteString("child: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func startChild(t *testing.T, cfg site.Config) *exec.Cmd {
+	t.Helper()
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// TestKillResume SIGKILLs a site in the middle of a fetch phase and
+// restarts it: the round resumes, nothing fetched before the kill is
+// fetched again, and at most the requests in flight at the kill are.
+func TestKillResume(t *testing.T) {
+	cfg := testConfig(t, "realistic")
+	cfg.WebsimHosts, cfg.WebsimPages = 60, 10
+	cfg.Workers = 8 // the bound on requests in flight
+	cfg.NoSync = false
+
+	child := startChild(t, cfg)
+	killed := false
+	defer func() {
+		if !killed {
+			child.Process.Kill()
+			child.Wait()
+		}
+	}()
+	// Wait until the site is well into a fetch phase with requests in flight.
+	deadline := time.Now().Add(90 * time.Second)
+	var st site.Status
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("the site never got into a fetch phase with requests in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+		in, err := site.ReadInfo(cfg.Data)
+		if err != nil || in.PID != child.Process.Pid {
+			continue
+		}
+		if err := getJSON(t, "http://"+in.Listen+"/status", &st); err != nil {
+			continue
+		}
+		if st.Fetcher.Done >= 150 && st.Fetcher.InFlight > 0 && st.Phase == rounds.PhaseFetch && st.Round >= 2 {
+			break
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	killed = true
+	atKill, err := rounds.FetchedURLs(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := map[string]bool{}
+	for _, urls := range atKill {
+		for _, u := range urls {
+			done[u] = true
+		}
+	}
+	t.Logf("killed in round %d (%v) with %d done, %d in flight; %d results in round files", st.Round, st.Phase, st.Fetcher.Done, st.Fetcher.InFlight, len(done))
+	if len(done) == 0 {
+		t.Fatal("no fetch results on disk at the kill: the kill did not land in a fetch phase")
+	}
+
+	// Restart: it must resume and run to exhaustion.
+	again := startChild(t, cfg)
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- again.Wait() }()
+	select {
+	case err := <-waitErr:
+		if err != nil {
+			t.Fatalf("restarted site: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		again.Process.Kill()
+		<-waitErr
+		t.Fatal("restarted site did not finish")
+	}
+
+	rep, err := crawlcheck.CheckData(context.Background(), cfg.Data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("coverage %d/%d = %.4f; missing %v", rep.Coverage.Covered, rep.Coverage.Targets, rep.Coverage.Ratio, rep.Coverage.Missing)
+	if rep.Coverage.Ratio < 0.99 {
+		t.Errorf("coverage %.4f after the restart; missing e.g. %v", rep.Coverage.Ratio, rep.Coverage.Missing)
+	}
+	resp, err := crawlcheck.Responses(filepath.Join(cfg.Data, "warc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok2xx := func(s int) bool { return s >= 200 && s < 300 }
+	twice, sample := crawlcheck.Refetched(resp, ok2xx)
+	t.Logf("%d URLs fetched twice with 2xx (bound: %d workers; %d in flight at the last status)", twice, cfg.Workers, st.Fetcher.InFlight)
+	if twice > cfg.Workers {
+		t.Errorf("%d URLs fetched twice, more than the %d that can be in flight: %v", twice, cfg.Workers, sample)
+	}
+	for u := range done {
+		n := 0
+		for _, s := range resp[u] {
+			if ok2xx(s) {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Errorf("%s had its result on disk at the kill but was fetched %d times", u, n)
+		}
+	}
+}
