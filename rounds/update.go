@@ -23,6 +23,10 @@ const (
 	fetchFile  = "fetched"
 	updateFile = "update"
 	mapChunk   = 512 // fetch records per map task
+	// hostGrace is how many consecutive host failures beyond MaxRetries
+	// a host gets before retries that made no request count against its
+	// URLs.
+	hostGrace = 3
 )
 
 // credit is what the update's shuffle carries per outlink: a cash share and
@@ -251,9 +255,17 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			op := store.FetchResult{URL: fr.URL, Status: fr.Status, HTTPStatus: uint16(min(max(fr.HTTPStatus, 0), math.MaxUint16)), At: fr.At, ContentFP: fr.ContentFP, Round: round}
 			if fr.Retry && fr.NoRequest {
 				// The host was unavailable, not the URL: back to the
-				// frontier without spending one of its retries.
-				requeue = append(requeue, fr.URL)
-				continue
+				// frontier without spending one of its retries, until
+				// the host has failed so often that its URLs are given
+				// up like any other.
+				h, _, err := c.hosts.LoadHost(fr.Host)
+				if err != nil {
+					return err
+				}
+				if int(h.Failures) < c.o.MaxRetries+hostGrace {
+					requeue = append(requeue, fr.URL)
+					continue
+				}
 			}
 			if fr.Retry {
 				rec, ok, err := c.st.Get(fr.URL)

@@ -3,6 +3,9 @@
 //
 //	go run ./cmd/bench websim [--hosts 1000 --pages 100 --page-bytes 10000 --conns 32 --duration 10s --in-process]
 //	go run ./cmd/bench crawldb [--urls-small 1000000 --urls-large 10000000 --width 50000 --per-host 10,100 --writers 1,4,8]
+//	go run ./cmd/bench site [--hosts 10000 --rounds 10 --width 50000 --per-host 10 --host-delay 200ms --no-sync]
+//	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
+//	go run ./cmd/bench check --data DIR [--truth FILE]
 package main
 
 import (
@@ -37,7 +40,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|check [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -47,8 +50,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runCrawldb(args[1:], stdout, stderr)
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
+	case "site":
+		return runSite(args[1:], stdout, stderr)
+	case "correctness":
+		return runCorrectness(args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim or crawldb)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness or check)", args[0])
 	}
 }
 
