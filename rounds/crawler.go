@@ -106,6 +106,9 @@ type Crawler struct {
 
 	events  chan event
 	statsMu sync.Mutex
+	// afterCommand, if set (tests), runs after each update command is
+	// applied (i counts from 1); an error stops the update there.
+	afterCommand func(round uint64, i int) error
 	statsF  *os.File
 }
 

@@ -107,6 +107,11 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 				newURLs++
 			}
 		}
+		if c.afterCommand != nil {
+			if err := c.afterCommand(round, i+1); err != nil {
+				return RoundStats{}, fmt.Errorf("rounds: round %d: %w", round, err)
+			}
+		}
 	}
 	// Retire the round: its state and progress marker in one command.
 	if err := c.hosts.flush(ctx); err != nil {

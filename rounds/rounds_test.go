@@ -1,0 +1,273 @@
+package rounds
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	for _, res := range []fetcher.Result{
+		{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Round: 3, Depth: 2, Cash: 0.25}, Status: store.StatusFetched, HTTPStatus: 200,
+			Links: []string{"http://a.test/x", "http://b.test/"}, ContentFP: 42, Bytes: 1000, FetchedAt: time.UnixMilli(1_700_000_000_123).UTC(), Wait: time.Second},
+		{Job: fetcher.Job{URL: "http://a.test/r", Host: "a.test"}, Status: store.StatusRedirect, HTTPStatus: 301, RedirectTo: "http://a.test/t"},
+		{Job: fetcher.Job{URL: "http://a.test/e", Host: "a.test"}, Status: store.StatusError, Retry: true, NoRequest: true, Err: "backing off"},
+		{Job: fetcher.Job{URL: "http://a.test/sitemap.xml", Host: "a.test"}, Kind: fetcher.KindSitemap, Links: []string{"http://a.test/o"}},
+	} {
+		f, err := decodeFetch(appendResult(nil, &res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fetchRecord{Kind: res.Kind, Status: res.Status, Retry: res.Retry, NoRequest: res.NoRequest, HTTPStatus: res.HTTPStatus,
+			Depth: res.Depth, Cash: res.Cash, At: res.FetchedAt, ContentFP: res.ContentFP, Bytes: res.Bytes, Wait: res.Wait,
+			URL: res.URL, Host: res.Host, RedirectTo: res.RedirectTo, Err: res.Err, Links: res.Links}
+		if want.Links == nil {
+			want.Links = []string{}
+		}
+		if f.URL != want.URL || f.Kind != want.Kind || f.Status != want.Status || f.Retry != want.Retry || f.NoRequest != want.NoRequest ||
+			f.HTTPStatus != want.HTTPStatus || f.Depth != want.Depth || f.Cash != want.Cash || !f.At.Equal(want.At) ||
+			f.ContentFP != want.ContentFP || f.Bytes != want.Bytes || f.Wait != want.Wait || f.Host != want.Host ||
+			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", f, want)
+		}
+		for i := range f.Links {
+			if f.Links[i] != want.Links[i] {
+				t.Fatalf("link %d: %q, want %q", i, f.Links[i], want.Links[i])
+			}
+		}
+	}
+	e := genEntry{URL: "http://a.test/", Host: "a.test", Cash: 1.5, Depth: 7}
+	if g, err := decodeGen(e.appendTo(nil)); err != nil || g != e {
+		t.Fatalf("gen entry round trip: %+v, %v", g, err)
+	}
+}
+
+// FuzzDecodeFetch: any bytes decode to a record or an error, never a panic,
+// and a decoded record encodes back to bytes that decode the same.
+func FuzzDecodeFetch(f *testing.F) {
+	res := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Cash: 1}, Links: []string{"http://a.test/x"}}
+	f.Add(appendResult(nil, &res))
+	f.Add([]byte{recFetch})
+	f.Add([]byte{recGen, 1, 'x'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeFetch(b)
+		if err != nil {
+			if !errors.Is(err, errRecord) {
+				t.Fatalf("error %v is not errRecord", err)
+			}
+			return
+		}
+		again := fetcher.Result{Job: fetcher.Job{URL: r.URL, Host: r.Host, Depth: r.Depth, Cash: r.Cash}, Kind: r.Kind, Status: r.Status,
+			Retry: r.Retry, NoRequest: r.NoRequest, HTTPStatus: r.HTTPStatus, RedirectTo: r.RedirectTo, Links: r.Links,
+			ContentFP: r.ContentFP, Bytes: r.Bytes, FetchedAt: r.At, Err: r.Err, Wait: r.Wait}
+		r2, err := decodeFetch(appendResult(nil, &again))
+		if err != nil || r2.URL != r.URL || r2.Cash != r.Cash || len(r2.Links) != len(r.Links) {
+			t.Fatalf("re-encoded record differs: %+v vs %+v (%v)", r2, r, err)
+		}
+		_, _ = decodeGen(b)
+	})
+}
+
+// testSite is a crawl database, a websim and a fetcher for rounds tests.
+type testSite struct {
+	dir string
+	sim *websim.Server
+	db  *crawldb.DB
+	c   *Crawler
+	f   *fetcher.Fetcher
+}
+
+func openDB(t *testing.T, dir string) *crawldb.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(dir, "crawldb"), NodeID: "t1", RaftAddr: "127.0.0.1:0", FastTimeouts: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func newCrawler(t *testing.T, ts *testSite, o Options) {
+	t.Helper()
+	o.DB, o.Dir = ts.db, ts.dir
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fetcher.New(fetcher.Options{
+		Workers: 16, HostDelay: 10 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
+		TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		Resolver: mustResolver(t, ts.sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: c.OnResult,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.c, ts.f = c, f
+}
+
+func startSite(t *testing.T, profile synth.Profile, hosts, pages int) *testSite {
+	t.Helper()
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: hosts, Pages: pages, Seed: 5, IPs: 4, Profile: profile}, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	t.Cleanup(func() { ts.db.Close() })
+	return ts
+}
+
+func (ts *testSite) seeds() []string {
+	var s []string
+	for h := range ts.sim.Web().Hosts() {
+		s = append(s, ts.sim.Web().FrontURL(h))
+	}
+	return s
+}
+
+// run runs the crawler with its fetcher until Run returns.
+func (ts *testSite) run(t *testing.T, ctx context.Context, maxRounds int) error {
+	t.Helper()
+	fctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ts.f.Run(fctx) }()
+	err := ts.c.Run(ctx, ts.f, maxRounds)
+	stop()
+	if ferr := <-done; ferr != nil {
+		t.Errorf("fetcher: %v", ferr)
+	}
+	return err
+}
+
+// conservation returns how far the crawl database is from OPIC's
+// invariant: cash + virtual − injected, and history − spent.
+func conservation(t *testing.T, c *Crawler) (cashOff, histOff float64) {
+	t.Helper()
+	var cash, hist opic.Sum
+	if err := c.st.ScanURLs(func(r store.URLRecord) error {
+		cash.Add(r.Cash)
+		hist.Add(r.History)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Status()
+	return cash.Value() + s.Virtual - s.Injected, hist.Value() - s.Spent
+}
+
+// TestConservationEveryRound crawls a realistic web in many small rounds,
+// with retries and so refetches of the same URLs, and checks OPIC's
+// invariant after every round.
+func TestConservationEveryRound(t *testing.T) {
+	ts := startSite(t, synth.Realistic, 30, 8)
+	rounds := 0
+	var c *Crawler
+	newCrawler(t, ts, Options{Width: 40, PerHost: 2, OnRound: func(st RoundStats) {
+		rounds++
+		cashOff, histOff := conservation(t, c)
+		if math.Abs(cashOff) > 1e-9*c.Status().Injected || math.Abs(histOff) > 1e-9*max(1, c.Status().Spent) {
+			t.Errorf("round %d: cash off by %g, history off by %g", st.Round, cashOff, histOff)
+		}
+	}})
+	c = ts.c
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.run(t, ctx, 0); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("run: %v", err)
+	}
+	retried := 0
+	ts.db.Store().ScanURLs(func(r store.URLRecord) error {
+		if r.Retries > 0 {
+			retried++
+		}
+		return nil
+	})
+	t.Logf("%d rounds, %d URLs retried", rounds, retried)
+	if rounds < 10 || retried == 0 {
+		t.Fatalf("%d rounds and %d retried URLs: the test should cover many rounds with refetches", rounds, retried)
+	}
+	if s := c.Status(); s.Spent <= s.Injected {
+		t.Errorf("spent %v not above injected %v: cash did not circulate", s.Spent, s.Injected)
+	}
+}
+
+// TestUpdateResumes stops an update after its first command, as a crash
+// would, and checks that a new crawler applies each command exactly once.
+func TestUpdateResumes(t *testing.T) {
+	ts := startSite(t, synth.Clean, 20, 10)
+	newCrawler(t, ts, Options{Width: 500, PerHost: 20, BatchOps: 50})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	// Round 1 fetches the front pages; stop its update after one command.
+	stopAt := errors.New("stopped by the test")
+	ts.c.afterCommand = func(round uint64, i int) error {
+		if round == 1 && i == 1 {
+			return stopAt
+		}
+		return nil
+	}
+	if err := ts.run(t, ctx, 1); !errors.Is(err, stopAt) {
+		t.Fatalf("run: %v, want the test's stop", err)
+	}
+	if n, _ := loadProgress(ts.c.st, 1); n != 1 {
+		t.Fatalf("progress %d after one command", n)
+	}
+	if err := ts.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A new crawler over the same database and directory resumes the update.
+	var applied []int
+	newCrawler(t, ts, Options{Width: 500, PerHost: 20, BatchOps: 50})
+	ts.c.afterCommand = func(round uint64, i int) error {
+		if round == 1 {
+			applied = append(applied, i)
+		}
+		return nil
+	}
+	defer ts.c.Close()
+	if err := ts.run(t, ctx, 0); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if len(applied) == 0 || applied[0] != 2 {
+		t.Fatalf("resumed update applied commands %v, want from 2 on", applied)
+	}
+	cashOff, histOff := conservation(t, ts.c)
+	if math.Abs(cashOff) > 1e-9*ts.c.Status().Injected || math.Abs(histOff) > 1e-9*ts.c.Status().Spent {
+		t.Fatalf("after resume: cash off by %g, history off by %g", cashOff, histOff)
+	}
+	if c := ts.db.Store().Counts(); c.ByStatus[store.StatusFetched] < 100 {
+		t.Fatalf("only %d pages fetched", c.ByStatus[store.StatusFetched])
+	}
+}
+
+func mustResolver(t *testing.T, addr string) *dnscache.Resolver {
+	t.Helper()
+	r, err := dnscache.New(dnscache.Options{Server: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
