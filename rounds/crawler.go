@@ -109,7 +109,7 @@ type Crawler struct {
 	// afterCommand, if set (tests), runs after each update command is
 	// applied (i counts from 1); an error stops the update there.
 	afterCommand func(round uint64, i int) error
-	statsF  *os.File
+	statsF       *os.File
 }
 
 // roundRun is the in-memory side of a round in flight.
