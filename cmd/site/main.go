@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,19 +23,28 @@ import (
 )
 
 func main() {
-	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+	if err := newRoot(os.Stdout, os.Stderr, upSite).Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "site:", err)
 		os.Exit(1)
 	}
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+// upFunc runs a site; tests replace it to see the configuration.
+type upFunc func(ctx context.Context, cfg site.Config, log *slog.Logger, progress io.Writer) error
+
+func upSite(ctx context.Context, cfg site.Config, log *slog.Logger, progress io.Writer) error {
+	return site.Up(ctx, cfg, log, progress)
+}
+
+func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 	root := &cobra.Command{Use: "site", Short: "Run and inspect a Meridian site", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(upCmd(stderr), statusCmd(stdout))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(upCmd(stderr, up), statusCmd(stdout))
 	return root
 }
 
-func upCmd(stderr io.Writer) *cobra.Command {
+func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	cfg := site.DefaultConfig()
 	var configFile, logLevel string
 	var websimSeed uint
@@ -74,7 +84,7 @@ func upCmd(stderr io.Writer) *cobra.Command {
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return site.Up(ctx, cfg, log, stderr)
+			return up(ctx, cfg, log, stderr)
 		},
 	}
 	f := cmd.Flags()

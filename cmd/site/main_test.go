@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// capture runs the command line and returns the configuration `up` got.
+func capture(t *testing.T, args ...string) (site.Config, error) {
+	t.Helper()
+	var got site.Config
+	up := func(_ context.Context, cfg site.Config, _ *slog.Logger, _ io.Writer) error {
+		got = cfg
+		return nil
+	}
+	root := newRoot(io.Discard, io.Discard, up)
+	root.SetArgs(args)
+	return got, root.Execute()
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.conf")
+	os.WriteFile(good, []byte("# a site\nwidth = 123\nper-host = 4\nhost-delay = \"250ms\"\nregion = eu\n"), 0o644)
+	cfg, err := capture(t, "up", "--config", good, "--width", "77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Width != 77 || cfg.PerHost != 4 || cfg.HostDelay != 250*time.Millisecond || cfg.Region != "eu" {
+		t.Fatalf("config %+v: want width 77 (flag wins), per-host 4, host-delay 250ms, region eu from the file", cfg)
+	}
+	bad := filepath.Join(dir, "bad.conf")
+	os.WriteFile(bad, []byte("width = 10\nbogus = 1\nper-host = many\njust words\n"), 0o644)
+	_, err = capture(t, "up", "--config", bad)
+	if err == nil {
+		t.Fatal("bad config file accepted")
+	}
+	for _, want := range []string{"bad.conf:2: unknown setting \"bogus\"", "bad.conf:3: per-host", "bad.conf:4: want name = value"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if _, err := capture(t, "up", "--config", filepath.Join(dir, "missing.conf")); err == nil || !strings.Contains(err.Error(), "missing.conf") {
+		t.Errorf("missing config file: %v", err)
+	}
+}
+
+func TestSeedsTurnWebsimOff(t *testing.T) {
+	cfg, err := capture(t, "up", "--seeds", "s.txt")
+	if err != nil || cfg.Websim != "off" {
+		t.Fatalf("with --seeds: websim %q, err %v", cfg.Websim, err)
+	}
+	cfg, err = capture(t, "up", "--seeds", "s.txt", "--websim", "clean")
+	if err != nil || cfg.Websim != "clean" {
+		t.Fatalf("with --seeds and --websim clean: websim %q, err %v", cfg.Websim, err)
+	}
+	cfg, err = capture(t, "up")
+	if err != nil || cfg.Websim != "realistic" {
+		t.Fatalf("default: websim %q, err %v", cfg.Websim, err)
+	}
+}
+
+// TestUpAndStatus runs the real `site up` on a tiny in-process websim for
+// two rounds, with `site status` asked while it runs, and bad seed lines.
+func TestUpAndStatus(t *testing.T) {
+	data := t.TempDir()
+	seeds := filepath.Join(t.TempDir(), "seeds.txt")
+	os.WriteFile(seeds, []byte("# seeds\nhttp://h0.zz.test/\nmailto:someone@example.test\nhttp://[::1\n\nhttp://h1.zz.test/x\n"), 0o644)
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot(io.Discard, &stderr, upSite)
+		root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "clean", "--websim-hosts", "5",
+			"--websim-pages", "5", "--seeds", seeds, "--rounds", "2", "--host-delay", "10ms", "--progress", "50ms", "--log-level", "warn"})
+		done <- root.Execute()
+	}()
+	var status map[string]any
+	deadline := time.Now().Add(60 * time.Second)
+	for status == nil && time.Now().Before(deadline) {
+		var out bytes.Buffer
+		root := newRoot(&out, io.Discard, upSite)
+		root.SetArgs([]string{"status", "--data", data})
+		if root.Execute() == nil {
+			if err := json.Unmarshal(out.Bytes(), &status); err != nil {
+				t.Fatalf("status output is not JSON: %v\n%s", err, out.String())
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("up: %v\n%s", err, stderr.String())
+	}
+	if status == nil || status["region"] != "local" || status["phase"] == nil || status["round"] == nil {
+		t.Fatalf("status %v", status)
+	}
+	log := stderr.String()
+	for _, want := range []string{"line=3", "line=4", "round 2", "fetched"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "line=2 ") || strings.Contains(log, "line=6") {
+		t.Errorf("good seed lines reported as bad:\n%s", log)
+	}
+	lines, err := os.ReadFile(filepath.Join(data, "stats", "rounds.jsonl"))
+	if err != nil || bytes.Count(lines, []byte("\n")) != 2 {
+		t.Fatalf("rounds.jsonl after 2 rounds: %q, %v", lines, err)
+	}
+	warcs, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
+	if len(warcs) == 0 {
+		t.Fatal("no WARC file")
+	}
+	// Once stopped, status says so.
+	root := newRoot(io.Discard, io.Discard, upSite)
+	root.SetArgs([]string{"status", "--data", data})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "no site answering") {
+		t.Fatalf("status of a stopped site: %v", err)
+	}
+}
