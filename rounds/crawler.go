@@ -104,6 +104,7 @@ type Crawler struct {
 	seen    map[uint64]struct{} // content fingerprints fetched
 	fetched sync.Map            // host → *atomic.Int64 pages fetched (for the budget)
 
+	orphans [][]byte // encoded sitemap results that came when no round was open
 	events  chan event
 	statsMu sync.Mutex
 	// afterCommand, if set (tests), runs after each update command is
@@ -265,6 +266,19 @@ func (c *Crawler) putState(ctx context.Context, b *store.Batch, s State) error {
 func (c *Crawler) OnResult(res *fetcher.Result) {
 	c.mu.Lock()
 	r := c.running[res.Round]
+	if (r == nil || r.closed.Load()) && res.Kind == fetcher.KindSitemap {
+		// A sitemap can finish after the round that asked for it: its
+		// URLs go with the newest round still fetching, or wait for the
+		// next one.
+		r = c.openRoundLocked()
+		if r == nil {
+			if len(c.orphans) < maxOrphans {
+				c.orphans = append(c.orphans, appendResult(nil, res))
+			}
+			c.mu.Unlock()
+			return
+		}
+	}
 	c.mu.Unlock()
 	if r == nil || r.closed.Load() {
 		return // a round stopped or unknown: its state on disk decides
@@ -283,6 +297,20 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 		c.send(event{kind: "fetched", round: r.round})
 	}
 }
+
+// openRoundLocked returns the newest round whose fetch segment is open.
+func (c *Crawler) openRoundLocked() *roundRun {
+	var best *roundRun
+	for _, r := range c.running {
+		if !r.closed.Load() && r.seg != nil && (best == nil || r.round > best.round) {
+			best = r
+		}
+	}
+	return best
+}
+
+// maxOrphans bounds the sitemap results kept while no round is fetching.
+const maxOrphans = 10_000
 
 // send queues an event for the run loop. There are a few events per round
 // and the queue holds many rounds' worth; a full queue means the loop is

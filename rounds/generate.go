@@ -195,7 +195,14 @@ func (c *Crawler) startFetch(r *roundRun, f Fetcher) error {
 	r.fetchAt = c.o.Now()
 	c.mu.Lock()
 	c.running[r.round] = r
+	orphans := c.orphans
+	c.orphans = nil
 	c.mu.Unlock()
+	if len(orphans) > 0 {
+		if err := r.seg.AppendBatch(orphans); err != nil {
+			return fmt.Errorf("rounds: round %d: write sitemap results: %w", r.round, err)
+		}
+	}
 	if len(jobs) == 0 {
 		c.send(event{kind: "fetched", round: r.round})
 		return nil
