@@ -43,7 +43,8 @@ type Options struct {
 	MemoryBudget int64
 	// KeepFiles keeps each round's files after its update (default: removed).
 	KeepFiles bool
-	// OnRound, if set, receives each round's statistics when it completes.
+	// OnRound, if set, receives each round's statistics when it completes,
+	// before the next update begins (it must not block for long).
 	OnRound func(RoundStats)
 	Logger  *slog.Logger
 	Now     func() time.Time

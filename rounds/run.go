@@ -75,6 +75,9 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 				return
 			case round := <-updates:
 				st, err := c.update(uctx, round)
+				if err == nil && c.o.OnRound != nil {
+					c.o.OnRound(st) // before the next update starts
+				}
 				select {
 				case updatedC <- updated{round, st, err}:
 				case <-uctx.Done():
@@ -109,13 +112,9 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 	for {
 		c.mu.Lock()
 		fetching, inUpdate := 0, 0
-		var lowest *roundRun
 		for _, a := range c.state.Active {
 			if a.Phase == PhaseFetch {
 				fetching++
-				if r := c.running[a.Round]; r != nil && (lowest == nil || r.round < lowest.round) {
-					lowest = r
-				}
 			} else {
 				inUpdate++
 			}
@@ -136,10 +135,12 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			}
 			retryAt = c.o.Now().Add(backoffPoll)
 		}
-		// Generate when nothing is fetching, or when the one round
-		// fetching is down to its tail, and at most one update waits.
-		tail := lowest != nil && lowest.pending.Load() <= int64(max(c.o.Width/10, 64))
-		if !limitReached && !frontierEmpty && inUpdate <= 1 && (fetching == 0 || (fetching == 1 && tail)) {
+		// Generate when nothing is fetching, or when the fetcher is
+		// running dry (the rounds fetching are down to their tails: hosts
+		// waiting out their delays), with a few rounds fetching at most
+		// and at most one update waiting.
+		dry := f.Stats().Queued <= int64(max(c.o.Width/4, 64))
+		if !limitReached && !frontierEmpty && inUpdate <= 1 && (fetching == 0 || (fetching < maxFetching && dry)) {
 			c.setPhase(PhaseGenerate)
 			r, err := c.generate(ctx)
 			if err != nil {
@@ -188,9 +189,6 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			c.mu.Unlock()
 			if err := c.writeStats(u.stats); err != nil {
 				return err
-			}
-			if c.o.OnRound != nil {
-				c.o.OnRound(u.stats)
 			}
 			c.log.Info("rounds: round done", "round", u.round, "fetched", u.stats.Fetched, "new_urls", u.stats.NewURLs)
 		case <-tick.C:
@@ -278,6 +276,9 @@ func (c *Crawler) resume(ctx context.Context, f Fetcher) error {
 	}
 	return nil
 }
+
+// maxFetching is the most rounds fetching at once.
+const maxFetching = 4
 
 // backoffPoll is how often generate looks again while the only URLs left
 // belong to hosts backing off.
