@@ -35,6 +35,8 @@ type Options struct {
 	MaxDepth   uint32 // links deeper than this are not followed; 0 → 32
 	HostBudget int    // pages fetched per host at most; 0 → 20,000
 	MaxRetries int    // transient failures before a URL is given up; 0 → 3
+	// MaxRedirects is the longest chain of redirects followed; 0 → 10.
+	MaxRedirects int
 	// BatchOps is the number of operations per crawl-database command; 0 → 10,000.
 	BatchOps int
 	// Workers for the update's map and reduce; 0 → GOMAXPROCS.
@@ -65,6 +67,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.MaxRetries <= 0 {
 		o.MaxRetries = 3
+	}
+	if o.MaxRedirects <= 0 {
+		o.MaxRedirects = 10
 	}
 	if o.BatchOps <= 0 {
 		o.BatchOps = 10_000

@@ -235,11 +235,13 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	var mu sync.Mutex
 	var fetchOps []store.FetchResult
 	var requeues []string
+	var hops []redirectHop
 	var virtual, spent opic.Sum
 	seen := map[string]bool{} // a URL's result counts once
 	err = mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk [][]byte) error {
 		var ops []store.FetchResult
 		var requeue []string
+		var hopsOut []redirectHop
 		var v opic.Sum
 		for _, raw := range chunk {
 			fr, err := decodeFetch(raw)
@@ -294,7 +296,16 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			case fr.Status == store.StatusFetched:
 				links = fr.Links
 			case fr.Status == store.StatusRedirect && fr.RedirectTo != "" && fr.RedirectTo != fr.URL:
-				links = []string{fr.RedirectTo}
+				// A redirect target is a link, unless the chain that led
+				// here is already MaxRedirects long.
+				hops, err := c.redirectHops(fr.URL)
+				if err != nil {
+					return err
+				}
+				if hops < c.o.MaxRedirects {
+					links = []string{fr.RedirectTo}
+					hopsOut = append(hopsOut, redirectHop{fr.RedirectTo, hops + 1})
+				}
 			}
 			if fr.Depth+1 > c.o.MaxDepth {
 				links = nil
@@ -310,6 +321,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		mu.Lock()
 		fetchOps = append(fetchOps, ops...)
 		requeues = append(requeues, requeue...)
+		hops = append(hops, hopsOut...)
 		virtual.Add(v.Value())
 		mu.Unlock()
 		return nil
@@ -369,6 +381,14 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			}
 		}
 	}
+	for _, h := range hops {
+		b.PutUser(redirectKey(h.target), binary.AppendUvarint(nil, uint64(h.hops)))
+		if b.Len() >= c.o.BatchOps {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
 	for _, u := range requeues {
 		if seen[u] {
 			continue
@@ -415,4 +435,30 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
 	return nil
+}
+
+// redirectHop is the length of the redirect chain that reaches target.
+type redirectHop struct {
+	target string
+	hops   int
+}
+
+// redirectKey names the node-layer key holding the redirect chain length
+// of a URL reached by redirects (by fingerprint: URLs may be long).
+func redirectKey(u string) string { return fmt.Sprintf("rounds/redirect/%016x", store.Fingerprint(u)) }
+
+// redirectHops returns how many redirects led to u (0 if none).
+func (c *Crawler) redirectHops(u string) (int, error) {
+	b, err := c.st.User(redirectKey(u))
+	if err != nil {
+		return 0, fmt.Errorf("rounds: redirect chain of %s: %w", u, err)
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, fmt.Errorf("rounds: redirect chain of %s: %w", u, errRecord)
+	}
+	return int(n), nil
 }

@@ -36,6 +36,7 @@ type Config struct {
 	Backoff       time.Duration // first back-off of a failing host (doubles per failure)
 	BackoffMax    time.Duration // longest back-off
 	MaxRetries    int           // transient failures before a URL is given up
+	MaxRedirects  int           // longest redirect chain followed
 	UserAgent     string
 	WARCSize      int64  // rotate WARC files past this many bytes
 	Scope         string // comma-separated host suffixes to stay within ("" → anything)
@@ -57,7 +58,7 @@ func DefaultConfig() Config {
 		Region: "local", Data: "meridian-data", Width: 10_000, PerHost: 10,
 		HostDelay: time.Second, MaxCrawlDelay: 30 * time.Second, Listen: "127.0.0.1:7077", Workers: 256,
 		MaxDepth: 32, HostBudget: 20_000, MaxBody: 8 << 20, Timeout: 30 * time.Second,
-		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3,
+		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3, MaxRedirects: 10,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
 	}
@@ -102,6 +103,9 @@ func (c Config) Validate() error {
 	}
 	if c.Backoff <= 0 || c.BackoffMax < c.Backoff {
 		bad("--backoff must be positive and at most --backoff-max")
+	}
+	if c.MaxRedirects < 1 {
+		bad("--max-redirects must be at least 1, got %d", c.MaxRedirects)
 	}
 	if c.MaxRetries < 1 {
 		bad("--max-retries must be at least 1, got %d", c.MaxRetries)

@@ -237,7 +237,7 @@ func TestCrawlRealistic(t *testing.T) {
 func TestCrawlHostile(t *testing.T) {
 	cfg := testConfig(t, "hostile")
 	cfg.WebsimHosts = 24
-	cfg.MaxDepth, cfg.HostBudget = 12, 120
+	cfg.MaxDepth, cfg.HostBudget, cfg.MaxRedirects = 12, 120, 5
 	cfg.MaxBody = 256 << 10
 	cfg.Timeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -286,6 +286,12 @@ func TestCrawlHostile(t *testing.T) {
 		fate, inStats := troubled[h.Name]
 		t.Logf("%-16s %-10v websim requests %4d statuses %v; troubled %v %+v", h.Name, h.Role, reqs, statuses(v), inStats, fate)
 		switch h.Role {
+		case synth.RoleChain:
+			// The 30-hop chain answers 302 at every hop: the first
+			// request and MaxRedirects followed hops, no more.
+			if v == nil || v.Statuses[302] != int64(cfg.MaxRedirects+1) {
+				t.Errorf("%s: %v 302 answers, want the chain cut after %d redirects", h.Name, statuses(v), cfg.MaxRedirects)
+			}
 		case synth.RoleBlackhole, synth.RoleDrip, synth.RoleHuge, synth.RoleBomb:
 			// They fail or are cut: their fate must be in the statistics.
 			if !inStats {

@@ -109,6 +109,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.DurationVar(&cfg.Backoff, "backoff", cfg.Backoff, "first back-off of a failing host; each further failure doubles it")
 	f.DurationVar(&cfg.BackoffMax, "backoff-max", cfg.BackoffMax, "longest back-off of a failing host")
 	f.IntVar(&cfg.MaxRetries, "max-retries", cfg.MaxRetries, "transient failures (timeouts, 5xx) before a URL is given up")
+	f.IntVar(&cfg.MaxRedirects, "max-redirects", cfg.MaxRedirects, "longest chain of redirects followed (each target goes through the frontier)")
 	f.StringVar(&cfg.UserAgent, "user-agent", cfg.UserAgent, "User-Agent header (robots.txt group: meridian)")
 	f.Int64Var(&cfg.WARCSize, "warc-size", cfg.WARCSize, "rotate WARC files past this many bytes")
 	f.StringVar(&cfg.Scope, "scope", cfg.Scope, "comma-separated host suffixes to stay within (default: any)")
