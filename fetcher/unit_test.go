@@ -175,8 +175,11 @@ func TestClassify(t *testing.T) {
 		{"403", 403, nil, "", store.StatusError, false, false, nil, ""},
 		{"451", 451, nil, "", store.StatusError, false, false, nil, ""},
 		{"429", 429, nil, "", store.StatusError, true, true, nil, ""},
-		{"500", 500, nil, "", store.StatusError, true, true, nil, ""},
+		{"500 (the URL's error, not the host's)", 500, nil, "", store.StatusError, true, false, nil, ""},
+		{"501", 501, nil, "", store.StatusError, true, false, nil, ""},
+		{"502", 502, nil, "", store.StatusError, true, true, nil, ""},
 		{"503", 503, nil, "", store.StatusError, true, true, nil, ""},
+		{"504", 504, nil, "", store.StatusError, true, true, nil, ""},
 	} {
 		w.ex.reset()
 		w.ex.gotResponse, w.ex.status, w.ex.statusText = true, c.status, http.StatusText(c.status)

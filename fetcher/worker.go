@@ -184,7 +184,7 @@ type outcome uint8
 
 const (
 	outcomeOK      outcome = iota // a response that says nothing bad about the host
-	outcomeFailure                // 5xx, 429, timeout, connection error: counts toward back-off
+	outcomeFailure                // 429, 502-504, timeout, connection error: counts toward back-off
 	outcomeLocal                  // failed before any request (e.g. an unusable URL)
 	outcomeStopped                // Run ended
 )
@@ -281,9 +281,15 @@ func (w *worker) classify(r *Result) outcome {
 		r.Status, r.RedirectTo = store.StatusRedirect, to
 	case s == http.StatusNotFound || s == http.StatusGone:
 		r.Status = store.StatusGone
-	case s == http.StatusTooManyRequests || s >= 500:
+	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
+		// The server (or what is in front of it) is overloaded or down:
+		// retry the URL and count a failure of the host.
 		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
 		return outcomeFailure
+	case s >= 500:
+		// The server answered, with an error of this URL (500 and the
+		// like): retry the URL later, but the host is fine.
+		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
 	default:
 		r.Status, r.Err = store.StatusError, "fetcher: HTTP "+ex.statusText
 	}
@@ -408,9 +414,16 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 	case s == http.StatusNotFound || s == http.StatusGone:
 		r.Status = store.StatusGone
 		return outcomeOK
-	case s == http.StatusTooManyRequests || s >= 500:
+	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
+		// The server (or what is in front of it) is overloaded or down:
+		// retry the URL and count a failure of the host.
 		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
 		return outcomeFailure
+	case s >= 500:
+		// The server answered, with an error of this URL (500 and the
+		// like): retry the URL later, but the host is fine.
+		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
+		return outcomeOK
 	case s < 200 || s >= 300:
 		r.Status, r.Err = store.StatusError, "fetcher: HTTP "+ex.statusText
 		return outcomeOK
