@@ -338,8 +338,16 @@ func (c *Crawler) Status() Status {
 			phase = PhaseUpdate
 		}
 	}
+	var last *RoundStats
+	if c.last != nil {
+		// The troubled hosts (up to a thousand) stay in rounds.jsonl;
+		// the status keeps their number.
+		l := *c.last
+		l.TroubledCount, l.Troubled = len(l.Troubled), nil
+		last = &l
+	}
 	s := Status{Phase: phase, Next: c.state.Next, Done: c.state.Done, Active: slices.Clone(c.state.Active),
-		Pending: map[uint64]int64{}, Virtual: c.state.Virtual, Injected: c.state.Injected, Spent: c.state.Spent, Last: c.last}
+		Pending: map[uint64]int64{}, Virtual: c.state.Virtual, Injected: c.state.Injected, Spent: c.state.Spent, Last: last}
 	for n, r := range c.running {
 		s.Pending[n] = r.pending.Load()
 	}

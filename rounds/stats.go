@@ -40,6 +40,8 @@ type RoundStats struct {
 	// Troubled lists the hosts whose fetches in this round did not all
 	// succeed (at most maxTroubled of them): their fate in the round.
 	Troubled map[string]*HostFate `json:"troubled_hosts,omitempty"`
+	// TroubledCount is len(Troubled), kept when the map is left out (status).
+	TroubledCount int `json:"troubled_count"`
 }
 
 // HostFate counts what happened to one host's fetches in a round.

@@ -154,6 +154,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	st.Ended = c.o.Now()
 	st.UpdateSeconds = st.Ended.Sub(start).Seconds()
 	st.Targets, st.NewURLs, st.Virtual = tr.Targets, newURLs, tr.Virtual
+	st.TroubledCount = len(st.Troubled)
 	if !c.o.KeepFiles {
 		if err := os.RemoveAll(dir); err != nil {
 			c.log.Warn("rounds: remove round files", "round", round, "err", err)
