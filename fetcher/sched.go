@@ -434,7 +434,7 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// started records that h's request was answered (its first response byte
+// started records that h's request was answered (its response headers
 // came) at time at: the server has surely received it, so the IP's next
 // start counts from here, whatever the scheduling delays on either side.
 func (s *scheduler) started(h *host, at time.Time) {

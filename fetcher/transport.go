@@ -113,6 +113,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.answered() // the server has the request: its IP delay counts from now
 	ex.gotResponse = true
 	ex.status = res.StatusCode
 	ex.proto = res.Proto

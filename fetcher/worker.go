@@ -48,7 +48,7 @@ func newWorker(ctx context.Context, f *Fetcher) *worker {
 	w := &worker{f: f, ctx: ctx, cctx: colly.NewContext(), buf: make([]byte, 0, 512)}
 	w.hdr = http.Header{"User-Agent": {f.o.UserAgent}, "Accept": {"*/*"}}
 	w.ext = links.NewExtractor(f.o.Normalizer, f.o.Scope, f.o.MaxLinks)
-	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn, GotFirstResponseByte: w.gotFirstByte}
+	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn}
 	w.ex.body = make([]byte, 0, 64<<10)
 	c := colly.NewCollector(
 		colly.UserAgent(f.o.UserAgent),
@@ -138,12 +138,12 @@ func (w *worker) gotConn(info httptrace.GotConnInfo) {
 	}
 }
 
-// gotFirstByte tells the scheduler that the server has answered the
-// current request, so it surely received it: the IP delay counts from here.
-// Counting from the connection or the write instead would let scheduling
-// delays on either side bring two arrivals at the server closer than the
-// delay.
-func (w *worker) gotFirstByte() {
+// answered tells the scheduler that the server has answered the current
+// request (its response headers are in), so it surely received it: the IP
+// delay counts from here. Counting from the connection or the write instead
+// would let scheduling delays on either side bring two arrivals at the
+// server closer than the delay. It runs in the worker's goroutine.
+func (w *worker) answered() {
 	if w.cur != nil && w.f.o.IPDelay > 0 {
 		select {
 		case w.f.done <- event{t: w.cur, started: true, at: time.Now()}:
