@@ -193,7 +193,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	}
 	s.db, err = crawldb.Open(ctx, crawldb.Options{
 		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Region + "-1", RaftAddr: raftAddr,
-		NoSync: cfg.NoSync, Logger: log.With("part", "crawldb"),
+		NoSync: cfg.NoSync, Logger: slog.New(quietHandler{log.Handler()}).With("part", "crawldb"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("site: open crawl database: %w", err)
@@ -381,4 +381,21 @@ func (s *Site) close() error {
 		errs = append(errs, s.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// quietHandler passes on a handler's records from Error up only: a
+// one-node site's Raft warns at every start that it is holding an election,
+// which tells an operator nothing.
+type quietHandler struct{ slog.Handler }
+
+func (q quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError && q.Handler.Enabled(ctx, l)
+}
+
+func (q quietHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return quietHandler{q.Handler.WithAttrs(a)}
+}
+
+func (q quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{q.Handler.WithGroup(name)}
 }
