@@ -161,20 +161,7 @@ type FetchResult struct {
 // RecordFetch records a fetch result. A final status moves the URL's cash to
 // its history.
 func (b *Batch) RecordFetch(r FetchResult) {
-	if !r.Retry && (r.Status < StatusFetched || r.Status >= statusCount) {
-		b.fail(fmt.Errorf("%w: fetch status %v for %s", ErrBadOp, r.Status, r.URL))
-		return
-	}
-	b.op(OpFetchResult)
-	b.url(r.URL)
-	st := r.Status
-	if r.Retry {
-		st = StatusUnfetched
-	}
-	b.buf = append(b.buf, byte(st))
-	b.buf = binary.AppendUvarint(b.buf, uint64(r.HTTPStatus))
-	b.buf = appendTime(b.buf, r.At)
-	b.buf = binary.BigEndian.AppendUint64(b.buf, r.ContentFP)
+	b.fetch(OpFetchResult, &r)
 }
 
 // RecordRoundFetch records a fetch of a URL generated in r.Round. It applies
@@ -183,15 +170,21 @@ func (b *Batch) RecordFetch(r FetchResult) {
 // (at most all of it) to its history; cash that arrived after generate stays.
 // A retry returns the URL to the frontier with all its cash.
 func (b *Batch) RecordRoundFetch(r FetchResult) {
-	if !r.Retry && (r.Status < StatusFetched || r.Status >= statusCount) {
-		b.fail(fmt.Errorf("%w: fetch status %v for %s", ErrBadOp, r.Status, r.URL))
-		return
-	}
 	if !validCash(r.Spend) {
 		b.fail(fmt.Errorf("%w: spend %v for %s", ErrBadOp, r.Spend, r.URL))
 		return
 	}
-	b.op(OpRoundFetch)
+	b.fetch(OpRoundFetch, &r)
+}
+
+// fetch adds a fetch operation: the common fields, then for OpRoundFetch
+// the round and the spent cash.
+func (b *Batch) fetch(t OpType, r *FetchResult) {
+	if !r.Retry && (r.Status < StatusFetched || r.Status >= statusCount) {
+		b.fail(fmt.Errorf("%w: fetch status %v for %s", ErrBadOp, r.Status, r.URL))
+		return
+	}
+	b.op(t)
 	b.url(r.URL)
 	st := r.Status
 	if r.Retry {
@@ -201,8 +194,10 @@ func (b *Batch) RecordRoundFetch(r FetchResult) {
 	b.buf = binary.AppendUvarint(b.buf, uint64(r.HTTPStatus))
 	b.buf = appendTime(b.buf, r.At)
 	b.buf = binary.BigEndian.AppendUint64(b.buf, r.ContentFP)
-	b.buf = binary.AppendUvarint(b.buf, r.Round)
-	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(r.Spend))
+	if t == OpRoundFetch {
+		b.buf = binary.AppendUvarint(b.buf, r.Round)
+		b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(r.Spend))
+	}
 }
 
 // PutHost replaces the record of host (a lower-case host name).
