@@ -135,12 +135,16 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			}
 			retryAt = c.o.Now().Add(backoffPoll)
 		}
-		// Generate when nothing is fetching, or when the fetcher is
-		// running dry (the rounds fetching are down to their tails: hosts
-		// waiting out their delays), with a few rounds fetching at most
-		// and at most one update waiting.
+		// Generate when nothing is fetching, or when the one round
+		// fetching is down to its tail (the fetcher running dry: hosts
+		// waiting out their delays), and only once every earlier update
+		// is in: the next round then lags the crawl database by one round
+		// at most. Generating from an older frontier (more rounds in
+		// flight) kept the fetcher as busy but fetched in a worse order
+		// for OPIC: Spearman against PageRank fell from 0.63 to 0.53 on a
+		// 1,000-host crawl of six rounds.
 		dry := f.Stats().Queued <= int64(max(c.o.Width/4, 64))
-		if !limitReached && !frontierEmpty && inUpdate <= 1 && (fetching == 0 || (fetching < maxFetching && dry)) {
+		if !limitReached && !frontierEmpty && inUpdate == 0 && (fetching == 0 || (fetching < maxFetching && dry)) {
 			c.setPhase(PhaseGenerate)
 			r, err := c.generate(ctx)
 			if err != nil {
@@ -278,7 +282,7 @@ func (c *Crawler) resume(ctx context.Context, f Fetcher) error {
 }
 
 // maxFetching is the most rounds fetching at once.
-const maxFetching = 4
+const maxFetching = 2
 
 // backoffPoll is how often generate looks again while the only URLs left
 // belong to hosts backing off.
