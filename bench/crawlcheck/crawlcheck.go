@@ -161,18 +161,34 @@ func Politeness(snap *websim.Snapshot, hostDelay, ipDelay time.Duration, minFor 
 	return out
 }
 
-// PageRank computes PageRank (damping d) over the truth's HTML pages with
-// status 200, following their outlinks to other such pages; dangling pages
-// spread their rank evenly. It returns rank by URL.
+// PageRank computes PageRank (damping d) over the truth's pages with status
+// 200, following their outlinks to other such pages, with session-id URLs
+// taken as their canonical page; dangling pages spread their rank evenly.
+// It returns rank by (canonical) URL.
 func PageRank(truth []synth.Record, d float64, iters int) map[string]float64 {
+	// A URL with a session id is the same page as its canonical form,
+	// which is what a crawler keeps: nodes and links use the canonical URL.
+	canon := map[string]string{}
+	for i := range truth {
+		if r := &truth[i]; r.Canonical != "" && r.Canonical != r.URL {
+			canon[r.URL] = r.Canonical
+		}
+	}
+	name := func(u string) string {
+		if c, ok := canon[u]; ok {
+			return c
+		}
+		return u
+	}
 	idx := map[string]int{}
 	var urls []string
 	for i := range truth {
 		r := &truth[i]
 		if r.Status == 200 && r.Kind != "robots" && r.Kind != "sitemap" {
-			if _, ok := idx[r.URL]; !ok {
-				idx[r.URL] = len(urls)
-				urls = append(urls, r.URL)
+			u := name(r.URL)
+			if _, ok := idx[u]; !ok {
+				idx[u] = len(urls)
+				urls = append(urls, u)
 			}
 		}
 	}
@@ -180,12 +196,12 @@ func PageRank(truth []synth.Record, d float64, iters int) map[string]float64 {
 	out := make([][]int, n)
 	for i := range truth {
 		r := &truth[i]
-		from, ok := idx[r.URL]
+		from, ok := idx[name(r.URL)]
 		if !ok || out[from] != nil {
 			continue
 		}
 		for _, l := range r.Outlinks {
-			if to, ok := idx[l]; ok {
+			if to, ok := idx[name(l)]; ok {
 				out[from] = append(out[from], to)
 			}
 		}

@@ -42,3 +42,21 @@ func TestPageRank(t *testing.T) {
 		t.Fatalf("ranks sum to %v", sum)
 	}
 }
+
+func TestPageRankCanonical(t *testing.T) {
+	// b is linked from a and c only under its session-id form b?sid=1; a
+	// crawler keeps it as b, so the rank must land on b.
+	truth := []synth.Record{
+		{URL: "a", Status: 200, Outlinks: []string{"b?sid=1"}},
+		{URL: "b?sid=1", Canonical: "b", Status: 200, Outlinks: []string{"a"}},
+		{URL: "b", Canonical: "b", Status: 200, Outlinks: []string{"a"}},
+		{URL: "c", Status: 200, Outlinks: []string{"b?sid=1"}},
+	}
+	pr := PageRank(truth, 0.85, 100)
+	if _, ok := pr["b?sid=1"]; ok {
+		t.Fatalf("session URL kept as its own page: %v", pr)
+	}
+	if !(pr["b"] > pr["a"] && pr["a"] > pr["c"]) {
+		t.Fatalf("ranks %v", pr)
+	}
+}
