@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/meridian-crawler/meridian/websim"
@@ -568,22 +567,14 @@ func startChild(ctx context.Context, cfg *WebsimConfig) (_ *child, err error) {
 	}
 	o := cfg.webOptions(80)
 	ready := filepath.Join(tmp, "ready")
-	cctx, cancel := context.WithCancel(context.Background()) // ended by stop, not by ctx
-	cmd := exec.CommandContext(cctx, bin, "serve", "--port", "0", "--ready-file", ready, "--log-level", "warn",
+	c, err := startProcess(bin, []string{"serve", "--port", "0", "--ready-file", ready, "--log-level", "warn",
 		"--hosts", strconv.Itoa(o.Hosts), "--pages", strconv.Itoa(o.Pages), "--page-bytes", strconv.Itoa(o.PageBytes),
 		"--ips", strconv.Itoa(o.IPs), "--ip-base", o.IPBase.String(), "--seed", strconv.FormatUint(o.Seed, 10),
-		"--profile", o.Profile.String())
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = stopTimeout
-	out := &tailBuffer{max: 8 << 10}
-	cmd.Stdout, cmd.Stderr = out, out
-	setChildAttrs(cmd)
-	if err := cmd.Start(); err != nil {
-		cancel()
+		"--profile", o.Profile.String()}, &tailBuffer{max: 8 << 10}, stopTimeout)
+	if err != nil {
 		return nil, fmt.Errorf("bench: start websim: %w", err)
 	}
-	c := &child{cmd: cmd, cancel: cancel, waitErr: make(chan error, 1), tmp: tmp, out: out}
-	go func() { c.waitErr <- cmd.Wait() }()
+	c.tmp = tmp
 	port, err := c.waitReady(ctx, ready)
 	if err != nil {
 		c.stop()
@@ -655,15 +646,7 @@ func buildWebsim(ctx context.Context, root, dir string) (string, error) {
 			return "", err
 		}
 	}
-	bin := filepath.Join(dir, "websim")
-	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/websim")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bench: go build ./cmd/websim in %s: %w: %s", root, err, bytes.TrimSpace(out))
-	}
-	return bin, nil
+	return buildCmd(ctx, root, dir, "websim")
 }
 
 // moduleRoot finds the directory of Meridian's go.mod: the parent of this
