@@ -295,6 +295,14 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			a.move(rec, StatusUnfetched)
 			sl.dirty, res.Applied = true, true
 			return res, a.del(genKey(nil, rec.Round, &sl.parts), nil)
+		case OpRevisit:
+			if !sl.curFound || rec.Status != StatusFetched {
+				return res, nil
+			}
+			moved := min(o.cash, rec.Cash)
+			rec.History += moved
+			rec.Cash -= moved
+			sl.dirty, res.Applied = true, true
 		case OpFetchResult, OpRoundFetch:
 			if !sl.curFound {
 				return res, nil

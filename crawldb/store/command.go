@@ -28,6 +28,7 @@ const (
 	OpPutDomain                       // set a domain's coordinates
 	OpPutUser                         // set a key of the node layer's table
 	OpRoundFetch                      // record a fetch of a URL generated in a given round; only the spent cash → history
+	OpRevisit                         // a fetched URL's stored outlinks were given some of its cash: that cash → history
 	opCount
 )
 
@@ -175,6 +176,20 @@ func (b *Batch) RecordRoundFetch(r FetchResult) {
 		return
 	}
 	b.fetch(OpRoundFetch, &r)
+}
+
+// Revisit records that spend of a fetched URL's cash was distributed over
+// its stored outlinks without a new fetch (OPIC's visit, done from a link
+// store): min(spend, cash) moves to its history. It applies only while the
+// URL's status is StatusFetched.
+func (b *Batch) Revisit(url string, spend float64) {
+	if !validCash(spend) {
+		b.fail(fmt.Errorf("%w: spend %v for %s", ErrBadOp, spend, url))
+		return
+	}
+	b.op(OpRevisit)
+	b.url(url)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(spend))
 }
 
 // fetch adds a fetch operation: the common fields, then for OpRoundFetch
@@ -373,6 +388,12 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.round = d.uvarint()
 		case OpRequeue:
 			o.rawURL = d.bytes(MaxURLLen)
+		case OpRevisit:
+			o.rawURL = d.bytes(MaxURLLen)
+			o.cash = d.f64()
+			if !validCash(o.cash) && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: spend %v", ErrCorruptCommand, len(ops)-base, o.cash)
+			}
 		case OpFetchResult, OpRoundFetch:
 			o.rawURL = d.bytes(MaxURLLen)
 			o.status = Status(d.byte1())

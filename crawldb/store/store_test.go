@@ -166,6 +166,15 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 			m.move(rec, StatusUnfetched)
 			res.Applied = true
 		}
+	case k < 80 && k >= 77:
+		spend := r.Float64() * 2
+		b.Revisit(u, spend)
+		if rec != nil && rec.Status == StatusFetched {
+			moved := min(spend, rec.Cash)
+			rec.History += moved
+			rec.Cash -= moved
+			res.Applied = true
+		}
 	case k < 80:
 		fr := FetchResult{URL: u, Status: Status(int(StatusFetched) + r.IntN(int(statusCount-StatusFetched))), HTTPStatus: 200, At: at, ContentFP: r.Uint64(), Retry: r.IntN(5) == 0}
 		round := k >= 73
@@ -525,6 +534,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	b.PutHost("a.test", HostRecord{Robots: []byte("User-agent: *")})
 	b.SentCheckAdd(3, 10)
 	b.PutDomain("a.test", 1, 2)
+	b.Revisit("http://a.test/", 0.5)
 	cmd, _ := b.Encode()
 	f.Add(slices.Clone(cmd))
 	f.Add([]byte{cmdMagic, cmdVersion, 0, 0, 0, 0, 0})
@@ -759,4 +769,52 @@ func upsertBatch(from, n int) *Batch {
 		b.UpsertCash(fmt.Sprintf("http://h%d.test/p/%d", i%9, i), 1, 0)
 	}
 	return b
+}
+
+// TestRevisit: a revisit moves at most the URL's cash to its history, and
+// only for a fetched URL.
+func TestRevisit(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	b := NewBatch()
+	for _, u := range []string{"http://a.test/f", "http://a.test/u", "http://a.test/e"} {
+		b.UpsertCash(u, 1, 0)
+	}
+	b.RecordFetch(FetchResult{URL: "http://a.test/f", Status: StatusFetched, HTTPStatus: 200})
+	b.RecordFetch(FetchResult{URL: "http://a.test/e", Status: StatusError, HTTPStatus: 500})
+	b.UpsertCash("http://a.test/f", 2, 1)
+	b.UpsertCash("http://a.test/e", 2, 1)
+	applyT(t, s, 1, b)
+	tests := []struct {
+		url           string
+		spend         float64
+		applied       bool
+		cash, history float64
+	}{
+		{"http://a.test/f", 0.5, true, 1.5, 1.5},
+		{"http://a.test/f", 4, true, 0, 3}, // at most the cash it has
+		{"http://a.test/u", 0.5, false, 1, 0},
+		{"http://a.test/e", 0.5, false, 2, 1},
+		{"http://a.test/none", 0.5, false, 0, 0},
+	}
+	for i, tc := range tests {
+		b := NewBatch()
+		b.Revisit(tc.url, tc.spend)
+		res := applyT(t, s, uint64(i+2), b)
+		if res.Ops[0].Applied != tc.applied {
+			t.Errorf("revisit %s %v: applied %v", tc.url, tc.spend, res.Ops[0].Applied)
+		}
+		rec, _, err := s.Get(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Cash != tc.cash || rec.History != tc.history {
+			t.Errorf("revisit %s %v: cash %v history %v, want %v %v", tc.url, tc.spend, rec.Cash, rec.History, tc.cash, tc.history)
+		}
+	}
+	b = NewBatch()
+	b.Revisit("http://a.test/f", math.NaN())
+	if _, err := b.Encode(); !errors.Is(err, ErrBadOp) {
+		t.Fatalf("NaN spend: %v", err)
+	}
 }
