@@ -28,6 +28,26 @@ func Split(cash float64, n int) (share, virtual float64) {
 	return cash / float64(n), 0
 }
 
+// DefaultDamping is the share of a page's distributed cash that follows
+// its outlinks, PageRank's usual damping factor.
+const DefaultDamping = 0.85
+
+// Damp divides the cash a page distributes into the share that follows its
+// outlinks (d of it) and the share that goes to the virtual page. The virtual
+// page spreads its cash over pages at large, as PageRank's random jump does:
+// without it, cash that enters a group of pages linking only among
+// themselves (most of a site) stays there, and a page's score says more
+// about which site it is on than about its links. d is clamped to [0, 1];
+// follow + virtual equals cash up to rounding.
+func Damp(cash, d float64) (follow, virtual float64) {
+	if cash <= 0 {
+		return 0, 0
+	}
+	d = min(max(d, 0), 1)
+	follow = cash * d
+	return follow, cash - follow
+}
+
 // Spread divides the virtual page's cash evenly over n pages. With n <= 0
 // nothing is spread and the virtual page keeps it all.
 func Spread(virtual float64, n int) (each, kept float64) {

@@ -132,3 +132,29 @@ func TestConservationOverRounds(t *testing.T) {
 		}
 	}
 }
+
+func TestDamp(t *testing.T) {
+	for _, tc := range []struct {
+		cash, d, follow, virt float64
+	}{
+		{1, 0.85, 0.85, 0.15000000000000002},
+		{2, 1, 2, 0},
+		{2, 0, 0, 2},
+		{2, 1.5, 2, 0}, // clamped
+		{0, 0.85, 0, 0},
+		{-1, 0.85, 0, 0},
+	} {
+		f, v := Damp(tc.cash, tc.d)
+		if f != tc.follow || v != tc.virt {
+			t.Errorf("Damp(%v, %v) = %v, %v; want %v, %v", tc.cash, tc.d, f, v, tc.follow, tc.virt)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		c, d := r.Float64()*10, r.Float64()
+		f, v := Damp(c, d)
+		if f < 0 || v < 0 || math.Abs(f+v-c) > 1e-12*c {
+			t.Fatalf("Damp(%v, %v) = %v, %v: does not add up", c, d, f, v)
+		}
+	}
+}
