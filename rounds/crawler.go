@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/segment"
 )
 
@@ -43,6 +44,17 @@ type Options struct {
 	Workers int
 	// MemoryBudget for the update's shuffle before it spills; 0 → 256 MiB.
 	MemoryBudget int64
+	// Damping is the share of the cash a page distributes that follows its
+	// outlinks; the rest goes to the virtual page (see opic.Damp).
+	// 0 → opic.DefaultDamping (0.85); 1 → all of it follows the links.
+	Damping float64
+	// Revisits is how many fetched pages per update pass on the cash that
+	// reached them after their fetch, over their stored outlinks (OPIC's
+	// visit without a refetch); 0 → Width/8, negative → none.
+	Revisits int
+	// LinkMemory bounds the memory of the outlinks kept for revisits;
+	// 0 → 64 MiB.
+	LinkMemory int64
 	// KeepFiles keeps each round's files after its update (default: removed).
 	KeepFiles bool
 	// OnRound, if set, receives each round's statistics when it completes,
@@ -80,6 +92,15 @@ func (o *Options) ensureDefaults() {
 	if o.MemoryBudget <= 0 {
 		o.MemoryBudget = 256 << 20
 	}
+	if o.Damping <= 0 || o.Damping > 1 {
+		o.Damping = opic.DefaultDamping
+	}
+	if o.Revisits == 0 {
+		o.Revisits = max(o.Width/8, 1)
+	}
+	if o.LinkMemory <= 0 {
+		o.LinkMemory = 64 << 20
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +127,7 @@ type Crawler struct {
 	last    *RoundStats
 
 	hosts   *hostStore
+	links   *linkStore // outlinks of fetched pages for revisits; nil → none
 	seenMu  sync.Mutex
 	seen    map[uint64]struct{} // content fingerprints fetched
 	fetched sync.Map            // host → *atomic.Int64 pages fetched (for the budget)
@@ -158,6 +180,9 @@ func New(o Options) (*Crawler, error) {
 		phase:   "idle",
 	}
 	c.hosts = newHostStore(c)
+	if c.o.Revisits > 0 {
+		c.links = newLinkStore(c.o.LinkMemory)
+	}
 	s, err := loadState(c.st)
 	if err != nil {
 		return nil, err

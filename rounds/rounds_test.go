@@ -176,10 +176,11 @@ func conservation(t *testing.T, c *Crawler) (cashOff, histOff float64) {
 // invariant after every round.
 func TestConservationEveryRound(t *testing.T) {
 	ts := startSite(t, synth.Realistic, 30, 8)
-	rounds := 0
+	rounds, revisits := 0, 0
 	var c *Crawler
 	newCrawler(t, ts, Options{Width: 40, PerHost: 2, OnRound: func(st RoundStats) {
 		rounds++
+		revisits += st.Revisits
 		cashOff, histOff := conservation(t, c)
 		if math.Abs(cashOff) > 1e-9*c.Status().Injected || math.Abs(histOff) > 1e-9*max(1, c.Status().Spent) {
 			t.Errorf("round %d: cash off by %g, history off by %g", st.Round, cashOff, histOff)
@@ -202,9 +203,9 @@ func TestConservationEveryRound(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("%d rounds, %d URLs retried", rounds, retried)
-	if rounds < 10 || retried == 0 {
-		t.Fatalf("%d rounds and %d retried URLs: the test should cover many rounds with refetches", rounds, retried)
+	t.Logf("%d rounds, %d URLs retried, %d revisits", rounds, retried, revisits)
+	if rounds < 10 || retried == 0 || revisits < rounds {
+		t.Fatalf("%d rounds, %d retried URLs, %d revisits: the test should cover many rounds with refetches and revisits", rounds, retried, revisits)
 	}
 	if s := c.Status(); s.Spent <= s.Injected {
 		t.Errorf("spent %v not above injected %v: cash did not circulate", s.Spent, s.Injected)

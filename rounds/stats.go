@@ -37,6 +37,10 @@ type RoundStats struct {
 	NewURLs  int64            `json:"new_urls"` // of which new to the crawl database
 	WaitSecs float64          `json:"politeness_wait_s"`
 	Virtual  float64          `json:"virtual_cash"` // the virtual page's cash after the round
+	// Revisits counts the stored pages whose cash the update passed on
+	// over their outlinks without a refetch; RevisitCash is that cash.
+	Revisits    int     `json:"revisits"`
+	RevisitCash float64 `json:"revisit_cash"`
 	// Troubled lists the hosts whose fetches in this round did not all
 	// succeed (at most maxTroubled of them): their fate in the round.
 	Troubled map[string]*HostFate `json:"troubled_hosts,omitempty"`

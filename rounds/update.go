@@ -63,8 +63,11 @@ func (creditCodec) Decode(b []byte) (credit, error) {
 type updateTrailer struct {
 	Commands int     `json:"commands"`
 	Targets  int64   `json:"targets"`
-	Spent    float64 `json:"spent"`   // cash the round's fetches distributed
+	Spent    float64 `json:"spent"`   // cash the round's fetches and revisits distributed
 	Virtual  float64 `json:"virtual"` // the virtual page's cash after this update
+	// Revisits and RevisitCash: stored pages that passed their cash on, and how much.
+	Revisits    int     `json:"revisits,omitempty"`
+	RevisitCash float64 `json:"revisit_cash,omitempty"`
 }
 
 // update folds a fetched round into the crawl database: it prepares the
@@ -154,6 +157,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	st.Ended = c.o.Now()
 	st.UpdateSeconds = st.Ended.Sub(start).Seconds()
 	st.Targets, st.NewURLs, st.Virtual = tr.Targets, newURLs, tr.Virtual
+	st.Revisits, st.RevisitCash = tr.Revisits, tr.RevisitCash
 	st.TroubledCount = len(st.Troubled)
 	if !c.o.KeepFiles {
 		if err := os.RemoveAll(dir); err != nil {
@@ -239,6 +243,10 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	var hops []redirectHop
 	var virtual, spent opic.Sum
 	seen := map[string]bool{} // a URL's result counts once
+	revisits, revisitCash, err := c.revisit(ctx, sh, &virtual)
+	if err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
+	}
 	err = mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk [][]byte) error {
 		var ops []store.FetchResult
 		var requeue []string
@@ -311,8 +319,16 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			if fr.Depth+1 > c.o.MaxDepth {
 				links = nil
 			}
-			share, toVirtual := opic.Split(fr.Cash, len(links))
+			follow, damped := fr.Cash, 0.0
+			if fr.Status == store.StatusFetched { // a redirect passes all of it on
+				follow, damped = opic.Damp(fr.Cash, c.o.Damping)
+			}
+			share, toVirtual := opic.Split(follow, len(links))
+			v.Add(damped)
 			v.Add(toVirtual)
+			if fr.Status == store.StatusFetched && len(links) > 0 {
+				c.links.offer(fr.URL, fr.Depth, links, fr.Cash)
+			}
 			for _, l := range links {
 				if err := sh.Emit([]byte(l), credit{cash: share, depth: fr.Depth + 1}); err != nil {
 					return err
@@ -342,6 +358,9 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	fetchOps = kept
 	for _, op := range fetchOps {
 		spent.Add(op.Spend)
+	}
+	for _, r := range revisits {
+		spent.Add(r.spend)
 	}
 
 	parts := make([][]target, 16)
@@ -382,6 +401,14 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			}
 		}
 	}
+	for _, r := range revisits {
+		b.Revisit(r.url, r.spend)
+		if b.Len() >= c.o.BatchOps {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
 	for _, h := range hops {
 		b.PutUser(redirectKey(h.target), binary.AppendUvarint(nil, uint64(h.hops)))
 		if b.Len() >= c.o.BatchOps {
@@ -403,6 +430,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 	}
 	for _, p := range parts {
+		c.links.credit(p, each)
 		for _, t := range p {
 			b.UpsertCash(t.url, t.cash+each, t.depth)
 			if b.Len() >= c.o.BatchOps {
@@ -417,7 +445,8 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			return err
 		}
 	}
-	tr, _ := json.Marshal(updateTrailer{Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual})
+	tr, _ := json.Marshal(updateTrailer{Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
+		Revisits: len(revisits), RevisitCash: revisitCash})
 	part := filepath.Join(dir, updateFile+".part")
 	os.Remove(part)
 	w, err := segment.Create(part)
@@ -462,4 +491,50 @@ func (c *Crawler) redirectHops(u string) (int, error) {
 		return 0, fmt.Errorf("rounds: redirect chain of %s: %w", u, errRecord)
 	}
 	return int(n), nil
+}
+
+// plannedRevisit is a revisit an update carries: spend of url's cash goes
+// to its history and, damped, over its stored outlinks.
+type plannedRevisit struct {
+	url   string
+	spend float64
+}
+
+// revisit picks the stored pages owed the most cash, reads the cash each
+// has now, and emits it over their outlinks into sh (the damped part and
+// any rounding into virtual). The cash read is what the update's Revisit
+// operations move: nothing else changes a fetched page's cash between the
+// read and the update, which is the only writer of cash and runs alone.
+func (c *Crawler) revisit(ctx context.Context, sh *mapreduce.Shuffle[credit], virtual *opic.Sum) ([]plannedRevisit, float64, error) {
+	var out []plannedRevisit
+	var total opic.Sum
+	for _, r := range c.links.pick(c.o.Revisits) {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		rec, ok, err := c.st.Get(r.url)
+		if err != nil {
+			return nil, 0, fmt.Errorf("revisit %s: %w", r.url, err)
+		}
+		if !ok || rec.Status != store.StatusFetched {
+			c.links.forget(r.url)
+			continue
+		}
+		if rec.Cash <= 0 || rec.Depth+1 > c.o.MaxDepth {
+			continue
+		}
+		follow, damped := opic.Damp(rec.Cash, c.o.Damping)
+		share, toVirtual := opic.Split(follow, len(r.links))
+		virtual.Add(damped)
+		virtual.Add(toVirtual)
+		for _, l := range r.links {
+			if err := sh.Emit([]byte(l), credit{cash: share, depth: rec.Depth + 1}); err != nil {
+				return nil, 0, err
+			}
+		}
+		c.links.visited(r.url, rec.Cash)
+		out = append(out, plannedRevisit{url: r.url, spend: rec.Cash})
+		total.Add(rec.Cash)
+	}
+	return out, total.Value(), nil
 }

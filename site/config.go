@@ -49,6 +49,9 @@ type Config struct {
 	Progress      time.Duration // live progress line interval on stderr (0: none)
 	NoSync        bool          // skip fsync of the Raft log (benchmarks)
 	KeepFiles     bool          // keep each round's files after its update
+	Damping       float64       // share of a page's distributed cash that follows its links (the rest: virtual page)
+	Revisits      int           // stored pages per update that pass on cash received after their fetch (0: width/8, -1: none)
+	LinkMemory    int64         // bytes of outlinks kept for revisits
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local
@@ -61,6 +64,7 @@ func DefaultConfig() Config {
 		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3, MaxRedirects: 10,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
+		Damping: 0.85, LinkMemory: 64 << 20,
 	}
 }
 
@@ -109,6 +113,15 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRetries < 1 {
 		bad("--max-retries must be at least 1, got %d", c.MaxRetries)
+	}
+	if !(c.Damping > 0 && c.Damping <= 1) {
+		bad("--damping must be in (0, 1], got %v", c.Damping)
+	}
+	if c.Revisits < -1 {
+		bad("--revisits must be -1 (none), 0 (width/8) or a count, got %d", c.Revisits)
+	}
+	if c.LinkMemory < 1<<20 {
+		bad("--link-memory must be at least 1 MiB, got %d bytes", c.LinkMemory)
 	}
 	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}} {
 		if a.addr == "" {

@@ -17,6 +17,7 @@ type metrics struct {
 	pages     *prometheus.CounterVec
 	bytes     prometheus.Counter
 	newURLs   prometheus.Counter
+	revisits  prometheus.Counter
 	phaseSecs *prometheus.CounterVec
 	lastRound prometheus.Gauge
 
@@ -30,9 +31,10 @@ func newMetrics() *metrics {
 	m.pages = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_round_pages_total", Help: "Pages fetched in completed rounds, by HTTP status class."}, []string{"class"})
 	m.bytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_round_bytes_total", Help: "Body bytes fetched in completed rounds."})
 	m.newURLs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_new_urls_total", Help: "URLs new to the crawl database."})
+	m.revisits = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_revisits_total", Help: "Fetched pages whose later cash an update passed on over their stored outlinks."})
 	m.phaseSecs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_phase_seconds_total", Help: "Time spent in each phase of completed rounds."}, []string{"phase"})
 	m.lastRound = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_last_round", Help: "The last completed round."})
-	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.phaseSecs, m.lastRound,
+	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.revisits, m.phaseSecs, m.lastRound,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -45,6 +47,7 @@ func (m *metrics) round(st rounds.RoundStats) {
 	}
 	m.bytes.Add(float64(st.Bytes))
 	m.newURLs.Add(float64(st.NewURLs))
+	m.revisits.Add(float64(st.Revisits))
 	m.phaseSecs.WithLabelValues("generate").Add(st.GenerateSeconds)
 	m.phaseSecs.WithLabelValues("fetch").Add(st.FetchSeconds)
 	m.phaseSecs.WithLabelValues("update").Add(st.UpdateSeconds)

@@ -209,6 +209,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	s.crawler, err = rounds.New(rounds.Options{
 		DB: s.db, Dir: cfg.Data, Width: cfg.Width, PerHost: cfg.PerHost,
 		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
 		Logger: log.With("part", "rounds"), OnRound: s.metrics.round,
 	})
 	if err != nil {

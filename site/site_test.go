@@ -186,8 +186,10 @@ func TestCrawlRealistic(t *testing.T) {
 		t.Errorf("%d lines in rounds.jsonl, %d rounds done", len(lines), rs.Done)
 	}
 	var fetched int64
+	revisits := 0
 	for _, l := range lines {
 		fetched += l.Fetched
+		revisits += l.Revisits
 		if l.Round == 0 || l.Ended.Before(l.Started) || l.ByClass == nil {
 			t.Errorf("bad round line %+v", l)
 		}
@@ -195,10 +197,13 @@ func TestCrawlRealistic(t *testing.T) {
 	if c := s.DB().Store().Counts(); fetched == 0 || uint64(fetched) > c.URLs-c.Frontier {
 		t.Errorf("rounds.jsonl counts %d fetched; database %+v", fetched, c)
 	}
+	if revisits == 0 {
+		t.Error("rounds.jsonl shows no revisits: no cash was passed on over stored links")
+	}
 	if maxRound < 1 || !phases[rounds.PhaseFetch] {
 		t.Errorf("status API showed rounds up to %d, phases %v", maxRound, phases)
 	}
-	for _, m := range []string{"meridian_fetch_requests_total", "meridian_crawldb_urls", "meridian_phase_fetch"} {
+	for _, m := range []string{"meridian_fetch_requests_total", "meridian_crawldb_urls", "meridian_phase_fetch", "meridian_revisits_total"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
