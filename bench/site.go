@@ -98,6 +98,9 @@ type SiteConfig struct {
 	// building and starting ./cmd/websim and ./cmd/site (quick tests; CPU
 	// and memory are then not split between them).
 	InProcess bool `json:"in_process"`
+	// SiteFlags are more `site up` flags (e.g. --revisits=-1), for
+	// experiments; not with InProcess.
+	SiteFlags []string `json:"site_flags,omitempty"`
 	// Dir is where the run directory (seeds, the site's data, logs) is
 	// made; default the system's temporary directory. Keep keeps it.
 	Dir  string `json:"-"`
@@ -174,6 +177,14 @@ func (c SiteConfig) WithDefaults() (SiteConfig, error) {
 	}
 	if c.Timeout < 0 || c.Timeout > maxSiteTimeout {
 		bad("timeout must be in (0, %v], got %v", maxSiteTimeout, c.Timeout)
+	}
+	if c.InProcess && len(c.SiteFlags) > 0 {
+		bad("site flags %q need the site in its own process (not --in-process)", c.SiteFlags)
+	}
+	for _, f := range c.SiteFlags {
+		if !strings.HasPrefix(f, "--") {
+			bad("site flag %q: want --name=value", f)
+		}
 	}
 	// The site checks the rest of its flags itself; check them here too
 	// so that a bad value fails before anything is built.
@@ -576,7 +587,7 @@ func (r *siteRun) siteArgs(seeds string) []string {
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
-	return args
+	return append(args, c.SiteFlags...)
 }
 
 // startSite starts the site and waits for its status API to answer.

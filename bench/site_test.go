@@ -57,8 +57,12 @@ func TestRunSiteCorrectnessTiny(t *testing.T) {
 	if want := res.Requests; res.WebsimRequests != want {
 		t.Errorf("websim saw %d requests, the rounds count %d", res.WebsimRequests, want)
 	}
-	if res.Samples == 0 || res.BusyFraction <= 0 || res.BusyFraction > 1 {
-		t.Errorf("%d samples, busy fraction %.3f: want samples and a fraction in (0, 1]", res.Samples, res.BusyFraction)
+	// A sample may or may not catch one of this tiny crawl's ~1 ms
+	// requests in flight, so the sampled fraction is only checked for its
+	// range; the busy time the fetcher accounts must have grown.
+	if res.Samples == 0 || res.BusyFraction < 0 || res.BusyFraction > 1 || res.BusyWorkers <= 0 || res.BusyWorkers > 1 {
+		t.Errorf("%d samples, busy fraction %.3f, busy workers %.4f: want samples, a fraction in [0, 1] and busy workers in (0, 1]",
+			res.Samples, res.BusyFraction, res.BusyWorkers)
 	}
 }
 

@@ -75,6 +75,7 @@ func runSiteBench(name string, cfg bench.SiteConfig, args []string, stdout, stde
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the whole run (the crawl is stopped with a fifth of it left, for the checks)")
 	fs.DurationVar(&cfg.Stall, "stall", cfg.Stall, "stop the site when it has been idle this long without finishing (negative: never)")
 	fs.BoolVar(&cfg.ScanWARC, "scan-warc", cfg.ScanWARC, "count the responses per URL in the site's WARC files")
+	siteFlags := fs.String("site-flags", "", "more `site up` flags, space-separated (e.g. \"--revisits=-1 --damping=1\")")
 	fs.BoolVar(&cfg.InProcess, "in-process", cfg.InProcess, "run websim and the site in this process (CPU and memory not split)")
 	fs.StringVar(&cfg.Dir, "dir", "", "where to make the run directory (default: the temporary directory)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (seeds, the site's data and log)")
@@ -93,6 +94,7 @@ func runSiteBench(name string, cfg bench.SiteConfig, args []string, stdout, stde
 		return fmt.Errorf("bench: --profile: %w", err)
 	}
 	cfg.Profile = p
+	cfg.SiteFlags = strings.Fields(*siteFlags)
 	if cfg, err = cfg.WithDefaults(); err != nil {
 		return err
 	}
