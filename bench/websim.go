@@ -567,7 +567,9 @@ func startChild(ctx context.Context, cfg *WebsimConfig) (_ *child, err error) {
 	}
 	o := cfg.webOptions(80)
 	ready := filepath.Join(tmp, "ready")
-	c, err := startProcess(bin, []string{"serve", "--port", "0", "--ready-file", ready, "--log-level", "warn",
+	// Every listener on port 0, so that two runs at once do not collide.
+	c, err := startProcess(bin, []string{"serve", "--port", "0", "--dns", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--ready-file", ready, "--log-level", "warn",
 		"--hosts", strconv.Itoa(o.Hosts), "--pages", strconv.Itoa(o.Pages), "--page-bytes", strconv.Itoa(o.PageBytes),
 		"--ips", strconv.Itoa(o.IPs), "--ip-base", o.IPBase.String(), "--seed", strconv.FormatUint(o.Seed, 10),
 		"--profile", o.Profile.String()}, &tailBuffer{max: 8 << 10}, stopTimeout)
