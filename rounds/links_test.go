@@ -3,6 +3,7 @@ package rounds
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -73,4 +74,23 @@ func TestLinkStoreKeepsHeaviest(t *testing.T) {
 	if nilStore.pick(3) != nil {
 		t.Fatal("a nil store picked pages")
 	}
+}
+
+// FuzzLinks: packing a page's absolute links and unpacking them gives them
+// back, whatever the page's origin.
+func FuzzLinks(f *testing.F) {
+	f.Add("http://a.test/x", "http://a.test/\nhttp://b.test/y\nhttp://a.test:81/")
+	f.Add("https://a.test:8443/", "https://a.test:8443/a?b\nhttps://a.test:8443")
+	f.Fuzz(func(t *testing.T, page, list string) {
+		var links []string
+		for _, l := range strings.Split(list, "\n") {
+			if strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") {
+				links = append(links, l)
+			}
+		}
+		e := linkEntry{url: page, n: len(links), links: appendLinks(nil, origin(page), links)}
+		if got := e.decodeLinks(); !slices.Equal(got, links) {
+			t.Fatalf("page %q: links %q, want %q", page, got, links)
+		}
+	})
 }
