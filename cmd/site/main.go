@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,7 +25,11 @@ import (
 
 func main() {
 	if err := newRoot(os.Stdout, os.Stderr, upSite).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "site:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "site: ") { // the site package's errors say it already
+			msg = "site: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
