@@ -6,6 +6,7 @@
 //	go run ./cmd/bench site [--hosts 10000 --rounds 10 --width 50000 --per-host 10 --host-delay 200ms --no-sync]
 //	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
 //	go run ./cmd/bench check --data DIR [--truth FILE]
+//	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 package main
 
 import (
@@ -40,7 +41,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|check [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|check|compare [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -54,8 +55,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runSite(args[1:], stdout, stderr)
 	case "correctness":
 		return runCorrectness(args[1:], stdout, stderr)
+	case "compare":
+		return runCompare(args[1:], stdout)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness or check)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, check or compare)", args[0])
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -185,4 +186,31 @@ func gitCommit(ctx context.Context, dir string) string {
 		head += "+dirty"
 	}
 	return head
+}
+
+// runCompare prints two `bench site` JSON results side by side, with B/A.
+func runCompare(args []string, stdout io.Writer) error {
+	if len(args) != 2 {
+		return errors.New("bench compare: want two result files: A.json B.json")
+	}
+	var runs [2]siteJSON
+	var names [2]string
+	for i, path := range args {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("bench compare: %w", err)
+		}
+		if err := json.Unmarshal(b, &runs[i]); err != nil {
+			return fmt.Errorf("bench compare: %s: %w", path, err)
+		}
+		if runs[i].Benchmark != "site" {
+			return fmt.Errorf("bench compare: %s: a %q result, want a site result", path, runs[i].Benchmark)
+		}
+		names[i] = fmt.Sprintf("%s (commit %s, %s, site flags %q)", path, runs[i].Commit, runs[i].Time, runs[i].Config.SiteFlags)
+	}
+	if runs[0].Config.Hosts != runs[1].Config.Hosts || runs[0].Config.Rounds != runs[1].Config.Rounds || runs[0].Config.Width != runs[1].Config.Width {
+		fmt.Fprintln(stdout, "warning: the two runs crawled different webs or rounds")
+	}
+	bench.WriteComparison(stdout, names[0], names[1], bench.CompareSites(&runs[0].Result, &runs[1].Result))
+	return nil
 }
