@@ -50,7 +50,7 @@ type Options struct {
 	Damping float64
 	// Revisits is how many fetched pages per update pass on the cash that
 	// reached them after their fetch, over their stored outlinks (OPIC's
-	// visit without a refetch); 0 → Width/8, negative → none.
+	// visit without a refetch); 0 → Width/16, negative → none.
 	Revisits int
 	// LinkMemory bounds the memory of the outlinks kept for revisits;
 	// 0 → 64 MiB.
@@ -96,7 +96,7 @@ func (o *Options) ensureDefaults() {
 		o.Damping = opic.DefaultDamping
 	}
 	if o.Revisits == 0 {
-		o.Revisits = max(o.Width/8, 1)
+		o.Revisits = max(o.Width/16, 1)
 	}
 	if o.LinkMemory <= 0 {
 		o.LinkMemory = 64 << 20

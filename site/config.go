@@ -50,7 +50,7 @@ type Config struct {
 	NoSync        bool          // skip fsync of the Raft log (benchmarks)
 	KeepFiles     bool          // keep each round's files after its update
 	Damping       float64       // share of a page's distributed cash that follows its links (the rest: virtual page)
-	Revisits      int           // stored pages per update that pass on cash received after their fetch (0: width/8, -1: none)
+	Revisits      int           // stored pages per update that pass on cash received after their fetch (0: width/16, -1: none)
 	LinkMemory    int64         // bytes of outlinks kept for revisits
 }
 
@@ -118,7 +118,7 @@ func (c Config) Validate() error {
 		bad("--damping must be in (0, 1], got %v", c.Damping)
 	}
 	if c.Revisits < -1 {
-		bad("--revisits must be -1 (none), 0 (width/8) or a count, got %d", c.Revisits)
+		bad("--revisits must be -1 (none), 0 (width/16) or a count, got %d", c.Revisits)
 	}
 	if c.LinkMemory < 1<<20 {
 		bad("--link-memory must be at least 1 MiB, got %d bytes", c.LinkMemory)

@@ -127,7 +127,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.DurationVar(&cfg.Progress, "progress", cfg.Progress, "interval of the progress line on stderr (0: none)")
 	f.BoolVar(&cfg.NoSync, "no-sync", cfg.NoSync, "skip fsync of the Raft log (benchmarks only)")
 	f.Float64Var(&cfg.Damping, "damping", cfg.Damping, "share of the cash a page distributes that follows its links; the rest goes to OPIC's virtual page (PageRank's damping)")
-	f.IntVar(&cfg.Revisits, "revisits", cfg.Revisits, "fetched pages per update that pass on, over their stored links, the cash that reached them after their fetch (0: width/8, -1: none)")
+	f.IntVar(&cfg.Revisits, "revisits", cfg.Revisits, "fetched pages per update that pass on, over their stored links, the cash that reached them after their fetch (0: width/16, -1: none)")
 	f.Int64Var(&cfg.LinkMemory, "link-memory", cfg.LinkMemory, "bytes of outlinks kept for revisits (the pages that distributed the most cash)")
 	f.BoolVar(&cfg.KeepFiles, "keep-round-files", cfg.KeepFiles, "keep each round's generate/fetch/update files")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
