@@ -319,21 +319,18 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			if fr.Depth+1 > c.o.MaxDepth {
 				links = nil
 			}
-			follow, damped := fr.Cash, 0.0
-			if fr.Status == store.StatusFetched { // a redirect passes all of it on
-				follow, damped = opic.Damp(fr.Cash, c.o.Damping)
-			}
-			share, toVirtual := opic.Split(follow, len(links))
-			v.Add(damped)
-			v.Add(toVirtual)
-			if fr.Status == store.StatusFetched && len(links) > 0 {
-				c.links.offer(fr.URL, fr.Depth, links, fr.Cash)
-			}
-			for _, l := range links {
-				if err := sh.Emit([]byte(l), credit{cash: share, depth: fr.Depth + 1}); err != nil {
-					return err
+			damping := 1.0 // a redirect passes all of its cash on
+			if fr.Status == store.StatusFetched {
+				damping = c.o.Damping
+				if len(links) > 0 {
+					c.links.offer(fr.URL, fr.Depth, links, fr.Cash)
 				}
 			}
+			toVirtual, err := distribute(sh, fr.Cash, damping, links, fr.Depth+1)
+			if err != nil {
+				return err
+			}
+			v.Add(toVirtual)
 		}
 		mu.Lock()
 		fetchOps = append(fetchOps, ops...)
@@ -523,18 +520,28 @@ func (c *Crawler) revisit(ctx context.Context, sh *mapreduce.Shuffle[credit], vi
 		if rec.Cash <= 0 || rec.Depth+1 > c.o.MaxDepth {
 			continue
 		}
-		follow, damped := opic.Damp(rec.Cash, c.o.Damping)
-		share, toVirtual := opic.Split(follow, len(r.links))
-		virtual.Add(damped)
-		virtual.Add(toVirtual)
-		for _, l := range r.links {
-			if err := sh.Emit([]byte(l), credit{cash: share, depth: rec.Depth + 1}); err != nil {
-				return nil, 0, err
-			}
+		toVirtual, err := distribute(sh, rec.Cash, c.o.Damping, r.links, rec.Depth+1)
+		if err != nil {
+			return nil, 0, err
 		}
+		virtual.Add(toVirtual)
 		c.links.visited(r.url, rec.Cash)
 		out = append(out, plannedRevisit{url: r.url, spend: rec.Cash})
 		total.Add(rec.Cash)
 	}
 	return out, total.Value(), nil
+}
+
+// distribute is OPIC's step for one page, fetched or revisited: d of its
+// cash is split over links, emitted into sh at depth, and what goes to the
+// virtual page (the damped part, or all of it without links) is returned.
+func distribute(sh *mapreduce.Shuffle[credit], cash, d float64, links []string, depth uint32) (float64, error) {
+	follow, damped := opic.Damp(cash, d)
+	share, toVirtual := opic.Split(follow, len(links))
+	for _, l := range links {
+		if err := sh.Emit([]byte(l), credit{cash: share, depth: depth}); err != nil {
+			return 0, err
+		}
+	}
+	return damped + toVirtual, nil
 }
