@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -18,20 +18,20 @@ import (
 // memHosts is a HostStore in memory.
 type memHosts struct {
 	mu    sync.Mutex
-	m     map[string]store.HostRecord
+	m     map[string]crawl.HostRecord
 	saves int
 }
 
-func newMemHosts() *memHosts { return &memHosts{m: map[string]store.HostRecord{}} }
+func newMemHosts() *memHosts { return &memHosts{m: map[string]crawl.HostRecord{}} }
 
-func (h *memHosts) LoadHost(name string) (store.HostRecord, bool, error) {
+func (h *memHosts) LoadHost(name string) (crawl.HostRecord, bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r, ok := h.m[name]
 	return r, ok, nil
 }
 
-func (h *memHosts) SaveHost(name string, rec store.HostRecord) {
+func (h *memHosts) SaveHost(name string, rec crawl.HostRecord) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.m[name] = rec
@@ -92,7 +92,7 @@ func TestCrawlRealistic(t *testing.T) {
 	// itself, and the test counts how often.
 	jobs := jobsOf(w, func(r *synth.Record) bool { return r.Status != 0 && r.Kind != "robots" })
 	start := time.Now()
-	crawl(t, f, c, jobs, 50*time.Millisecond, 40*time.Second)
+	runCrawl(t, f, c, jobs, 50*time.Millisecond, 40*time.Second)
 	t.Logf("%d jobs in %v: %+v", len(jobs), time.Since(start), f.Stats())
 
 	snap := w.srv.Stats().Snapshot()
@@ -146,7 +146,7 @@ func TestCrawlRealistic(t *testing.T) {
 				exchanges[r.Host]++
 			}
 			switch {
-			case r.Kind == KindRobots && (r.Status == store.StatusFetched || r.Status == store.StatusGone && r.HTTPStatus == 404):
+			case r.Kind == KindRobots && (r.Status == crawl.StatusFetched || r.Status == crawl.StatusGone && r.HTTPStatus == 404):
 				robotsN[r.Host]++
 			case r.Kind == KindRobots:
 				robotsN[r.Host]++
@@ -224,7 +224,7 @@ func TestCrawlRealistic(t *testing.T) {
 				n--
 			case r == nil:
 				t.Errorf("%s: sitemap not fetched", tr.URL)
-			case tr.Status == 404 && r.Status != store.StatusGone:
+			case tr.Status == 404 && r.Status != crawl.StatusGone:
 				t.Errorf("%s: missing sitemap gave %v", tr.URL, r.Status)
 			case tr.Status == 200 && !slices.Equal(r.Links, expectLinks(norm, scope, "", tr.Outlinks)):
 				t.Errorf("%s: links\n got %q\nwant %q", tr.URL, r.Links, expectLinks(norm, scope, "", tr.Outlinks))
@@ -249,7 +249,7 @@ func TestCrawlRealistic(t *testing.T) {
 				front = append(front, Job{URL: w.web.FrontURL(i), Host: h.Name, Round: 8})
 			}
 		}
-		crawl(t, f2, c2, front, 20*time.Millisecond, 20*time.Second)
+		runCrawl(t, f2, c2, front, 20*time.Millisecond, 20*time.Second)
 		st := f2.Stats()
 		if st.RobotsFetches != 0 || st.RobotsFromDB != int64(len(front)) {
 			t.Errorf("after restart: %d robots.txt fetches, %d from the store; want 0 and %d", st.RobotsFetches, st.RobotsFromDB, len(front))
@@ -258,7 +258,7 @@ func TestCrawlRealistic(t *testing.T) {
 			t.Errorf("after restart: %d requests for %d front pages", got, len(front))
 		}
 		for _, j := range front {
-			if r := c2.final[j.URL]; r == nil || r.Status != store.StatusFetched {
+			if r := c2.final[j.URL]; r == nil || r.Status != crawl.StatusFetched {
 				t.Errorf("%s: %+v", j.URL, r)
 			}
 		}
@@ -271,7 +271,7 @@ func checkTruth(norm *urlnorm.Normalizer, scope *urlnorm.Scope, tr *synth.Record
 		return "kind " + r.Kind.String()
 	}
 	if !tr.RobotsAllowed {
-		if r.Status != store.StatusRobotsDenied || r.HTTPStatus != 0 {
+		if r.Status != crawl.StatusRobotsDenied || r.HTTPStatus != 0 {
 			return "robots.txt disallows it, got " + describe(r)
 		}
 		return ""
@@ -281,7 +281,7 @@ func checkTruth(norm *urlnorm.Normalizer, scope *urlnorm.Scope, tr *synth.Record
 	}
 	switch {
 	case tr.Status == 200:
-		if r.Status != store.StatusFetched || r.Retry || r.ContentType != tr.ContentType {
+		if r.Status != crawl.StatusFetched || r.Retry || r.ContentType != tr.ContentType {
 			return "want fetched " + tr.ContentType + ", got " + describe(r)
 		}
 		if r.Bytes == 0 || r.ContentFP == 0 || r.FetchedAt.IsZero() {
@@ -298,15 +298,15 @@ func checkTruth(norm *urlnorm.Normalizer, scope *urlnorm.Scope, tr *synth.Record
 		}
 	case tr.Status == 301 || tr.Status == 302:
 		want, _ := norm.NormalizeString(tr.Outlinks[0])
-		if r.Status != store.StatusRedirect || r.RedirectTo != want {
+		if r.Status != crawl.StatusRedirect || r.RedirectTo != want {
 			return "want redirect to " + want + ", got " + describe(r)
 		}
 	case tr.Status == 404 || tr.Status == 410:
-		if r.Status != store.StatusGone || r.Retry {
+		if r.Status != crawl.StatusGone || r.Retry {
 			return "want gone, got " + describe(r)
 		}
 	case tr.Status >= 500:
-		if r.Status != store.StatusError || !r.Retry {
+		if r.Status != crawl.StatusError || !r.Retry {
 			return "want a retry, got " + describe(r)
 		}
 	default:

@@ -31,7 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 )
 
@@ -137,11 +137,11 @@ func (f *Fetcher) Stats() Stats {
 		Backoffs:       c.backoffs.Load(),
 		Hosts:          c.hosts.Load(),
 		IPs:            c.ips.Load(),
-		ByStatus:       map[store.Status]int64{},
+		ByStatus:       map[crawl.Status]int64{},
 	}
 	for i := range c.byStatus {
 		if n := c.byStatus[i].Load(); n > 0 {
-			s.ByStatus[store.Status(i)] = n
+			s.ByStatus[crawl.Status(i)] = n
 		}
 	}
 	return s

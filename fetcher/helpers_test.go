@@ -124,10 +124,10 @@ func (c *collector) results() []*Result {
 	return slices.Clone(c.all)
 }
 
-// crawl runs f over jobs until every job has a final answer (or ran out of
+// runCrawl runs f over jobs until every job has a final answer (or ran out of
 // attempts), resubmitting retries every retryEvery; it fails the test after
 // limit.
-func crawl(t testing.TB, f *Fetcher, c *collector, jobs []Job, retryEvery, limit time.Duration) {
+func runCrawl(t testing.TB, f *Fetcher, c *collector, jobs []Job, retryEvery, limit time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)

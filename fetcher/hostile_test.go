@@ -15,7 +15,7 @@ import (
 	"github.com/nlnwa/gowarc/v3"
 	"go.uber.org/goleak"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -54,7 +54,7 @@ func TestHostile(t *testing.T) {
 		return true
 	})
 	start := time.Now()
-	crawl(t, f, c, jobs, 20*time.Millisecond, 30*time.Second)
+	runCrawl(t, f, c, jobs, 20*time.Millisecond, 30*time.Second)
 	t.Logf("%d jobs in %v: %+v", len(jobs), time.Since(start), f.Stats())
 
 	perURL := map[string]int{}
@@ -132,14 +132,14 @@ func TestHostile(t *testing.T) {
 	t.Run("huge and bomb", func(t *testing.T) {
 		for _, u := range []string{role(synth.RoleHuge) + "/huge.html", role(synth.RoleBomb) + "/bomb.html"} {
 			r := get(u)
-			if r.Status != store.StatusFetched || r.Bytes != maxBody || r.Truncated != "length" {
+			if r.Status != crawl.StatusFetched || r.Bytes != maxBody || r.Truncated != "length" {
 				t.Errorf("%s: %s bytes=%d truncated=%q, want fetched, %d bytes, cut for length", u, describe(r), r.Bytes, r.Truncated, maxBody)
 			}
 		}
 	})
 	t.Run("many links", func(t *testing.T) {
 		u := role(synth.RoleManyLinks) + "/many.html"
-		if r := get(u); r.Status != store.StatusFetched || len(r.Links) != o.MaxLinks {
+		if r := get(u); r.Status != crawl.StatusFetched || len(r.Links) != o.MaxLinks {
 			t.Errorf("%s: %s with %d links, want %d", u, describe(r), len(r.Links), o.MaxLinks)
 		}
 	})
@@ -151,23 +151,23 @@ func TestHostile(t *testing.T) {
 			if i == 29 {
 				want = origin + "/"
 			}
-			if r := get(u); r.Status != store.StatusRedirect || r.RedirectTo != want {
+			if r := get(u); r.Status != crawl.StatusRedirect || r.RedirectTo != want {
 				t.Errorf("%s: %s, want a redirect to %s", u, describe(r), want)
 			}
 		}
 	})
 	t.Run("wrong type", func(t *testing.T) {
 		origin := role(synth.RoleWrongType)
-		if r := get(origin + "/wrong/1.html"); r.Status != store.StatusFetched || r.Links != nil || r.ContentType != "image/jpeg" {
+		if r := get(origin + "/wrong/1.html"); r.Status != crawl.StatusFetched || r.Links != nil || r.ContentType != "image/jpeg" {
 			t.Errorf("HTML served as JPEG: %s, %d links; want fetched, not parsed", describe(r), len(r.Links))
 		}
-		if r := get(origin + "/data.bin"); r.Status != store.StatusFetched || r.Bytes != 16<<10 {
+		if r := get(origin + "/data.bin"); r.Status != crawl.StatusFetched || r.Bytes != 16<<10 {
 			t.Errorf("binary served as HTML: %s, %d bytes", describe(r), r.Bytes)
 		}
 	})
 	t.Run("broken html", func(t *testing.T) {
 		origin := role(synth.RoleBroken)
-		if r := get(origin + "/"); r.Status != store.StatusFetched || len(r.Links) == 0 {
+		if r := get(origin + "/"); r.Status != crawl.StatusFetched || len(r.Links) == 0 {
 			t.Errorf("broken front page: %s, %d links", describe(r), len(r.Links))
 		}
 	})
@@ -192,10 +192,10 @@ func TestPrivateRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := jobsOf(w, func(r *synth.Record) bool { return r.Kind == "page" })
-	crawl(t, f, c, jobs, 10*time.Millisecond, 10*time.Second)
+	runCrawl(t, f, c, jobs, 10*time.Millisecond, 10*time.Second)
 	for _, j := range jobs {
 		r := c.final[j.URL]
-		if r == nil || r.Status != store.StatusError || r.Retry || !strings.Contains(r.Err, "forbidden address") {
+		if r == nil || r.Status != crawl.StatusError || r.Retry || !strings.Contains(r.Err, "forbidden address") {
 			t.Errorf("%s: %+v, want a forbidden-address error", j.URL, r)
 		}
 	}
@@ -233,7 +233,7 @@ func TestWARC(t *testing.T) {
 		}
 		return r.Kind == "page" || r.Kind == "redirect" || r.Kind == "missing" || r.Kind == "pdf"
 	})
-	crawl(t, f, c, jobs, 10*time.Millisecond, 20*time.Second)
+	runCrawl(t, f, c, jobs, 10*time.Millisecond, 20*time.Second)
 	if err := wr.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -142,7 +142,7 @@ func TestRobotsAndSitemaps(t *testing.T) {
 	}
 	o := s.origin
 	jobs := []Job{{URL: o + "/page", Round: 3}, {URL: o + "/dup1", Round: 3}, {URL: o + "/dup2", Round: 3}, {URL: o + "/moved", Round: 3}, {URL: o + "/private/1", Round: 3}, {URL: o + "/a", Round: 3}}
-	crawl(t, f, c, jobs, 10*time.Millisecond, 10*time.Second)
+	runCrawl(t, f, c, jobs, 10*time.Millisecond, 10*time.Second)
 
 	wantLog := []string{"/robots.txt", "/robots2.txt", "/robots3.txt", "/index.xml", "/sm1.xml", "/sm2.xml.gz", "/page", "/dup1", "/dup2", "/moved", "/a"}
 	if got := s.requests(); !slices.Equal(got, wantLog) {
@@ -160,23 +160,23 @@ func TestRobotsAndSitemaps(t *testing.T) {
 	s.mu.Unlock()
 	type want struct {
 		kind   Kind
-		status store.Status
+		status crawl.Status
 		links  []string
 		to     string
 	}
 	wants := map[string]want{
-		o + "/robots.txt":  {KindRobots, store.StatusRedirect, nil, o + "/robots2.txt"},
-		o + "/robots2.txt": {KindRobots, store.StatusRedirect, nil, o + "/robots3.txt"},
-		o + "/robots3.txt": {KindRobots, store.StatusFetched, nil, ""},
-		o + "/index.xml":   {KindSitemap, store.StatusFetched, nil, ""},
-		o + "/sm1.xml":     {KindSitemap, store.StatusFetched, []string{o + "/a", o + "/b", o + "/private/c"}, ""},
-		o + "/sm2.xml.gz":  {KindSitemap, store.StatusFetched, []string{o + "/c"}, ""},
-		o + "/page":        {KindPage, store.StatusFetched, []string{o + "/a", o + "/private/x"}, ""},
-		o + "/dup1":        {KindPage, store.StatusFetched, []string{o + "/b"}, ""},
-		o + "/dup2":        {KindPage, store.StatusDuplicate, nil, ""},
-		o + "/moved":       {KindPage, store.StatusRedirect, nil, o + "/a"},
-		o + "/private/1":   {KindPage, store.StatusRobotsDenied, nil, ""},
-		o + "/a":           {KindPage, store.StatusGone, nil, ""},
+		o + "/robots.txt":  {KindRobots, crawl.StatusRedirect, nil, o + "/robots2.txt"},
+		o + "/robots2.txt": {KindRobots, crawl.StatusRedirect, nil, o + "/robots3.txt"},
+		o + "/robots3.txt": {KindRobots, crawl.StatusFetched, nil, ""},
+		o + "/index.xml":   {KindSitemap, crawl.StatusFetched, nil, ""},
+		o + "/sm1.xml":     {KindSitemap, crawl.StatusFetched, []string{o + "/a", o + "/b", o + "/private/c"}, ""},
+		o + "/sm2.xml.gz":  {KindSitemap, crawl.StatusFetched, []string{o + "/c"}, ""},
+		o + "/page":        {KindPage, crawl.StatusFetched, []string{o + "/a", o + "/private/x"}, ""},
+		o + "/dup1":        {KindPage, crawl.StatusFetched, []string{o + "/b"}, ""},
+		o + "/dup2":        {KindPage, crawl.StatusDuplicate, nil, ""},
+		o + "/moved":       {KindPage, crawl.StatusRedirect, nil, o + "/a"},
+		o + "/private/1":   {KindPage, crawl.StatusRobotsDenied, nil, ""},
+		o + "/a":           {KindPage, crawl.StatusGone, nil, ""},
 	}
 	results := c.results()
 	if len(results) != len(wants) {
@@ -239,7 +239,7 @@ func TestFailuresAndBackoff(t *testing.T) {
 	}
 	origin := s.origin
 	jobs := []Job{{URL: origin + "/busy/1"}, {URL: origin + "/busy/2"}, {URL: origin + "/busy/3"}, {URL: origin + "/ok1"}, {URL: origin + "/ok2"}}
-	crawl(t, f, c, jobs, 20*time.Millisecond, 10*time.Second)
+	runCrawl(t, f, c, jobs, 20*time.Millisecond, 10*time.Second)
 
 	var robotsRetry, backedOff int
 	for _, r := range c.results() {
@@ -254,7 +254,7 @@ func TestFailuresAndBackoff(t *testing.T) {
 		t.Errorf("%d robots.txt retries, %d jobs answered by a back-off; want 1 and at least 7", robotsRetry, backedOff)
 	}
 	for _, u := range []string{"/ok1", "/ok2"} {
-		if r := c.final[origin+u]; r == nil || r.Status != store.StatusFetched {
+		if r := c.final[origin+u]; r == nil || r.Status != crawl.StatusFetched {
 			t.Errorf("%s: %+v", u, r)
 		}
 	}
@@ -281,7 +281,7 @@ func TestFailuresAndBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crawl(t, f2, c2, []Job{{URL: origin + "/ok3"}}, 10*time.Millisecond, 5*time.Second)
+	runCrawl(t, f2, c2, []Job{{URL: origin + "/ok3"}}, 10*time.Millisecond, 5*time.Second)
 	if r := c2.final[origin+"/ok3"]; r == nil || !r.Retry || !strings.Contains(r.Err, "backing off") {
 		t.Errorf("job on a stored backed-off host: %+v", r)
 	}
@@ -301,13 +301,13 @@ func TestDNSFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := fmt.Sprintf("http://nosuch.zz.test:%d/", port)
-	crawl(t, f, c, []Job{{URL: gone}, {URL: gone + "x"}, {URL: w.web.FrontURL(1)}}, 10*time.Millisecond, 5*time.Second)
+	runCrawl(t, f, c, []Job{{URL: gone}, {URL: gone + "x"}, {URL: w.web.FrontURL(1)}}, 10*time.Millisecond, 5*time.Second)
 	for _, u := range []string{gone, gone + "x"} {
-		if r := c.final[u]; r == nil || r.Status != store.StatusGone || r.Retry || !strings.Contains(r.Err, "dns") {
+		if r := c.final[u]; r == nil || r.Status != crawl.StatusGone || r.Retry || !strings.Contains(r.Err, "dns") {
 			t.Errorf("%s: %+v, want gone", u, r)
 		}
 	}
-	if r := c.final[w.web.FrontURL(1)]; r == nil || r.Status != store.StatusFetched {
+	if r := c.final[w.web.FrontURL(1)]; r == nil || r.Status != crawl.StatusFetched {
 		t.Errorf("front page: %+v", r)
 	}
 
@@ -326,8 +326,8 @@ func TestDNSFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crawl(t, f2, c2, []Job{{URL: w.web.FrontURL(0)}}, 10*time.Millisecond, 5*time.Second)
-	if r := c2.final[w.web.FrontURL(0)]; r == nil || !r.Retry || r.Status != store.StatusError {
+	runCrawl(t, f2, c2, []Job{{URL: w.web.FrontURL(0)}}, 10*time.Millisecond, 5*time.Second)
+	if r := c2.final[w.web.FrontURL(0)]; r == nil || !r.Retry || r.Status != crawl.StatusError {
 		t.Errorf("with a mute DNS server: %+v, want a retry", r)
 	}
 	if st := f2.Stats(); st.DNSErrors != 1 || st.Backoffs != 1 {
@@ -381,10 +381,10 @@ func TestEviction(t *testing.T) {
 	if st := f.Stats(); st.RobotsFetches != 1 || st.RobotsFromDB != 1 || st.Hosts != 1 {
 		t.Errorf("after the host came back: %+v", st)
 	}
-	if r := c.final[s.origin+"/2"]; r == nil || r.Status != store.StatusError || !strings.Contains(r.Err, "not the URL's") {
+	if r := c.final[s.origin+"/2"]; r == nil || r.Status != crawl.StatusError || !strings.Contains(r.Err, "not the URL's") {
 		t.Errorf("job with a wrong host: %+v", r)
 	}
-	if r := c.final[s.origin+"/no"]; r == nil || r.Status != store.StatusRobotsDenied {
+	if r := c.final[s.origin+"/no"]; r == nil || r.Status != crawl.StatusRobotsDenied {
 		t.Errorf("disallowed job: %+v", r)
 	}
 	if got := s.requests(); !slices.Equal(got, []string{"/robots.txt", "/1", "/3"}) {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/robots"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 )
@@ -42,7 +42,7 @@ type task struct {
 	stopped    bool
 
 	// setup
-	rec       store.HostRecord
+	rec       crawl.HostRecord
 	recOK     bool
 	policy    *robots.Policy // setup: from the stored robots.txt; robots: from the fetch
 	ips       []netip.Addr
@@ -80,7 +80,7 @@ type host struct {
 	delay    time.Duration
 	ip       netip.Addr
 	ipst     *ipState
-	rec      store.HostRecord
+	rec      crawl.HostRecord
 	loaded   bool           // setup ran once
 	policy   *robots.Policy // nil: robots.txt not known yet
 
@@ -88,7 +88,7 @@ type host struct {
 	robotsHops int
 
 	deadUntil  time.Time // until then every job is answered with deadStatus
-	deadStatus store.Status
+	deadStatus crawl.Status
 	deadErr    string
 
 	sitemaps       []sitemapRef
@@ -183,10 +183,10 @@ func (s *scheduler) takeSubmitted() {
 		name := urlnorm.Host(j.URL)
 		switch {
 		case name == "":
-			s.answer(*j, store.StatusError, false, "fetcher: not an absolute URL", now)
+			s.answer(*j, crawl.StatusError, false, "fetcher: not an absolute URL", now)
 			continue
 		case j.Host != "" && j.Host != name:
-			s.answer(*j, store.StatusError, false, "fetcher: job host "+j.Host+" is not the URL's", now)
+			s.answer(*j, crawl.StatusError, false, "fetcher: job host "+j.Host+" is not the URL's", now)
 			continue
 		}
 		h := s.hosts[name]
@@ -197,7 +197,7 @@ func (s *scheduler) takeSubmitted() {
 		}
 		h.lastUsed = now
 		if h.policy != nil && !s.needsRobots(h, now) && !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
-			s.answer(*j, store.StatusRobotsDenied, false, "", now)
+			s.answer(*j, crawl.StatusRobotsDenied, false, "", now)
 			continue
 		}
 		h.jobs.push(*j)
@@ -221,7 +221,7 @@ func (s *scheduler) takeSubmitted() {
 }
 
 // answer reports a page job decided without a request.
-func (s *scheduler) answer(j Job, status store.Status, retry bool, why string, now time.Time) {
+func (s *scheduler) answer(j Job, status crawl.Status, retry bool, why string, now time.Time) {
 	s.f.deliver(&Result{Job: j, Kind: KindPage, Status: status, Retry: retry, Err: why, FetchedAt: now, NoRequest: true})
 	s.f.c.queued.Add(-1)
 }
@@ -258,7 +258,7 @@ func (s *scheduler) service(h *host, now time.Time) {
 	case now.Before(h.deadUntil):
 		s.drain(h, h.deadStatus, false, h.deadErr, now)
 	case now.Before(h.rec.BackoffUntil):
-		s.drain(h, store.StatusError, true, "fetcher: host backing off until "+h.rec.BackoffUntil.UTC().Format(time.RFC3339), now)
+		s.drain(h, crawl.StatusError, true, "fetcher: host backing off until "+h.rec.BackoffUntil.UTC().Format(time.RFC3339), now)
 	}
 	if h.jobs.len() == 0 && len(h.sitemaps) == 0 {
 		if h.hidx >= 0 {
@@ -279,7 +279,7 @@ func (s *scheduler) service(h *host, now time.Time) {
 }
 
 // drain answers every queued job of h and drops its pending sitemaps.
-func (s *scheduler) drain(h *host, status store.Status, retry bool, why string, now time.Time) {
+func (s *scheduler) drain(h *host, status crawl.Status, retry bool, why string, now time.Time) {
 	for h.jobs.len() > 0 {
 		s.answer(h.jobs.pop(), status, retry, why, now)
 	}
@@ -359,7 +359,7 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 	for h.jobs.len() > 0 {
 		j := h.jobs.pop()
 		if !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
-			s.answer(j, store.StatusRobotsDenied, false, "", now)
+			s.answer(j, crawl.StatusRobotsDenied, false, "", now)
 			continue
 		}
 		t := s.newTask(taskPage, h)
@@ -511,7 +511,7 @@ func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
 	}
 	switch {
 	case t.dnsErr != nil && isNotFound(t.dnsErr):
-		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), store.StatusGone, "fetcher: dns: "+t.dnsErr.Error()
+		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), crawl.StatusGone, "fetcher: dns: "+t.dnsErr.Error()
 		return
 	case t.dnsErr != nil:
 		h.rec.Failures++
@@ -521,7 +521,7 @@ func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
 	fresh := !h.rec.IPsExpiry.Equal(t.ipsExpiry)
 	h.rec.IPs, h.rec.IPsExpiry = t.ips, t.ipsExpiry
 	if t.forbidden != nil {
-		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), store.StatusError, "fetcher: forbidden address: "+t.forbidden.Error()
+		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), crawl.StatusError, "fetcher: forbidden address: "+t.forbidden.Error()
 		return
 	}
 	s.setIP(h, t.ips[0])
@@ -582,7 +582,7 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 		if p.Allowed(urlnorm.PathQuery(j.URL)) {
 			return true
 		}
-		s.answer(*j, store.StatusRobotsDenied, false, "", now)
+		s.answer(*j, crawl.StatusRobotsDenied, false, "", now)
 		return false
 	})
 	s.queueSitemaps(h, t.job.Round)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 )
 
 // Sentinel errors.
@@ -50,7 +50,7 @@ type Result struct {
 	// Status is the final status: StatusFetched, StatusRedirect, StatusGone
 	// (404, 410, NXDOMAIN), StatusError, StatusRobotsDenied or
 	// StatusDuplicate. With Retry set it is StatusError.
-	Status store.Status
+	Status crawl.Status
 	// Retry marks a transient failure (timeout, connection error, 5xx, 429,
 	// robots.txt unavailable, host backing off): fetch again later.
 	Retry       bool
@@ -79,10 +79,10 @@ type Result struct {
 // database.
 type HostStore interface {
 	// LoadHost returns the stored state of host; ok is false if there is none.
-	LoadHost(host string) (rec store.HostRecord, ok bool, err error)
+	LoadHost(host string) (rec crawl.HostRecord, ok bool, err error)
 	// SaveHost stores the state of host. It must not block for long (the
 	// caller batches); the record is not modified afterwards.
-	SaveHost(host string, rec store.HostRecord)
+	SaveHost(host string, rec crawl.HostRecord)
 }
 
 // Stats are the Fetcher's counters.
@@ -92,7 +92,7 @@ type Stats struct {
 	Done     int64 // page jobs answered
 	// ByStatus counts page results by status; retries count under
 	// StatusError and in Retries as well.
-	ByStatus map[store.Status]int64
+	ByStatus map[crawl.Status]int64
 	Retries  int64 // page results with Retry
 	Requests int64 // HTTP requests sent (pages, robots.txt, sitemaps)
 	Bytes    int64 // body bytes received

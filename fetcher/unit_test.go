@@ -14,7 +14,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 )
 
@@ -154,32 +154,32 @@ func TestClassify(t *testing.T) {
 		status   int
 		header   map[string]string
 		body     string
-		want     store.Status
+		want     crawl.Status
 		retry    bool
 		failure  bool
 		links    []string
 		redirect string
 	}{
-		{"html", 200, map[string]string{"Content-Type": "text/html; charset=utf-8"}, html, store.StatusFetched, false, false, []string{"http://h1.cc.test/dir/other.html"}, ""},
-		{"same html again", 200, map[string]string{"Content-Type": "text/html"}, html, store.StatusDuplicate, false, false, nil, ""},
-		{"xhtml", 200, map[string]string{"Content-Type": "application/xhtml+xml"}, html + " ", store.StatusFetched, false, false, []string{"http://h1.cc.test/dir/other.html"}, ""},
-		{"pdf", 200, map[string]string{"Content-Type": "application/pdf"}, "%PDF-1.4 <a href=x>", store.StatusFetched, false, false, nil, ""},
-		{"204", 204, nil, "", store.StatusFetched, false, false, nil, ""},
-		{"301 relative", 301, map[string]string{"Location": "../new/./p.html?b=1#frag"}, "", store.StatusRedirect, false, false, nil, "http://h1.cc.test/new/p.html?b=1"},
-		{"302 absolute upper", 302, map[string]string{"Location": "HTTP://H2.CC.TEST:80/a?sid=123"}, "", store.StatusRedirect, false, false, nil, "http://h2.cc.test/a"},
-		{"307 bad location", 307, map[string]string{"Location": "http://[::1/"}, "", store.StatusError, false, false, nil, ""},
-		{"301 other scheme", 301, map[string]string{"Location": "ftp://h1.cc.test/x"}, "", store.StatusError, false, false, nil, ""},
-		{"302 no location", 302, nil, "", store.StatusError, false, false, nil, ""},
-		{"404", 404, nil, "gone", store.StatusGone, false, false, nil, ""},
-		{"410", 410, nil, "", store.StatusGone, false, false, nil, ""},
-		{"403", 403, nil, "", store.StatusError, false, false, nil, ""},
-		{"451", 451, nil, "", store.StatusError, false, false, nil, ""},
-		{"429", 429, nil, "", store.StatusError, true, true, nil, ""},
-		{"500 (the URL's error, not the host's)", 500, nil, "", store.StatusError, true, false, nil, ""},
-		{"501", 501, nil, "", store.StatusError, true, false, nil, ""},
-		{"502", 502, nil, "", store.StatusError, true, true, nil, ""},
-		{"503", 503, nil, "", store.StatusError, true, true, nil, ""},
-		{"504", 504, nil, "", store.StatusError, true, true, nil, ""},
+		{"html", 200, map[string]string{"Content-Type": "text/html; charset=utf-8"}, html, crawl.StatusFetched, false, false, []string{"http://h1.cc.test/dir/other.html"}, ""},
+		{"same html again", 200, map[string]string{"Content-Type": "text/html"}, html, crawl.StatusDuplicate, false, false, nil, ""},
+		{"xhtml", 200, map[string]string{"Content-Type": "application/xhtml+xml"}, html + " ", crawl.StatusFetched, false, false, []string{"http://h1.cc.test/dir/other.html"}, ""},
+		{"pdf", 200, map[string]string{"Content-Type": "application/pdf"}, "%PDF-1.4 <a href=x>", crawl.StatusFetched, false, false, nil, ""},
+		{"204", 204, nil, "", crawl.StatusFetched, false, false, nil, ""},
+		{"301 relative", 301, map[string]string{"Location": "../new/./p.html?b=1#frag"}, "", crawl.StatusRedirect, false, false, nil, "http://h1.cc.test/new/p.html?b=1"},
+		{"302 absolute upper", 302, map[string]string{"Location": "HTTP://H2.CC.TEST:80/a?sid=123"}, "", crawl.StatusRedirect, false, false, nil, "http://h2.cc.test/a"},
+		{"307 bad location", 307, map[string]string{"Location": "http://[::1/"}, "", crawl.StatusError, false, false, nil, ""},
+		{"301 other scheme", 301, map[string]string{"Location": "ftp://h1.cc.test/x"}, "", crawl.StatusError, false, false, nil, ""},
+		{"302 no location", 302, nil, "", crawl.StatusError, false, false, nil, ""},
+		{"404", 404, nil, "gone", crawl.StatusGone, false, false, nil, ""},
+		{"410", 410, nil, "", crawl.StatusGone, false, false, nil, ""},
+		{"403", 403, nil, "", crawl.StatusError, false, false, nil, ""},
+		{"451", 451, nil, "", crawl.StatusError, false, false, nil, ""},
+		{"429", 429, nil, "", crawl.StatusError, true, true, nil, ""},
+		{"500 (the URL's error, not the host's)", 500, nil, "", crawl.StatusError, true, false, nil, ""},
+		{"501", 501, nil, "", crawl.StatusError, true, false, nil, ""},
+		{"502", 502, nil, "", crawl.StatusError, true, true, nil, ""},
+		{"503", 503, nil, "", crawl.StatusError, true, true, nil, ""},
+		{"504", 504, nil, "", crawl.StatusError, true, true, nil, ""},
 	} {
 		w.ex.reset()
 		w.ex.gotResponse, w.ex.status, w.ex.statusText = true, c.status, http.StatusText(c.status)
@@ -194,7 +194,7 @@ func TestClassify(t *testing.T) {
 		if r.Status != c.want || r.Retry != c.retry || (oc == outcomeFailure) != c.failure || r.RedirectTo != c.redirect || !slices.Equal(r.Links, c.links) {
 			t.Errorf("%s: %s links=%q failure=%v", c.name, describe(r), r.Links, oc == outcomeFailure)
 		}
-		if (r.Status == store.StatusError) != (r.Err != "") {
+		if (r.Status == crawl.StatusError) != (r.Err != "") {
 			t.Errorf("%s: status %v with error %q", c.name, r.Status, r.Err)
 		}
 	}
@@ -218,16 +218,16 @@ func FuzzClassify(f *testing.F) {
 		r := &Result{Job: Job{URL: "http://h1.cc.test/a/b"}}
 		w.fill(r)
 		w.classify(r)
-		if r.Status == 0 || r.Retry && r.Status != store.StatusError {
+		if r.Status == 0 || r.Retry && r.Status != crawl.StatusError {
 			t.Fatalf("status %v retry %v", r.Status, r.Retry)
 		}
 		if r.RedirectTo != "" {
 			again, err := n.NormalizeString(r.RedirectTo)
-			if err != nil || again != r.RedirectTo || r.Status != store.StatusRedirect {
+			if err != nil || again != r.RedirectTo || r.Status != crawl.StatusRedirect {
 				t.Fatalf("redirect %q (%v): renormalised %q, %v", r.RedirectTo, r.Status, again, err)
 			}
 		}
-		if len(r.Links) > 50 || (len(r.Links) > 0 && r.Status != store.StatusFetched) {
+		if len(r.Links) > 50 || (len(r.Links) > 0 && r.Status != crawl.StatusFetched) {
 			t.Fatalf("%d links with status %v", len(r.Links), r.Status)
 		}
 		if (len(body) > 0) != (r.ContentFP != 0) && r.ContentFP != 0 {

@@ -16,7 +16,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/gocolly/colly/v2"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/links"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
@@ -228,9 +228,9 @@ func (w *worker) page(t *task) {
 	w.fill(r)
 	switch oc {
 	case outcomeFailure:
-		r.Status, r.Retry, r.Err = store.StatusError, true, why
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, why
 	case outcomeLocal:
-		r.Status, r.Err = store.StatusError, why
+		r.Status, r.Err = crawl.StatusError, why
 	default:
 		t.outcome = w.classify(r)
 	}
@@ -257,12 +257,12 @@ func (w *worker) classify(r *Result) outcome {
 	ex := &w.ex
 	switch s := ex.status; {
 	case s >= 200 && s < 300:
-		r.Status = store.StatusFetched
+		r.Status = crawl.StatusFetched
 		if !isHTML(r.ContentType, ex.body) {
 			return outcomeOK
 		}
 		if seen := w.f.o.Seen; seen != nil && seen(r.ContentFP, r.URL) {
-			r.Status = store.StatusDuplicate
+			r.Status = crawl.StatusDuplicate
 			return outcomeOK
 		}
 		p := w.ext.Extract(r.URL, ex.body)
@@ -270,28 +270,28 @@ func (w *worker) classify(r *Result) outcome {
 	case s >= 300 && s < 400:
 		loc := ex.header.Get("Location")
 		if loc == "" {
-			r.Status, r.Err = store.StatusError, "fetcher: redirect without Location"
+			r.Status, r.Err = crawl.StatusError, "fetcher: redirect without Location"
 			return outcomeOK
 		}
 		to, err := w.resolve(r.URL, loc)
 		if err != nil {
-			r.Status, r.Err = store.StatusError, "fetcher: bad Location: "+err.Error()
+			r.Status, r.Err = crawl.StatusError, "fetcher: bad Location: "+err.Error()
 			return outcomeOK
 		}
-		r.Status, r.RedirectTo = store.StatusRedirect, to
+		r.Status, r.RedirectTo = crawl.StatusRedirect, to
 	case s == http.StatusNotFound || s == http.StatusGone:
-		r.Status = store.StatusGone
+		r.Status = crawl.StatusGone
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
 		// The server (or what is in front of it) is overloaded or down:
 		// retry the URL and count a failure of the host.
-		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: HTTP "+ex.statusText
 		return outcomeFailure
 	case s >= 500:
 		// The server answered, with an error of this URL (500 and the
 		// like): retry the URL later, but the host is fine.
-		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: HTTP "+ex.statusText
 	default:
-		r.Status, r.Err = store.StatusError, "fetcher: HTTP "+ex.statusText
+		r.Status, r.Err = crawl.StatusError, "fetcher: HTTP "+ex.statusText
 	}
 	return outcomeOK
 }
@@ -355,10 +355,10 @@ func (w *worker) robots(t *task) {
 	t.httpStatus = status
 	switch {
 	case status >= 200 && status < 300:
-		r.Status = store.StatusFetched
-		t.body = bytes.Clone(ex.body[:min(len(ex.body), store.MaxRobotsBytes)])
+		r.Status = crawl.StatusFetched
+		t.body = bytes.Clone(ex.body[:min(len(ex.body), crawl.MaxRobotsBytes)])
 	case status >= 300 && status < 400:
-		r.Status = store.StatusRedirect
+		r.Status = crawl.StatusRedirect
 		if loc := ex.header.Get("Location"); loc != "" {
 			if to, err := w.resolve(t.url, loc); err == nil {
 				r.RedirectTo = to
@@ -368,14 +368,14 @@ func (w *worker) robots(t *task) {
 			}
 		}
 	case status == http.StatusTooManyRequests || status >= 500:
-		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: robots.txt HTTP "+ex.statusText
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: robots.txt HTTP "+ex.statusText
 		t.outcome = outcomeFailure
 	case status >= 400:
-		r.Status = store.StatusGone
+		r.Status = crawl.StatusGone
 	case status == 0:
-		r.Status, r.Retry, r.Err = store.StatusError, true, why
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, why
 	default:
-		r.Status, r.Err = store.StatusError, "fetcher: robots.txt HTTP "+ex.statusText
+		r.Status, r.Err = crawl.StatusError, "fetcher: robots.txt HTTP "+ex.statusText
 	}
 	if t.location == "" {
 		t.policy = robots.FromResponse(status, t.body).Agent(RobotsAgent)
@@ -398,9 +398,9 @@ func (w *worker) sitemap(t *task) {
 	w.fill(r)
 	switch {
 	case oc == outcomeFailure:
-		r.Status, r.Retry, r.Err = store.StatusError, true, why
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, why
 	case oc == outcomeLocal:
-		r.Status, r.Err = store.StatusError, why
+		r.Status, r.Err = crawl.StatusError, why
 	default:
 		t.outcome = w.sitemapBody(t, r)
 	}
@@ -412,36 +412,36 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 	ex := &w.ex
 	switch s := ex.status; {
 	case s == http.StatusNotFound || s == http.StatusGone:
-		r.Status = store.StatusGone
+		r.Status = crawl.StatusGone
 		return outcomeOK
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
 		// The server (or what is in front of it) is overloaded or down:
 		// retry the URL and count a failure of the host.
-		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: HTTP "+ex.statusText
 		return outcomeFailure
 	case s >= 500:
 		// The server answered, with an error of this URL (500 and the
 		// like): retry the URL later, but the host is fine.
-		r.Status, r.Retry, r.Err = store.StatusError, true, "fetcher: HTTP "+ex.statusText
+		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: HTTP "+ex.statusText
 		return outcomeOK
 	case s < 200 || s >= 300:
-		r.Status, r.Err = store.StatusError, "fetcher: HTTP "+ex.statusText
+		r.Status, r.Err = crawl.StatusError, "fetcher: HTTP "+ex.statusText
 		return outcomeOK
 	}
 	body := ex.body
 	if len(body) > 2 && body[0] == 0x1f && body[1] == 0x8b { // a .xml.gz served as is
 		var err error
 		if body, err = gunzip(body, w.f.o.MaxBodyBytes); err != nil {
-			r.Status, r.Err = store.StatusError, "fetcher: sitemap: "+err.Error()
+			r.Status, r.Err = crawl.StatusError, "fetcher: sitemap: "+err.Error()
 			return outcomeOK
 		}
 	}
 	locs, index, err := links.Sitemap(body, w.f.o.MaxSitemapURLs)
 	if err != nil && len(locs) == 0 {
-		r.Status, r.Err = store.StatusError, "fetcher: sitemap: "+err.Error()
+		r.Status, r.Err = crawl.StatusError, "fetcher: sitemap: "+err.Error()
 		return outcomeOK
 	}
-	r.Status = store.StatusFetched
+	r.Status = crawl.StatusFetched
 	n := w.f.o.Normalizer
 	var out []string
 	for _, loc := range locs {

@@ -343,7 +343,7 @@ func (a *applier) apply(o *op) (OpResult, error) {
 	case OpPutHost:
 		key := append([]byte{pHost}, appendRevHost(nil, string(o.name))...)
 		res.Applied = true
-		return res, a.set(key, o.host.appendTo(nil), nil)
+		return res, a.set(key, appendHost(nil, &o.host), nil)
 	case OpSentCheckAdd:
 		present, err := a.sentHas(o.fp)
 		if err != nil || present {

@@ -227,7 +227,7 @@ func (b *Batch) PutHost(host string, h HostRecord) {
 	}
 	b.op(OpPutHost)
 	b.buf = appendBytes(b.buf, []byte(host))
-	b.buf = appendBytes(b.buf, h.appendTo(nil))
+	b.buf = appendBytes(b.buf, appendHost(nil, &h))
 }
 
 // SentCheckAdd asks the URL-sent cache whether fp is present, adding it if

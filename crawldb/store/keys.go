@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/meridian-crawler/meridian/crawl"
 )
 
 // Key prefixes, one byte each: every table of the crawl database lives in one
@@ -27,7 +29,7 @@ const (
 )
 
 // MaxURLLen is the longest URL the database accepts.
-const MaxURLLen = 2048
+const MaxURLLen = crawl.MaxURLLen
 
 const (
 	schemeHTTP  = 'h'

@@ -3,37 +3,28 @@ package store
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"net/netip"
 	"time"
+
+	"github.com/meridian-crawler/meridian/crawl"
 )
 
-// Status is where a URL is in its life.
-type Status uint8
+// Status is where a URL is in its life; see crawl.Status.
+type Status = crawl.Status
 
-// URL statuses.
+// URL statuses, from package crawl.
 const (
-	StatusUnfetched    Status = iota + 1 // in the frontier
-	StatusGenerated                      // picked for a round, not yet fetched
-	StatusFetched                        // fetched, 2xx
-	StatusRedirect                       // fetched, 3xx: its target went through the frontier
-	StatusGone                           // fetched, 404/410
-	StatusError                          // failed for good (5xx, timeouts) after its retries
-	StatusRobotsDenied                   // robots.txt forbids it
-	StatusDuplicate                      // fetched, content already seen under another URL
-	statusCount
+	StatusUnfetched    = crawl.StatusUnfetched
+	StatusGenerated    = crawl.StatusGenerated
+	StatusFetched      = crawl.StatusFetched
+	StatusRedirect     = crawl.StatusRedirect
+	StatusGone         = crawl.StatusGone
+	StatusError        = crawl.StatusError
+	StatusRobotsDenied = crawl.StatusRobotsDenied
+	StatusDuplicate    = crawl.StatusDuplicate
+	statusCount        = crawl.StatusCount
 )
-
-var statusNames = [...]string{"", "unfetched", "generated", "fetched", "redirect", "gone", "error", "robots-denied", "duplicate"}
-
-// String names the status.
-func (s Status) String() string {
-	if int(s) < len(statusNames) && s > 0 {
-		return statusNames[s]
-	}
-	return fmt.Sprintf("Status(%d)", s)
-}
 
 // URLRecord is what the crawl database knows of one URL.
 type URLRecord struct {
@@ -97,20 +88,12 @@ func decodeRecord(b []byte, r *URLRecord) error {
 	return nil
 }
 
-// HostRecord is what the crawl database keeps per host for politeness.
-type HostRecord struct {
-	Robots       []byte    // robots.txt body (nil: none fetched)
-	RobotsStatus uint16    // HTTP status of the robots.txt fetch
-	RobotsExpiry time.Time // refetch robots.txt after this
-	CrawlDelay   time.Duration
-	IPs          []netip.Addr
-	IPsExpiry    time.Time
-	BackoffUntil time.Time // generate skips the host until then
-	Failures     uint32    // consecutive failures, for back-off
-}
+// HostRecord is what the crawl database keeps per host for politeness; see
+// crawl.HostRecord.
+type HostRecord = crawl.HostRecord
 
 // MaxRobotsBytes bounds the robots.txt body kept per host.
-const MaxRobotsBytes = 512 << 10
+const MaxRobotsBytes = crawl.MaxRobotsBytes
 
 func appendTime(dst []byte, t time.Time) []byte {
 	var ms int64
@@ -128,7 +111,8 @@ func (d *decoder) time() time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-func (h *HostRecord) appendTo(dst []byte) []byte {
+// appendHost appends the stored encoding of h to dst.
+func appendHost(dst []byte, h *HostRecord) []byte {
 	dst = append(dst, recordVersion)
 	dst = appendBytes(dst, h.Robots)
 	dst = binary.AppendUvarint(dst, uint64(h.RobotsStatus))

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/temoto/robotstxt"
 )
 
@@ -25,7 +25,7 @@ type Policy struct {
 	agents      map[string]bool       // product tokens that have a group
 	sitemaps    []string
 	unavailable bool  // 5xx or unreachable: disallow all
-	truncated   bool  // the body was cut to store.MaxRobotsBytes
+	truncated   bool  // the body was cut to crawl.MaxRobotsBytes
 	parseErr    error // temoto refused the rewrite (never expected)
 }
 
@@ -36,7 +36,7 @@ var allowAll = &Policy{}
 var unreachable = &Policy{unavailable: true}
 
 // FromResponse builds the policy from a robots.txt fetch (RFC 9309 2.3.1):
-//   - 2xx: the body is parsed (truncated to store.MaxRobotsBytes, at the last
+//   - 2xx: the body is parsed (truncated to crawl.MaxRobotsBytes, at the last
 //     complete line); an empty or unparsable body allows everything;
 //   - 3xx: redirects are the caller's business (it follows up to five hops);
 //     a 3xx given here means they ran out and allows everything;
@@ -94,7 +94,7 @@ func (p *Policy) Sitemaps() []string { return p.sitemaps }
 // unreachable): everything is disallowed until it is fetched again.
 func (p *Policy) Unavailable() bool { return p.unavailable }
 
-// Truncated reports whether the body was longer than store.MaxRobotsBytes and
+// Truncated reports whether the body was longer than crawl.MaxRobotsBytes and
 // only its first part was parsed.
 func (p *Policy) Truncated() bool { return p.truncated }
 
@@ -126,9 +126,9 @@ const MaxCrawlDelay = 24 * time.Hour
 // MaxSitemaps bounds the Sitemap URLs kept from one file.
 const MaxSitemaps = 1000
 
-// MaxBytes is the longest body parsed, store.MaxRobotsBytes (RFC 9309 asks
+// MaxBytes is the longest body parsed, crawl.MaxRobotsBytes (RFC 9309 asks
 // for at least 500 KiB).
-const MaxBytes = store.MaxRobotsBytes
+const MaxBytes = crawl.MaxRobotsBytes
 
 // productToken extracts the product token of a user-agent: the leading run of
 // letters, '-' and '_', lower-cased; "*" for a value starting with '*'.

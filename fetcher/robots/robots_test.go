@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -256,7 +256,7 @@ func TestSitemaps(t *testing.T) {
 func TestHugeBody(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString("User-agent: *\nDisallow: /early\n")
-	for b.Len() < 2*store.MaxRobotsBytes {
+	for b.Len() < 2*crawl.MaxRobotsBytes {
 		b.WriteString("Disallow: /filler/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n")
 	}
 	b.WriteString("Disallow: /late\n")
@@ -272,12 +272,12 @@ func TestHugeBody(t *testing.T) {
 		t.Errorf("truncated body: Allowed(/early) %v, (/late) %v", p.Allowed("/early"), p.Allowed("/late"))
 	}
 	// A body cut in the middle of a line drops that partial line.
-	body := "User-agent: *\nDisallow: /x\n" + strings.Repeat("#", store.MaxRobotsBytes-len("User-agent: *\nDisallow: /x\n")-3) + "\nDisallow: /abcdef\n"
+	body := "User-agent: *\nDisallow: /x\n" + strings.Repeat("#", crawl.MaxRobotsBytes-len("User-agent: *\nDisallow: /x\n")-3) + "\nDisallow: /abcdef\n"
 	p = FromResponse(200, []byte(body))
 	if !p.Allowed("/abc") || p.Allowed("/x") {
 		t.Errorf("partial last line: Allowed(/abc) %v Allowed(/x) %v", p.Allowed("/abc"), p.Allowed("/x"))
 	}
-	if FromResponse(200, []byte(strings.Repeat("a", store.MaxRobotsBytes+1))).Allowed("/") != true {
+	if FromResponse(200, []byte(strings.Repeat("a", crawl.MaxRobotsBytes+1))).Allowed("/") != true {
 		t.Error("one huge line: not allowed")
 	}
 }

@@ -1,13 +1,15 @@
 // Package urlnorm normalises URLs on byte slices for the crawl database and
 // decides whether a URL is in a crawl's scope.
 //
-// A normalised URL is what crawldb/store accepts: "http://" or "https://", a
-// lower-case ASCII host (IDN hosts in punycode, no trailing dot, no IPv6
-// literal), a port only when it is not the scheme's default, a path that
-// starts with '/' and has no dot segments, percent-escapes in upper-case hex
-// with escapes of unreserved characters decoded, every byte <= 0x20 or
-// >= 0x7f (and " < > \ ^ ` { | }) percent-encoded, no fragment, no
-// session-id parameters and no empty query. Normalisation is idempotent.
+// A normalised URL is what the crawl database accepts: "http://" or
+// "https://", a lower-case ASCII host (IDN hosts in punycode, no trailing
+// dot, no IPv6 literal), a port only when it is not the scheme's default, a
+// path that starts with '/' and has no dot segments, percent-escapes in
+// upper-case hex with escapes of unreserved characters decoded, every byte
+// <= 0x20 or >= 0x7f (and " < > \ ^ ` { | }) percent-encoded, no fragment,
+// no session-id parameters, no empty query, and at most crawl.MaxURLLen
+// bytes, the limit package crawl shares with the database. Normalisation is
+// idempotent.
 //
 // Normalizer.Resolve resolves an href against a Base as RFC 3986 section 5.2
 // describes, with one choice the RFC leaves open (5.4.2): a reference such

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/crawl"
 )
 
 // Options configure a Normalizer.
 type Options struct {
 	// MaxLen is the longest normalised URL kept; longer ones fail with
-	// ErrTooLong. 0 means store.MaxURLLen; values above it are clamped to it.
+	// ErrTooLong. 0 means crawl.MaxURLLen; values above it are clamped to it.
 	MaxLen int
 	// StripParams are the query parameter names (and ";name=" path
 	// parameter names) dropped, compared case-insensitively. nil means
@@ -37,8 +37,8 @@ type Normalizer struct {
 // New returns a Normalizer for o.
 func New(o Options) *Normalizer {
 	n := &Normalizer{maxLen: o.MaxLen}
-	if n.maxLen <= 0 || n.maxLen > store.MaxURLLen {
-		n.maxLen = store.MaxURLLen
+	if n.maxLen <= 0 || n.maxLen > crawl.MaxURLLen {
+		n.maxLen = crawl.MaxURLLen
 	}
 	n.maxInput = inputFactor * n.maxLen
 	names := o.StripParams

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -147,7 +148,7 @@ func TestNormalizeRules(t *testing.T) {
 
 func TestNormalizeErrors(t *testing.T) {
 	n := New(Options{})
-	long := "http://e.com/" + strings.Repeat("a", store.MaxURLLen)
+	long := "http://e.com/" + strings.Repeat("a", crawl.MaxURLLen)
 	for _, c := range []struct {
 		in   string
 		want error
@@ -195,8 +196,8 @@ func TestNormalizeErrors(t *testing.T) {
 		{"http://" + strings.Repeat("a.", 127) + "aa/", ErrHost},
 		{"http://e.com\\x/", ErrHost},
 		{long, ErrTooLong},
-		{"http://e.com/" + strings.Repeat("%41", 4*store.MaxURLLen), ErrTooLong},
-		{"http://e.com/" + strings.Repeat("\x01x", store.MaxURLLen/2), ErrTooLong},
+		{"http://e.com/" + strings.Repeat("%41", 4*crawl.MaxURLLen), ErrTooLong},
+		{"http://e.com/" + strings.Repeat("\x01x", crawl.MaxURLLen/2), ErrTooLong},
 	} {
 		dst := []byte("keep")
 		got, err := n.Normalize(dst, []byte(c.in))
@@ -232,8 +233,8 @@ func TestOptions(t *testing.T) {
 	if _, err := short.Normalize(nil, []byte("http://e.com/01234567")); !errors.Is(err, ErrTooLong) {
 		t.Fatalf("21 bytes: %v, want ErrTooLong", err)
 	}
-	if got := New(Options{MaxLen: 1 << 20}).MaxLen(); got != store.MaxURLLen {
-		t.Fatalf("MaxLen clamped to %d, want %d", got, store.MaxURLLen)
+	if got := New(Options{MaxLen: 1 << 20}).MaxLen(); got != crawl.MaxURLLen {
+		t.Fatalf("MaxLen clamped to %d, want %d", got, crawl.MaxURLLen)
 	}
 	none := New(Options{StripParams: []string{}})
 	checkOK(t, none, "http://e.com/a;jsessionid=1?sid=2", "http://e.com/a;jsessionid=1?sid=2")

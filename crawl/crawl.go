@@ -1,0 +1,58 @@
+// Package crawl is the vocabulary the crawl database and the fetcher share:
+// URL statuses, the per-host politeness record and the limits on URLs and
+// robots.txt bodies. It imports nothing outside the standard library.
+package crawl
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Status is where a URL is in its life.
+type Status uint8
+
+// URL statuses.
+const (
+	StatusUnfetched    Status = iota + 1 // in the frontier
+	StatusGenerated                      // picked for a round, not yet fetched
+	StatusFetched                        // fetched, 2xx
+	StatusRedirect                       // fetched, 3xx: its target went through the frontier
+	StatusGone                           // fetched, 404/410
+	StatusError                          // failed for good (5xx, timeouts) after its retries
+	StatusRobotsDenied                   // robots.txt forbids it
+	StatusDuplicate                      // fetched, content already seen under another URL
+
+	// StatusCount is one more than the last status: the valid statuses are
+	// StatusUnfetched <= s < StatusCount. It is not itself a status.
+	StatusCount
+)
+
+var statusNames = [StatusCount]string{"", "unfetched", "generated", "fetched", "redirect", "gone", "error", "robots-denied", "duplicate"}
+
+// String names the status, or gives its number ("Status(42)") if it is not a
+// valid one.
+func (s Status) String() string {
+	if int(s) < len(statusNames) && s > 0 {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", s)
+}
+
+// HostRecord is what the crawl database keeps per host for politeness.
+type HostRecord struct {
+	Robots       []byte    // robots.txt body (nil: none fetched)
+	RobotsStatus uint16    // HTTP status of the robots.txt fetch
+	RobotsExpiry time.Time // refetch robots.txt after this
+	CrawlDelay   time.Duration
+	IPs          []netip.Addr
+	IPsExpiry    time.Time
+	BackoffUntil time.Time // generate skips the host until then
+	Failures     uint32    // consecutive failures, for back-off
+}
+
+// MaxRobotsBytes bounds the robots.txt body kept per host.
+const MaxRobotsBytes = 512 << 10
+
+// MaxURLLen is the longest URL the database accepts.
+const MaxURLLen = 2048
