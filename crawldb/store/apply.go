@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -48,6 +49,7 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	}
 	results := make([]*Result, len(entries))
 	ops := s.mu.ops[:0]
+	var user userOverlay // node-layer keys written by the batch's earlier commands, for guards
 	var bounds []int // bounds[i]: end of entry i's ops
 	size := 256
 	last := s.applied.Load()
@@ -63,6 +65,9 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 		n := len(ops)
 		var derr error
 		ops, derr = decodeCommand(e.Cmd, ops)
+		if derr == nil {
+			derr = user.check(s, ops[n:])
+		}
 		if derr != nil {
 			ops = ops[:n] // a rejected command contributes nothing
 			res.Err = derr
@@ -423,6 +428,24 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			return res, a.del(key, nil)
 		}
 		return res, a.set(key, o.payload, nil)
+	case OpGuard:
+		res.Applied = true // checked before the command was accepted (userOverlay.check)
+		return res, nil
+	case OpDeleteUserPrefix:
+		start := append([]byte{pUser}, o.name...)
+		end := prefixEnd(start)
+		// Changes buffered by earlier operations to keys in the range
+		// would be written after the range deletion: drop them here.
+		kept := a.writes[:0]
+		for _, w := range a.writes {
+			if bytes.Compare(w.key, start) >= 0 && (end == nil || bytes.Compare(w.key, end) < 0) {
+				continue
+			}
+			kept = append(kept, w)
+		}
+		a.writes = kept
+		res.Applied = true
+		return res, a.b.DeleteRange(start, end, nil)
 	}
 	return res, fmt.Errorf("unknown op %d", o.t)
 }
@@ -653,4 +676,91 @@ func (a *applier) flush() error {
 	}
 	a.writes = a.writes[:0]
 	return nil
+}
+
+// userOverlay is what the earlier commands of one ApplyBatch did to the
+// node layer's keys, so that a later command's guards see it.
+type userOverlay struct {
+	vals    map[string][]byte // nil value: deleted
+	deleted []string          // prefixes deleted, for keys not in vals
+}
+
+func (u *userOverlay) get(s *Store, key string) ([]byte, error) {
+	if v, ok := u.vals[key]; ok {
+		return v, nil
+	}
+	for _, p := range u.deleted {
+		if strings.HasPrefix(key, p) {
+			return nil, nil
+		}
+	}
+	return s.value(append([]byte{pUser}, key...))
+}
+
+// check evaluates a decoded command's guards in operation order, against
+// the store as the batch's earlier commands and the command's own earlier
+// operations leave it; if they hold, the command's node-layer writes are
+// added to the overlay.
+func (u *userOverlay) check(s *Store, ops []op) error {
+	guarded := false
+	for i := range ops {
+		if ops[i].t == OpGuard {
+			guarded = true
+			break
+		}
+	}
+	if !guarded && u.vals == nil && u.deleted == nil {
+		// No guard here and none could be affected yet: record writes only
+		// if a later command might guard on them (cheap: user ops are few).
+		u.record(ops)
+		return nil
+	}
+	// Work on a copy so a failed guard leaves the overlay as it was.
+	tmp := userOverlay{vals: make(map[string][]byte, len(u.vals)), deleted: append([]string(nil), u.deleted...)}
+	for k, v := range u.vals {
+		tmp.vals[k] = v
+	}
+	for i := range ops {
+		o := &ops[i]
+		switch o.t {
+		case OpGuard:
+			v, err := tmp.get(s, string(o.name))
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(v, o.payload) {
+				return fmt.Errorf("%w: %.200q holds %.100q, not %.100q", ErrGuard, o.name, v, o.payload)
+			}
+		default:
+			tmp.record(ops[i : i+1])
+		}
+	}
+	*u = tmp
+	return nil
+}
+
+// record notes the node-layer writes of ops.
+func (u *userOverlay) record(ops []op) {
+	for i := range ops {
+		o := &ops[i]
+		switch o.t {
+		case OpPutUser:
+			if u.vals == nil {
+				u.vals = map[string][]byte{}
+			}
+			if len(o.payload) == 0 {
+				u.vals[string(o.name)] = nil
+			} else {
+				u.vals[string(o.name)] = o.payload
+			}
+		case OpDeleteUserPrefix:
+			p := string(o.name)
+			for k := range u.vals {
+				if strings.HasPrefix(k, p) {
+					u.vals[k] = nil
+				}
+			}
+			u.deleted = append(u.deleted, p)
+		}
+	}
 }

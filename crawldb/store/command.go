@@ -29,6 +29,8 @@ const (
 	OpPutUser                         // set a key of the node layer's table
 	OpRoundFetch                      // record a fetch of a URL generated in a given round; only the spent cash → history
 	OpRevisit                         // a fetched URL's stored outlinks were given some of its cash: that cash → history
+	OpGuard                           // the command applies only if a node-layer key holds a given value
+	OpDeleteUserPrefix                // delete every node-layer key with a prefix
 	opCount
 )
 
@@ -41,6 +43,8 @@ const (
 	maxName     = 1024
 	maxPayload  = 64 << 10
 	maxRoundLen = 64 << 10
+	// MaxUserValue is the largest value of a node-layer key (PutUser).
+	MaxUserValue = 8 << 20
 )
 
 const (
@@ -62,6 +66,8 @@ var (
 	ErrClosed = errors.New("store: closed")
 	// ErrStorage: a write to Pebble failed; the store stops accepting commands.
 	ErrStorage = errors.New("store: storage failure")
+	// ErrGuard: a command's guard did not hold; the command changed nothing.
+	ErrGuard = errors.New("store: guard failed")
 )
 
 // Batch builds one command: many operations applied atomically, in order.
@@ -288,13 +294,39 @@ func (b *Batch) PutDomain(domain string, lat, lon float64) {
 
 // PutUser sets key to value in the node layer's table (nil value deletes).
 func (b *Batch) PutUser(key string, value []byte) {
-	if key == "" || len(key) > maxName || len(value) > maxPayload {
-		b.fail(fmt.Errorf("%w: user key %.100q", ErrBadOp, key))
+	if key == "" || len(key) > maxName || len(value) > MaxUserValue {
+		b.fail(fmt.Errorf("%w: user key %.100q (%d bytes)", ErrBadOp, key, len(value)))
 		return
 	}
 	b.op(OpPutUser)
 	b.buf = appendBytes(b.buf, []byte(key))
 	b.buf = appendBytes(b.buf, value)
+}
+
+// Guard makes the whole command conditional: it applies only if the node
+// layer's key holds value (an empty value: the key is absent) when the
+// guard is reached, after the operations before it. Otherwise the command
+// is rejected with ErrGuard and changes nothing. Leaders fence their writes
+// with it, and nodes their staged results.
+func (b *Batch) Guard(key string, value []byte) {
+	if key == "" || len(key) > maxName || len(value) > maxPayload {
+		b.fail(fmt.Errorf("%w: guard on user key %.100q", ErrBadOp, key))
+		return
+	}
+	b.op(OpGuard)
+	b.buf = appendBytes(b.buf, []byte(key))
+	b.buf = appendBytes(b.buf, value)
+}
+
+// DeleteUserPrefix deletes every key of the node layer's table that starts
+// with prefix (not empty).
+func (b *Batch) DeleteUserPrefix(prefix string) {
+	if prefix == "" || len(prefix) > maxName {
+		b.fail(fmt.Errorf("%w: user prefix %.100q", ErrBadOp, prefix))
+		return
+	}
+	b.op(OpDeleteUserPrefix)
+	b.buf = appendBytes(b.buf, []byte(prefix))
 }
 
 func containsZero(s string) bool {
@@ -448,9 +480,20 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			}
 		case OpPutUser:
 			o.name = d.bytes(maxName)
-			o.payload = d.bytes(maxPayload)
-			if len(o.name) == 0 {
+			o.payload = d.bytes(MaxUserValue)
+			if len(o.name) == 0 && d.err == nil {
 				return ops, fmt.Errorf("%w: op %d: user key", ErrCorruptCommand, len(ops)-base)
+			}
+		case OpGuard:
+			o.name = d.bytes(maxName)
+			o.payload = d.bytes(maxPayload)
+			if len(o.name) == 0 && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: guard key", ErrCorruptCommand, len(ops)-base)
+			}
+		case OpDeleteUserPrefix:
+			o.name = d.bytes(maxName)
+			if len(o.name) == 0 && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: user prefix", ErrCorruptCommand, len(ops)-base)
 			}
 		default:
 			return ops, fmt.Errorf("%w: op %d: unknown type %d", ErrCorruptCommand, len(ops)-base, o.t)

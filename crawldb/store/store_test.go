@@ -818,3 +818,111 @@ func TestRevisit(t *testing.T) {
 		t.Fatalf("NaN spend: %v", err)
 	}
 }
+
+// TestGuardAndDeletePrefix checks that a guard makes its whole command
+// conditional (seeing the batch's earlier commands and the command's own
+// earlier operations), and that a prefix deletion removes exactly its keys,
+// also when the same batch writes them before or after it.
+func TestGuardAndDeletePrefix(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	user := func(k string) string {
+		v, err := s.User(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(v)
+	}
+	applyT(t, s, 1, func() *Batch {
+		b := NewBatch()
+		b.PutUser("own/1", []byte("n1#0"))
+		b.PutUser("r/1/a", []byte("x"))
+		b.PutUser("r/1/b", []byte("y"))
+		b.PutUser("r/10/a", []byte("z"))
+		return b
+	}())
+	type step struct {
+		name    string
+		build   func(b *Batch)
+		guarded bool // rejected with ErrGuard
+	}
+	idx := uint64(2)
+	for _, c := range []step{
+		{"guard holds", func(b *Batch) { b.Guard("own/1", []byte("n1#0")); b.PutUser("res/1", []byte("a")) }, false},
+		{"guard fails: other value", func(b *Batch) { b.Guard("own/1", []byte("n2#1")); b.PutUser("res/1", []byte("b")) }, true},
+		{"guard on absence holds", func(b *Batch) { b.Guard("done/1", nil); b.PutUser("done/1", []byte("d")) }, false},
+		{"guard on absence fails", func(b *Batch) { b.PutUser("res/2", []byte("c")); b.Guard("done/1", nil) }, true},
+		{"guard sees own earlier write", func(b *Batch) { b.PutUser("own/2", []byte("n3")); b.Guard("own/2", []byte("n3")) }, false},
+		{"delete prefix, then guard on a deleted key", func(b *Batch) { b.DeleteUserPrefix("r/1/"); b.Guard("r/1/a", nil) }, false},
+	} {
+		b := NewBatch()
+		c.build(b)
+		cmd, err := b.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Apply(idx, cmd)
+		idx++
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := errors.Is(res.Err, ErrGuard); got != c.guarded {
+			t.Fatalf("%s: result %v, want guarded=%v", c.name, res.Err, c.guarded)
+		}
+	}
+	for k, want := range map[string]string{"res/1": "a", "res/2": "", "done/1": "d", "own/2": "n3", "r/1/a": "", "r/1/b": "", "r/10/a": "z"} {
+		if got := user(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	// One ApplyBatch: a write, a prefix deletion over it, a write after it,
+	// and a later command guarding on what the earlier ones left.
+	var entries []Entry
+	for _, f := range []func(b *Batch){
+		func(b *Batch) { b.PutUser("q/1", []byte("1")); b.PutUser("q/2", []byte("2")) },
+		func(b *Batch) { b.DeleteUserPrefix("q/"); b.PutUser("q/3", []byte("3")) },
+		func(b *Batch) { b.Guard("q/1", nil); b.Guard("q/3", []byte("3")); b.PutUser("ok", []byte("yes")) },
+		func(b *Batch) { b.Guard("q/2", []byte("2")); b.PutUser("bad", []byte("yes")) },
+	} {
+		b := NewBatch()
+		f(b)
+		entries = append(entries, Entry{Index: idx, Cmd: mustEncodeBatch(t, b)})
+		idx++
+	}
+	res, err := s.ApplyBatch(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantGuarded := range []bool{false, false, false, true} {
+		if got := errors.Is(res[i].Err, ErrGuard); got != wantGuarded {
+			t.Errorf("batch command %d: %v, want guarded=%v", i+1, res[i].Err, wantGuarded)
+		}
+	}
+	for k, want := range map[string]string{"q/1": "", "q/2": "", "q/3": "3", "ok": "yes", "bad": ""} {
+		if got := user(k); got != want {
+			t.Errorf("after batch: %s = %q, want %q", k, got, want)
+		}
+	}
+	// A big node-layer value (staged results) round-trips; too big is refused.
+	big := bytes.Repeat([]byte("v"), 4<<20)
+	b := NewBatch()
+	b.PutUser("big", big)
+	applyT(t, s, idx, b)
+	if got := user("big"); len(got) != len(big) {
+		t.Fatalf("big value: %d bytes back", len(got))
+	}
+	b = NewBatch()
+	b.PutUser("huge", make([]byte, MaxUserValue+1))
+	if _, err := b.Encode(); !errors.Is(err, ErrBadOp) {
+		t.Fatalf("value over MaxUserValue: %v", err)
+	}
+}
+
+func mustEncodeBatch(t *testing.T, b *Batch) []byte {
+	t.Helper()
+	cmd, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), cmd...)
+}
