@@ -50,7 +50,7 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	results := make([]*Result, len(entries))
 	ops := s.mu.ops[:0]
 	var user userOverlay // node-layer keys written by the batch's earlier commands, for guards
-	var bounds []int // bounds[i]: end of entry i's ops
+	var bounds []int     // bounds[i]: end of entry i's ops
 	size := 256
 	last := s.applied.Load()
 	for i, e := range entries {

@@ -15,22 +15,22 @@ type OpType uint8
 
 // The operations a command can carry.
 const (
-	OpUpsertCash    OpType = iota + 1 // new → unfetched with cash; known → cash added
-	OpPutIfAbsent                     // new → unfetched with cash; known → untouched
-	OpMarkGenerated                   // unfetched → generated in a round
-	OpRequeue                         // generated → unfetched (a round that did not fetch it)
-	OpFetchResult                     // record a fetch: status, content fingerprint; cash → history
-	OpPutHost                         // replace a host record
-	OpSentCheckAdd                    // URL-sent cache: report presence, add if absent
-	OpOutboxEnqueue                   // add a put for another site to the outbox
-	OpOutboxAck                       // remove an outbox entry
-	OpPutRound                        // replace the round state
-	OpPutDomain                       // set a domain's coordinates
-	OpPutUser                         // set a key of the node layer's table
-	OpRoundFetch                      // record a fetch of a URL generated in a given round; only the spent cash → history
-	OpRevisit                         // a fetched URL's stored outlinks were given some of its cash: that cash → history
-	OpGuard                           // the command applies only if a node-layer key holds a given value
-	OpDeleteUserPrefix                // delete every node-layer key with a prefix
+	OpUpsertCash       OpType = iota + 1 // new → unfetched with cash; known → cash added
+	OpPutIfAbsent                        // new → unfetched with cash; known → untouched
+	OpMarkGenerated                      // unfetched → generated in a round
+	OpRequeue                            // generated → unfetched (a round that did not fetch it)
+	OpFetchResult                        // record a fetch: status, content fingerprint; cash → history
+	OpPutHost                            // replace a host record
+	OpSentCheckAdd                       // URL-sent cache: report presence, add if absent
+	OpOutboxEnqueue                      // add a put for another site to the outbox
+	OpOutboxAck                          // remove an outbox entry
+	OpPutRound                           // replace the round state
+	OpPutDomain                          // set a domain's coordinates
+	OpPutUser                            // set a key of the node layer's table
+	OpRoundFetch                         // record a fetch of a URL generated in a given round; only the spent cash → history
+	OpRevisit                            // a fetched URL's stored outlinks were given some of its cash: that cash → history
+	OpGuard                              // the command applies only if a node-layer key holds a given value
+	OpDeleteUserPrefix                   // delete every node-layer key with a prefix
 	opCount
 )
 
