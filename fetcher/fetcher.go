@@ -45,6 +45,7 @@ type Fetcher struct {
 	dialer    net.Dialer
 	runCtx    context.Context // set by Run before any goroutine uses it
 	started   atomic.Bool
+	paused    atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -106,6 +107,18 @@ func (f *Fetcher) Submit(jobs []Job) {
 	select {
 	case f.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Pause stops (true) or resumes (false) the start of new requests; queued
+// jobs wait, requests in flight finish. A node that has lost its site's
+// leader pauses, as its work may be given to another node.
+func (f *Fetcher) Pause(on bool) {
+	if f.paused.Swap(on) != on {
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -76,6 +76,12 @@ type Options struct {
 	// jobs decided without a request), so it must be quick and must not wait
 	// for the Fetcher. The Result belongs to the callee.
 	OnResult func(*Result)
+	// Skip, if set, is asked before a job's request starts; true drops the
+	// job: it is answered without a request (Retry, NoRequest) and its
+	// caller is expected to ignore that answer (the job's work moved to
+	// another node). It is called from the scheduler goroutine and must be
+	// quick.
+	Skip func(*Job) bool
 	// Logger receives debug and warning messages. nil → discard.
 	Logger *slog.Logger
 

@@ -148,7 +148,7 @@ func (s *scheduler) loop(ctx context.Context) {
 		now := time.Now()
 		s.dispatch(now)
 		var tc <-chan time.Time
-		if s.idle > 0 && len(s.ready) > 0 {
+		if s.idle > 0 && len(s.ready) > 0 && !s.f.paused.Load() {
 			timer.Reset(s.ready[0].at.Sub(now))
 			tc = timer.C
 		}
@@ -196,6 +196,9 @@ func (s *scheduler) takeSubmitted() {
 			f.c.hosts.Add(1)
 		}
 		h.lastUsed = now
+		if j.NotBefore.After(h.next) {
+			h.next = j.NotBefore
+		}
 		if h.policy != nil && !s.needsRobots(h, now) && !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
 			s.answer(*j, crawl.StatusRobotsDenied, false, "", now)
 			continue
@@ -298,6 +301,9 @@ func (s *scheduler) dropSitemaps(h *host) {
 
 // dispatch hands ready hosts' next tasks to idle workers.
 func (s *scheduler) dispatch(now time.Time) {
+	if s.f.paused.Load() {
+		return
+	}
 	for s.idle > 0 && len(s.ready) > 0 {
 		h := s.ready[0]
 		if h.at.After(now) {
@@ -358,6 +364,10 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 	}
 	for h.jobs.len() > 0 {
 		j := h.jobs.pop()
+		if s.o.Skip != nil && s.o.Skip(&j) {
+			s.answer(j, crawl.StatusError, true, "fetcher: job dropped by its caller", now)
+			continue
+		}
 		if !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
 			s.answer(j, crawl.StatusRobotsDenied, false, "", now)
 			continue
@@ -473,10 +483,12 @@ func (s *scheduler) complete(t *task) {
 	case taskSetup:
 		s.applySetup(h, t, now)
 	case taskRobots:
-		h.next = t.end.Add(h.delay)
+		// h.next is past unless a job's NotBefore raised it meanwhile: keep that.
+		notBefore := h.next
 		s.applyRobots(h, t, now)
+		h.next = later(notBefore, t.end.Add(h.delay))
 	case taskSitemap:
-		h.next = t.end.Add(h.delay)
+		h.next = later(h.next, t.end.Add(h.delay))
 		if t.expand {
 			for _, u := range t.children {
 				s.queueSitemap(h, u, false)
@@ -485,7 +497,7 @@ func (s *scheduler) complete(t *task) {
 		s.f.c.internal.Add(-1)
 		s.countOutcome(h, t.outcome, now)
 	case taskPage:
-		h.next = t.end.Add(h.delay)
+		h.next = later(h.next, t.end.Add(h.delay))
 		s.countOutcome(h, t.outcome, now)
 	}
 	s.service(h, now)
@@ -576,7 +588,6 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 	h.rec.Robots, h.rec.RobotsExpiry, h.rec.CrawlDelay = t.body, now.Add(s.o.RobotsTTL), p.CrawlDelay()
 	h.rec.Failures, h.rec.BackoffUntil = 0, time.Time{}
 	h.delay = s.hostDelay(p.CrawlDelay())
-	h.next = t.end.Add(h.delay)
 	s.save(h)
 	h.jobs.filter(func(j *Job) bool {
 		if p.Allowed(urlnorm.PathQuery(j.URL)) {

@@ -21,6 +21,12 @@ type Job struct {
 	Round uint64
 	Depth uint32
 	Cash  float64 // carried through to the Result untouched
+	// Part is the caller's name for the share of the round the job belongs
+	// to; carried through untouched.
+	Part uint32
+	// NotBefore, if set, is the earliest start of any request to the job's
+	// host (the host was fetched by another node until shortly before).
+	NotBefore time.Time
 }
 
 // Kind says what a Result is about.
