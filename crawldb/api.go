@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,23 +21,97 @@ import (
 // (no connection, or the receiver was not the leader): safe to retry.
 var errNotSent = errors.New("crawldb: write not sent")
 
-// forwardedHeader marks a write a node forwards, so it is forwarded once at most.
+// forwardedHeader marks a request a node sends to another (its value is the
+// sender's ID), so that a forwarded write is forwarded once at most.
 const forwardedHeader = "X-Crawldb-Forwarded"
+
+// relayedHeader marks a membership request a follower relays to the leader,
+// so that it is relayed once at most.
+const relayedHeader = "X-Crawldb-Relayed"
 
 // memberKey is the store key under which a node's API address is kept.
 func memberKey(id string) string { return "member/" + id }
 
+// Handler serves a node's API (paths under /crawldb/). A caller that serves
+// the API on its own server (Options.AdvertiseAPI) can mount one before Open
+// and pass it in Options.Handler: until the node runs, and after it closes,
+// it answers 503 "crawldb: starting" or "crawldb: closed". Open binds the
+// node to it once Raft runs; a later Open may bind another node to it.
+type Handler struct {
+	db     atomic.Pointer[DB]
+	closed atomic.Bool // the last node bound has closed
+}
+
+// NewHandler returns a Handler no node is bound to yet.
+func NewHandler() *Handler { return &Handler{} }
+
+func (h *Handler) bind(db *DB) {
+	h.closed.Store(false)
+	h.db.Store(db)
+}
+
+func (h *Handler) unbind(db *DB) {
+	if h.db.CompareAndSwap(db, nil) {
+		h.closed.Store(true)
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	db := h.db.Load()
+	if db == nil || !db.enter() {
+		msg := "crawldb: starting"
+		if h.closed.Load() || db != nil {
+			msg = ErrClosed.Error()
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	defer db.serving.Done()
+	body := &countingReader{r: r.Body, n: &db.traffic.apiReceived}
+	r.Body = body
+	cw := &countingResponseWriter{ResponseWriter: w, n: &db.traffic.apiSent}
+	db.mux.ServeHTTP(cw, r)
+	io.Copy(io.Discard, io.LimitReader(body, 4096)) // count what the handler left unread
+}
+
+// enter admits one API request unless the node is closing; the caller calls
+// db.serving.Done when it ends.
+func (db *DB) enter() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return false
+	}
+	db.serving.Add(1)
+	return true
+}
+
+// requestContext is r's context, also cancelled when the node closes.
+func (db *DB) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(db.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+func (db *DB) newMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /crawldb/apply", db.handleApply)
+	mux.HandleFunc("POST /crawldb/join", db.handleJoin)
+	mux.HandleFunc("POST /crawldb/leave", db.handleLeave)
+	mux.HandleFunc("GET /crawldb/status", db.handleStatus)
+	return mux
+}
+
+// startAPI serves the API on the node's own listener (Options.APIAddr).
 func (db *DB) startAPI() error {
 	ln, err := net.Listen("tcp", db.opts.APIAddr)
 	if err != nil {
 		return fmt.Errorf("crawldb: api listen on %s: %w", db.opts.APIAddr, err)
 	}
 	db.apiLn = ln
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /crawldb/apply", db.handleApply)
-	mux.HandleFunc("POST /crawldb/join", db.handleJoin)
-	mux.HandleFunc("GET /crawldb/status", db.handleStatus)
-	db.api = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	db.api = &http.Server{Handler: db.handler, ReadHeaderTimeout: 10 * time.Second}
 	db.wg.Add(1)
 	go func() {
 		defer db.wg.Done()
@@ -75,7 +150,9 @@ func (db *DB) handleApply(w http.ResponseWriter, r *http.Request) {
 	case db.raft.State() == raft.Leader:
 		res, err = db.applyLocal(cmd)
 	case r.Header.Get(forwardedHeader) == "":
-		res, err = db.forward(r.Context(), "/crawldb/apply", cmd) // one hop at most
+		ctx, cancel := db.requestContext(r)
+		res, err = db.forward(ctx, "/crawldb/apply", cmd) // one hop at most
+		cancel()
 	default:
 		err = raft.ErrNotLeader
 	}
@@ -109,7 +186,8 @@ func (db *DB) forward(ctx context.Context, path string, body []byte) (*store.Res
 	var out wireResult
 	if err := db.post(ctx, addr, path, body, &out); err != nil {
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		var he *httpError
+		if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &he) && he.notSent() {
 			return nil, fmt.Errorf("%w: %v", errNotSent, err)
 		}
 		return nil, fmt.Errorf("crawldb: forward to leader %s (the write may or may not be applied): %w", addr, err)
@@ -127,22 +205,60 @@ func (db *DB) forward(ctx context.Context, path string, body []byte) (*store.Res
 	return res, nil
 }
 
+// post sends body to another node's API and decodes its JSON answer into
+// out; an answer other than 200 is an *httpError.
 func (db *DB) post(ctx context.Context, addr, path string, body []byte, out any) error {
+	return db.postHeader(ctx, addr, path, "", body, out)
+}
+
+// postHeader is post that also sets header (if not "") to the node's ID.
+func (db *DB) postHeader(ctx context.Context, addr, path, header string, body []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set(forwardedHeader, db.opts.NodeID)
+	if header != "" {
+		req.Header.Set(header, db.opts.NodeID)
+	}
 	resp, err := db.client.Do(req)
 	if err != nil {
 		return err
 	}
+	db.traffic.apiSent.Add(int64(len(body)))
 	defer resp.Body.Close()
+	rb := &countingReader{r: resp.Body, n: &db.traffic.apiReceived}
+	defer io.Copy(io.Discard, io.LimitReader(rb, 4096)) // the rest, so the connection is reused
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("%s%s: %s: %s", addr, path, resp.Status, bytes.TrimSpace(b))
+		b, _ := io.ReadAll(io.LimitReader(rb, 1024))
+		return &httpError{addr: addr, path: path, code: resp.StatusCode, msg: string(bytes.TrimSpace(b))}
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return json.NewDecoder(rb).Decode(out)
+}
+
+// httpError is an answer other than 200 from a node's API.
+type httpError struct {
+	addr, path string
+	code       int
+	msg        string
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("%s%s: %d %s: %s", e.addr, e.path, e.code, http.StatusText(e.code), e.msg)
+}
+
+// refusal reports whether the receiver refused the request for good: a 4xx
+// other than a missing route (the caller's server may mount the API after it
+// starts), a timeout or a rate limit.
+func (e *httpError) refusal() bool {
+	return e.code >= 400 && e.code < 500 && e.code != http.StatusNotFound &&
+		e.code != http.StatusRequestTimeout && e.code != http.StatusTooManyRequests
+}
+
+// notSent reports whether the receiver certainly did not act on the
+// request: no API mounted yet, or a node starting, closed or not leading.
+func (e *httpError) notSent() bool {
+	return e.code == http.StatusNotFound || e.code == http.StatusServiceUnavailable
 }
 
 // leaderAPI returns the API address of the current leader.
@@ -161,113 +277,6 @@ func (db *DB) leaderAPI() (string, error) {
 	return string(v), nil
 }
 
-type joinRequest struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	APIAddr  string `json:"api_addr"`
-}
-
-func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
-	var req joinRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.ID == "" || req.RaftAddr == "" || req.APIAddr == "" {
-		http.Error(w, "crawldb: join: want JSON {id, raft_addr, api_addr}", http.StatusBadRequest)
-		return
-	}
-	if db.raft.State() != raft.Leader {
-		addr, err := db.leaderAPI()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		body, _ := json.Marshal(req)
-		var out map[string]string
-		if err := db.post(r.Context(), addr, "/crawldb/join", body, &out); err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		json.NewEncoder(w).Encode(out)
-		return
-	}
-	if err := db.addVoter(req); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	json.NewEncoder(w).Encode(map[string]string{"leader": db.opts.NodeID})
-}
-
-// addVoter adds a node to the group and records its API address.
-func (db *DB) addVoter(req joinRequest) error {
-	b := store.NewBatch()
-	b.PutUser(memberKey(req.ID), []byte(req.APIAddr))
-	if _, err := db.Apply(db.ctx, b); err != nil {
-		return fmt.Errorf("crawldb: join %s: %w", req.ID, err)
-	}
-	if err := db.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, db.opts.ApplyTimeout).Error(); err != nil {
-		return fmt.Errorf("crawldb: join %s: add voter: %w", req.ID, err)
-	}
-	db.log.Info("crawldb: node joined", "id", req.ID, "raft", req.RaftAddr, "api", req.APIAddr)
-	return nil
-}
-
-// join asks the member at Options.Join to add this node.
-func (db *DB) join(ctx context.Context) error {
-	body, _ := json.Marshal(joinRequest{ID: db.opts.NodeID, RaftAddr: db.RaftAddr(), APIAddr: db.APIAddr()})
-	var lastErr error
-	for attempt := 0; attempt < 50; attempt++ {
-		var out map[string]string
-		if lastErr = db.post(ctx, db.opts.Join, "/crawldb/join", body, &out); lastErr == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("crawldb: join through %s: %w (last: %v)", db.opts.Join, ctx.Err(), lastErr)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("crawldb: join through %s: %w", db.opts.Join, lastErr)
-}
-
-// announce records the leader's own API address whenever this node becomes
-// leader, so that followers can forward to it.
-func (db *DB) announce() {
-	defer db.bg.Done()
-	if db.opts.APIAddr == "" {
-		return
-	}
-	ch := db.raft.LeaderCh()
-	check := time.NewTicker(time.Second)
-	defer check.Stop()
-	for {
-		select {
-		case <-db.ctx.Done():
-			return
-		case <-ch:
-		case <-check.C:
-		}
-		if db.raft.State() != raft.Leader {
-			continue
-		}
-		if v, err := db.Store().User(memberKey(db.opts.NodeID)); err == nil && string(v) == db.APIAddr() {
-			continue
-		}
-		b := store.NewBatch()
-		b.PutUser(memberKey(db.opts.NodeID), []byte(db.APIAddr()))
-		ctx, cancel := context.WithTimeout(db.ctx, 5*time.Second)
-		if _, err := db.applyLocalCtx(ctx, b); err != nil {
-			db.log.Debug("crawldb: announce", "err", err)
-		}
-		cancel()
-	}
-}
-
-func (db *DB) applyLocalCtx(ctx context.Context, b *store.Batch) (*store.Result, error) {
-	cmd, err := b.Encode()
-	if err != nil {
-		return nil, err
-	}
-	return db.applyLocal(cmd)
-}
-
 // Status is a node's view of its group.
 type Status struct {
 	NodeID   string       `json:"node_id"`
@@ -277,12 +286,14 @@ type Status struct {
 	Counts   store.Counts `json:"counts"`
 	RaftAddr string       `json:"raft_addr"`
 	APIAddr  string       `json:"api_addr"`
+	Traffic  Traffic      `json:"traffic"`
 }
 
 // Status returns the node's view of its group.
 func (db *DB) Status() Status {
 	return Status{NodeID: db.opts.NodeID, State: db.raft.State().String(), Leader: db.Leader(),
-		Applied: db.Store().AppliedIndex(), Counts: db.Store().Counts(), RaftAddr: db.RaftAddr(), APIAddr: db.APIAddr()}
+		Applied: db.Store().AppliedIndex(), Counts: db.Store().Counts(), RaftAddr: db.RaftAddr(), APIAddr: db.APIAddr(),
+		Traffic: db.Traffic()}
 }
 
 func (db *DB) handleStatus(w http.ResponseWriter, r *http.Request) {

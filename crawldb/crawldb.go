@@ -4,6 +4,11 @@
 // reads are local. A one-node site is a one-voter cluster bootstrapped on
 // first start; more nodes join through the leader; writes that reach a
 // follower are forwarded to the leader over HTTP.
+//
+// A node serves its API (forwarded writes, joins, leaves, status under
+// /crawldb/) either on its own listener (Options.APIAddr) or through a
+// handler the caller mounts on its own server (Options.AdvertiseAPI and
+// DB.APIHandler).
 package crawldb
 
 import (
@@ -35,6 +40,11 @@ var (
 	ErrNoLeader = errors.New("crawldb: no leader")
 	// ErrFailed: the node stopped after a storage failure.
 	ErrFailed = errors.New("crawldb: node failed")
+	// ErrNotLeader: the call must be made on the leader.
+	ErrNotLeader = errors.New("crawldb: not the leader")
+	// ErrJoinRefused: the group refused this node's join (its name or Raft
+	// address is taken, or the request is malformed); retrying will not help.
+	ErrJoinRefused = errors.New("crawldb: join refused")
 )
 
 // Options configure a node. Zero values take the documented defaults.
@@ -48,9 +58,20 @@ type Options struct {
 	// port). Required unless Transport is set.
 	RaftAddr string
 	// APIAddr is where the node serves forwarded writes and joins over HTTP
-	// ("127.0.0.1:0" picks a port); empty: no API (a single node that will
-	// never have followers).
+	// ("127.0.0.1:0" picks a port); empty: no listener of its own (see
+	// AdvertiseAPI), or no API at all (a single node that will never have
+	// followers).
 	APIAddr string
+	// AdvertiseAPI is the API address of a node whose API the caller serves:
+	// crawldb does not listen, the caller mounts APIHandler (or Handler) under
+	// /crawldb/ on its own server, and AdvertiseAPI (host:port, reachable by
+	// the other nodes) is what the node records for forwarding and sends in
+	// its join. Set APIAddr or AdvertiseAPI, not both.
+	AdvertiseAPI string
+	// Handler, if set, is the handler the node serves its API through, so
+	// that a caller can mount it before Open (see NewHandler); it answers 503
+	// until the node runs. Default: a new one (see DB.APIHandler).
+	Handler *Handler
 	// Join is the API address of a member to join through. Empty: bootstrap
 	// a one-voter cluster if the node has no state yet.
 	Join string
@@ -90,8 +111,18 @@ func (o Options) Validate() error {
 	if o.RaftAddr == "" && o.Transport == nil {
 		errs = append(errs, errors.New("crawldb: RaftAddr is required"))
 	}
-	if o.Join != "" && o.APIAddr == "" {
-		errs = append(errs, errors.New("crawldb: a node that joins needs an APIAddr"))
+	if o.Join != "" && o.APIAddr == "" && o.AdvertiseAPI == "" {
+		errs = append(errs, errors.New("crawldb: a node that joins needs an APIAddr or an AdvertiseAPI"))
+	}
+	if o.APIAddr != "" && o.AdvertiseAPI != "" {
+		errs = append(errs, errors.New("crawldb: set APIAddr (own listener) or AdvertiseAPI (mounted handler), not both"))
+	}
+	if o.AdvertiseAPI != "" {
+		if host, port, err := net.SplitHostPort(o.AdvertiseAPI); err != nil || port == "" || port == "0" {
+			errs = append(errs, fmt.Errorf("crawldb: AdvertiseAPI %q must be host:port", o.AdvertiseAPI))
+		} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("crawldb: AdvertiseAPI %q must name a host the other nodes can reach, not a wildcard", o.AdvertiseAPI))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -119,27 +150,36 @@ func (o *Options) ensureDefaults() {
 
 // DB is one node of a site's crawl database.
 type DB struct {
-	opts   Options
-	log    *slog.Logger
-	raft   *raft.Raft
-	fsm    *fsm
-	logs   *raftlog.Store
-	trans  raft.Transport
-	api    *http.Server
-	apiLn  net.Listener
-	client *http.Client
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // goroutines that end after Raft
-	bg     sync.WaitGroup // goroutines that use Raft: end before it shuts down
+	opts    Options
+	log     *slog.Logger
+	raft    *raft.Raft
+	fsm     *fsm
+	logs    *raftlog.Store
+	trans   raft.Transport
+	tcp     *raft.NetworkTransport // the TCP transport Open made (nil with Options.Transport)
+	handler *Handler
+	mux     *http.ServeMux
+	api     *http.Server // own listener (Options.APIAddr)
+	apiLn   net.Listener
+	client  *http.Client
+	httpTr  *http.Transport
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // goroutines that end after Raft
+	bg      sync.WaitGroup // goroutines that use Raft: end before it shuts down
+	serving sync.WaitGroup // API requests being served
+
+	traffic   counters
+	leaders   leadership
+	memberMu  sync.Mutex // serializes membership changes on the leader
+	closeOnce sync.Once
+	closeErr  error
 
 	mu struct {
 		sync.Mutex
 		closed bool
 		failed error
 	}
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // Open starts a node: it opens (or creates) its state, starts Raft, and
@@ -156,7 +196,17 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		}
 	}
 	bctx, cancel := context.WithCancel(context.Background())
-	db := &DB{opts: o, log: o.Logger, ctx: bctx, cancel: cancel, client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second}}
+	httpTr := &http.Transport{ // no proxy: the nodes of a site talk directly
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	db := &DB{opts: o, log: o.Logger, ctx: bctx, cancel: cancel, handler: o.Handler, httpTr: httpTr,
+		client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second, Transport: httpTr}}
+	if db.handler == nil {
+		db.handler = NewHandler()
+	}
+	db.mux = db.newMux()
 	ok := false
 	defer func() {
 		if !ok {
@@ -179,11 +229,16 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	db.trans = o.Transport
 	if db.trans == nil {
-		tcp, err := raft.NewTCPTransportWithLogger(o.RaftAddr, nil, 4, 10*time.Second, hlog)
+		tcp, err := newTCPTransport(o.RaftAddr, &db.traffic, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("crawldb: raft listen on %s: %w", o.RaftAddr, err)
 		}
-		db.trans = tcp
+		db.trans, db.tcp = tcp, tcp
+	}
+	if o.APIAddr != "" {
+		if err := db.startAPI(); err != nil { // answers 503 until Raft runs
+			return nil, err
+		}
 	}
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(o.NodeID)
@@ -207,11 +262,9 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crawldb: start raft: %w", err)
 	}
-	if o.APIAddr != "" {
-		if err := db.startAPI(); err != nil {
-			return nil, err
-		}
-	}
+	db.bg.Add(1)
+	go db.watchLeadership()
+	db.handler.bind(db)
 	if !has {
 		if o.Join == "" {
 			boot := raft.Configuration{Servers: []raft.Server{{ID: cfg.LocalID, Address: db.trans.LocalAddr()}}}
@@ -222,8 +275,6 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 			return nil, err
 		}
 	}
-	db.bg.Add(1)
-	go db.announce()
 	ok = true
 	return db, nil
 }
@@ -231,13 +282,19 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 // RaftAddr is the node's Raft address.
 func (db *DB) RaftAddr() string { return string(db.trans.LocalAddr()) }
 
-// APIAddr is the node's API address ("" without one).
+// APIAddr is the node's API address: its own listener's, or
+// Options.AdvertiseAPI when the caller serves the API ("" without one).
 func (db *DB) APIAddr() string {
 	if db.apiLn == nil {
-		return ""
+		return db.opts.AdvertiseAPI
 	}
 	return db.apiLn.Addr().String()
 }
+
+// APIHandler serves the node's API (paths under /crawldb/) for a caller that
+// mounts it on its own server (Options.AdvertiseAPI). It is Options.Handler
+// when one was given.
+func (db *DB) APIHandler() http.Handler { return db.handler }
 
 // Store returns the local state machine, for reads.
 func (db *DB) Store() *store.Store { return db.fsm.store() }
@@ -249,6 +306,40 @@ func (db *DB) IsLeader() bool { return db.raft.State() == raft.Leader }
 func (db *DB) Leader() string {
 	_, id := db.raft.LeaderWithID()
 	return string(id)
+}
+
+// Term is the node's current Raft term.
+func (db *DB) Term() uint64 { return db.raft.CurrentTerm() }
+
+// LeaderAPI returns the API address of the current leader; the error wraps
+// ErrNoLeader if no leader is known or it has not announced its address.
+func (db *DB) LeaderAPI() (string, error) { return db.leaderAPI() }
+
+// Barrier waits until the local store has applied every entry committed
+// before the call. It must run on the leader: elsewhere the error wraps
+// ErrNotLeader. ctx's deadline bounds the wait to enter the log (default
+// Options.ApplyTimeout); once entered, it ends when applied or when
+// leadership is lost.
+func (db *DB) Barrier(ctx context.Context) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	if db.raft.State() != raft.Leader {
+		return fmt.Errorf("crawldb: barrier: %w", ErrNotLeader)
+	}
+	timeout := db.opts.ApplyTimeout
+	if d, ok := ctx.Deadline(); ok {
+		if timeout = min(timeout, time.Until(d)); timeout <= 0 {
+			return fmt.Errorf("crawldb: barrier: %w", context.DeadlineExceeded)
+		}
+	}
+	if err := db.raft.Barrier(timeout).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return fmt.Errorf("crawldb: barrier: %w: %w", ErrNotLeader, err)
+		}
+		return fmt.Errorf("crawldb: barrier: %w", err)
+	}
+	return nil
 }
 
 // WaitLeader waits until the group has a leader (and this node knows it).
@@ -387,26 +478,37 @@ func (db *DB) Snapshot() error {
 
 // Members returns the group's voters: node ID → Raft address.
 func (db *DB) Members() (map[string]string, error) {
-	f := db.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, fmt.Errorf("crawldb: members: %w", err)
+	cfg, err := db.configuration()
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]string{}
-	for _, s := range f.Configuration().Servers {
+	for _, s := range cfg.Servers {
 		out[string(s.ID)] = string(s.Address)
 	}
 	return out, nil
 }
 
+// configuration is the latest Raft configuration this node knows.
+func (db *DB) configuration() (raft.Configuration, error) {
+	f := db.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, fmt.Errorf("crawldb: configuration: %w", err)
+	}
+	return f.Configuration(), nil
+}
+
 // RaftStats returns Raft's own statistics.
 func (db *DB) RaftStats() map[string]string { return db.raft.Stats() }
 
-// Close stops the node: API, Raft, log and store. It is idempotent.
+// Close stops the node: API, Raft, log and store. It is idempotent. A
+// mounted APIHandler answers 503 from then on.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.mu.Lock()
-		db.mu.closed = true
+		db.mu.closed = true // no new API requests from here on
 		db.mu.Unlock()
+		db.handler.unbind(db)
 		db.cancel()
 		var errs []error
 		if db.api != nil {
@@ -415,14 +517,20 @@ func (db *DB) Close() error {
 			cancel()
 		}
 		db.bg.Wait()
+		db.leaders.close()
 		if db.raft != nil {
 			if err := db.raft.Shutdown().Error(); err != nil {
 				errs = append(errs, fmt.Errorf("crawldb: raft shutdown: %w", err))
 			}
 		}
-		if c, ok := db.trans.(io.Closer); ok && db.opts.Transport == nil {
+		if db.tcp != nil {
+			db.tcp.Close()
+			db.tcp.CloseStreams()
+		} else if c, ok := db.trans.(io.Closer); ok && db.opts.Transport == nil {
 			c.Close()
 		}
+		db.serving.Wait() // requests still in Raft calls ended with its shutdown
+		db.httpTr.CloseIdleConnections()
 		db.wg.Wait()
 		if db.logs != nil {
 			errs = append(errs, db.logs.Close())

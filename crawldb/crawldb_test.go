@@ -19,11 +19,10 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 )
 
-// hashicorp/raft's NetworkTransport does not close the connections it
-// accepted when it shuts down; their readers end when the peer's process
-// does, which in a test is after the check.
+// No goroutine outlives its node: the Raft stream layer closes the
+// connections it accepted (hashicorp/raft's TCP one does not).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"))
+	goleak.VerifyTestMain(m)
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -38,12 +37,26 @@ func openNode(t *testing.T, dir, id, join string) *DB {
 	return openNodeTrailing(t, dir, id, join, 0)
 }
 
+// testOptions are a test node's options: loopback addresses, an API of its
+// own, fast timeouts and no automatic snapshots.
+func testOptions(t *testing.T, dir, id, join string) Options {
+	return Options{Dir: dir, NodeID: id, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", Join: join,
+		FastTimeouts: true, Logger: testLogger(t), SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour}
+}
+
 func openNodeTrailing(t *testing.T, dir, id, join string, trailing uint64) *DB {
+	t.Helper()
+	o := testOptions(t, dir, id, join)
+	o.TrailingLogs = trailing
+	return openWith(t, o)
+}
+
+// openWith opens a node and waits until it knows a leader.
+func openWith(t *testing.T, o Options) *DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	db, err := Open(ctx, Options{Dir: dir, NodeID: id, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", Join: join,
-		FastTimeouts: true, Logger: testLogger(t), SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: trailing})
+	db, err := Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +201,34 @@ func TestAPIRejectsBadCommands(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	err := Options{NodeID: "a b", Join: "x:1"}.Validate()
-	for _, want := range []string{"Dir is required", "NodeID", "RaftAddr is required", "needs an APIAddr"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Validate: %v lacks %q", err, want)
-		}
+	ok := Options{Dir: "d", NodeID: "n1", RaftAddr: "127.0.0.1:0"}
+	with := func(f func(*Options)) Options { o := ok; f(&o); return o }
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want []string // substrings of the error; none: valid
+	}{
+		{"valid", ok, nil},
+		{"everything wrong", Options{NodeID: "a b", Join: "x:1"},
+			[]string{"Dir is required", "NodeID", "RaftAddr is required", "needs an APIAddr or an AdvertiseAPI"}},
+		{"join with own API", with(func(o *Options) { o.Join, o.APIAddr = "x:1", "127.0.0.1:0" }), nil},
+		{"join with mounted API", with(func(o *Options) { o.Join, o.AdvertiseAPI = "x:1", "10.0.0.1:8080" }), nil},
+		{"both APIs", with(func(o *Options) { o.APIAddr, o.AdvertiseAPI = "127.0.0.1:0", "10.0.0.1:8080" }), []string{"not both"}},
+		{"advertise no port", with(func(o *Options) { o.AdvertiseAPI = "host" }), []string{"must be host:port"}},
+		{"advertise port 0", with(func(o *Options) { o.AdvertiseAPI = "host:0" }), []string{"must be host:port"}},
+		{"advertise wildcard", with(func(o *Options) { o.AdvertiseAPI = "0.0.0.0:8080" }), []string{"not a wildcard"}},
+		{"advertise no host", with(func(o *Options) { o.AdvertiseAPI = ":8080" }), []string{"not a wildcard"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if len(tc.want) == 0 && err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate: %v lacks %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,390 @@
+package crawldb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+)
+
+// errMoved: the leader handed its leadership over instead of removing
+// itself; the removal is to be asked of the new leader.
+var errMoved = errors.New("crawldb: leadership handed over")
+
+// refusedError is a membership change the leader refuses for good (HTTP 409).
+type refusedError struct{ msg string }
+
+func (e refusedError) Error() string { return e.msg }
+
+// Member is a voter of the group.
+type Member struct {
+	// ID is the node's name in the group.
+	ID string `json:"id"`
+	// RaftAddr is its Raft address.
+	RaftAddr string `json:"raft_addr"`
+	// APIAddr is its API address as recorded in the store; "" if unknown.
+	APIAddr string `json:"api_addr"`
+}
+
+// Voters returns the group's voters as this node knows them, by ID.
+func (db *DB) Voters() ([]Member, error) {
+	cfg, err := db.configuration()
+	if err != nil {
+		return nil, err
+	}
+	var out []Member
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		api, _ := db.Store().User(memberKey(string(s.ID)))
+		out = append(out, Member{ID: string(s.ID), RaftAddr: string(s.Address), APIAddr: string(api)})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+type joinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+}
+
+type leaveRequest struct {
+	ID string `json:"id"`
+}
+
+func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
+	var req joinRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.ID == "" || req.RaftAddr == "" || req.APIAddr == "" {
+		http.Error(w, "crawldb: join: want JSON {id, raft_addr, api_addr}", http.StatusBadRequest)
+		return
+	}
+	if db.raft.State() != raft.Leader {
+		db.relay(w, r, "/crawldb/join", req)
+		return
+	}
+	if err := db.addVoter(req); err != nil {
+		http.Error(w, err.Error(), membershipStatus(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"leader": db.opts.NodeID})
+}
+
+func (db *DB) handleLeave(w http.ResponseWriter, r *http.Request) {
+	var req leaveRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.ID == "" {
+		http.Error(w, "crawldb: leave: want JSON {id}", http.StatusBadRequest)
+		return
+	}
+	if db.raft.State() != raft.Leader {
+		db.relay(w, r, "/crawldb/leave", req)
+		return
+	}
+	ctx, cancel := db.requestContext(r)
+	defer cancel()
+	if err := db.removeLocal(ctx, req.ID); err != nil {
+		http.Error(w, err.Error(), membershipStatus(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"removed": req.ID})
+}
+
+// relay passes a membership request a follower received on to the leader
+// (one hop at most) and its answer back.
+func (db *DB) relay(w http.ResponseWriter, r *http.Request, path string, req any) {
+	if r.Header.Get(relayedHeader) != "" {
+		http.Error(w, ErrNotLeader.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	addr, err := db.leaderAPI()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	body, _ := json.Marshal(req)
+	ctx, cancel := db.requestContext(r)
+	defer cancel()
+	var out json.RawMessage
+	if err := db.postHeader(ctx, addr, path, relayedHeader, body, &out); err != nil {
+		code, msg := http.StatusBadGateway, err.Error()
+		var he *httpError
+		if errors.As(err, &he) {
+			code, msg = he.code, he.msg
+		}
+		http.Error(w, msg, code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(out, '\n'))
+}
+
+// membershipStatus is the HTTP status for a failed membership change:
+// 409 for a refusal, 503 when another leader is to be asked, else 500
+// (the change may be retried: it is idempotent).
+func membershipStatus(err error) int {
+	var re refusedError
+	switch {
+	case errors.As(err, &re):
+		return http.StatusConflict
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, ErrNoLeader),
+		errors.Is(err, errNotSent), errors.Is(err, errMoved):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// addVoter adds a node to the group and records its API address. It
+// refuses a name that is a member at another Raft address and a Raft
+// address a member with another name uses; the same name at the same
+// address is a success that changes nothing (but a changed API address).
+func (db *DB) addVoter(req joinRequest) error {
+	db.memberMu.Lock()
+	defer db.memberMu.Unlock()
+	cfg, err := db.configuration()
+	if err != nil {
+		return err
+	}
+	for _, s := range cfg.Servers {
+		id, addr := string(s.ID), string(s.Address)
+		switch {
+		case id == req.ID && addr == req.RaftAddr:
+			if v, err := db.Store().User(memberKey(req.ID)); err == nil && string(v) == req.APIAddr {
+				return nil
+			}
+			return db.putMember(req.ID, req.APIAddr)
+		case id == req.ID:
+			return refusedError{fmt.Sprintf("crawldb: join: node name %s is already a member at %s; pick another name", req.ID, addr)}
+		case addr == req.RaftAddr:
+			return refusedError{fmt.Sprintf("crawldb: join: raft address %s is already used by member %s; remove %s first or use another address", addr, id, id)}
+		}
+	}
+	if err := db.putMember(req.ID, req.APIAddr); err != nil {
+		return err
+	}
+	if err := db.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, db.opts.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("crawldb: join %s: add voter: %w", req.ID, err)
+	}
+	db.log.Info("crawldb: node joined", "id", req.ID, "raft", req.RaftAddr, "api", req.APIAddr)
+	return nil
+}
+
+// putMember records (or, with api "", deletes) a node's API address; the
+// node must lead.
+func (db *DB) putMember(id, api string) error {
+	b := store.NewBatch()
+	b.PutUser(memberKey(id), []byte(api))
+	if _, err := db.applyBatchLocal(b); err != nil {
+		return fmt.Errorf("crawldb: member %s: %w", id, err)
+	}
+	return nil
+}
+
+// join asks the member at Options.Join to add this node. A refusal (4xx)
+// ends it at once with ErrJoinRefused; anything else is retried.
+func (db *DB) join(ctx context.Context) error {
+	const attempts = 50
+	body, _ := json.Marshal(joinRequest{ID: db.opts.NodeID, RaftAddr: db.RaftAddr(), APIAddr: db.APIAddr()})
+	var lastErr error
+	for range attempts {
+		var out map[string]string
+		if lastErr = db.post(ctx, db.opts.Join, "/crawldb/join", body, &out); lastErr == nil {
+			return nil
+		}
+		var he *httpError
+		if errors.As(lastErr, &he) && he.refusal() {
+			return fmt.Errorf("%w by %s: %s", ErrJoinRefused, db.opts.Join, he.msg)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crawldb: join through %s: %w (last: %v)", db.opts.Join, ctx.Err(), lastErr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("crawldb: join through %s: the join target did not answer with a leader's acceptance in %d attempts: %w",
+		db.opts.Join, attempts, lastErr)
+}
+
+// Leave removes this node from its group: a leader first hands its
+// leadership to another voter and waits until that one leads; then the
+// leader removes the node and forgets its API address. It returns once the
+// leader has committed the configuration without the node (nil if the node
+// is no member). The last voter cannot leave. After Leave the node takes no
+// part in the group (its Raft may have shut down): Close it.
+func (db *DB) Leave(ctx context.Context) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	if db.raft.State() == raft.Shutdown {
+		return nil // Raft shut down when it applied this node's removal
+	}
+	cfg, err := db.configuration()
+	if err != nil {
+		return err
+	}
+	self := raft.ServerID(db.opts.NodeID)
+	member, others := false, 0
+	for _, s := range cfg.Servers {
+		if s.ID == self {
+			member = true
+		} else if s.Suffrage == raft.Voter {
+			others++
+		}
+	}
+	if !member {
+		return nil
+	}
+	if others == 0 {
+		return fmt.Errorf("crawldb: leave: %s is the group's last voter", self)
+	}
+	if err := db.RemoveNode(ctx, db.opts.NodeID); err != nil {
+		return err
+	}
+	db.log.Info("crawldb: node left its group", "node", db.opts.NodeID)
+	return nil
+}
+
+// RemoveNode removes the node id from the group (on the leader; any node
+// forwards). Removing the leader makes it hand its leadership over first.
+// It returns once the leader has committed the configuration without id
+// and, for another node than this one, this node's configuration no longer
+// has it. Removing a node that is no member succeeds.
+func (db *DB) RemoveNode(ctx context.Context, id string) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		err := db.removeOnce(ctx, id)
+		if err == nil {
+			break
+		}
+		var he *httpError
+		var re refusedError
+		if errors.As(err, &he) && he.refusal() || errors.As(err, &re) || errors.Is(err, ErrClosed) || errors.Is(err, ErrFailed) {
+			return fmt.Errorf("crawldb: remove %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crawldb: remove %s: %w (last: %v)", id, ctx.Err(), err)
+		case <-time.After(min(time.Duration(attempt+1)*20*time.Millisecond, 500*time.Millisecond)):
+		}
+	}
+	if id == db.opts.NodeID {
+		return nil
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		m, err := db.Members()
+		if err != nil {
+			return err
+		}
+		if _, ok := m[id]; !ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crawldb: remove %s: removed, but not yet from this node's configuration: %w", id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// removeOnce makes one attempt at removing id: at the leader itself, or
+// through the API of the leader this node knows.
+func (db *DB) removeOnce(ctx context.Context, id string) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	state := db.raft.State()
+	if id == db.opts.NodeID && state == raft.Shutdown {
+		return nil // Raft shuts down when it applies its own removal
+	}
+	if state == raft.Leader {
+		return db.removeLocal(ctx, id)
+	}
+	addr, err := db.leaderAPI()
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(leaveRequest{ID: id})
+	var out map[string]string
+	return db.post(ctx, addr, "/crawldb/leave", body, &out)
+}
+
+// removeLocal removes id at the leader. The leader does not remove itself:
+// it hands leadership over and answers errMoved, to be asked again at the
+// new leader.
+func (db *DB) removeLocal(ctx context.Context, id string) error {
+	if id == db.opts.NodeID {
+		if err := db.handOver(ctx); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s no longer leads; ask the new leader", errMoved, id)
+	}
+	db.memberMu.Lock()
+	defer db.memberMu.Unlock()
+	cfg, err := db.configuration()
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+		if err := db.raft.RemoveServer(raft.ServerID(id), 0, db.opts.ApplyTimeout).Error(); err != nil {
+			return fmt.Errorf("crawldb: remove %s: %w", id, err)
+		}
+		db.log.Info("crawldb: node removed", "id", id)
+	}
+	if v, err := db.Store().User(memberKey(id)); err != nil || len(v) > 0 {
+		return db.putMember(id, "")
+	}
+	return nil
+}
+
+// handOver transfers this leader's leadership and waits until another node
+// leads.
+func (db *DB) handOver(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, db.opts.ApplyTimeout)
+	defer cancel()
+	if db.raft.State() == raft.Leader {
+		if err := db.raft.LeadershipTransfer().Error(); err != nil {
+			return fmt.Errorf("crawldb: leadership transfer: %w", err)
+		}
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, id := db.raft.LeaderWithID(); id != "" && string(id) != db.opts.NodeID {
+			return nil
+		}
+		if db.raft.State() == raft.Leader {
+			return fmt.Errorf("crawldb: leadership transfer: %s leads again", db.opts.NodeID)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crawldb: leadership transfer: %w: %v", ErrNoLeader, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// TransferLeadership hands this node's leadership to another voter and
+// waits until one leads (a node about to stop does, so the group does not
+// wait out an election timeout). On a follower it does nothing.
+func (db *DB) TransferLeadership(ctx context.Context) error {
+	if db.raft.State() != raft.Leader {
+		return nil
+	}
+	return db.handOver(ctx)
+}
