@@ -22,6 +22,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/websim"
@@ -44,16 +45,15 @@ const (
 	DefaultSampleEvery = 100 * time.Millisecond
 	DefaultStall       = 2 * time.Minute
 
-	siteGrace       = time.Minute      // SIGTERM to exit, for the site (it closes its crawl database)
-	siteStartBound  = 3 * time.Minute  // site start to its status API answering
-	statusTimeout   = 2 * time.Second  // one GET /status or /_websim/stats
-	maxSiteTimeout  = 24 * time.Hour   // SiteConfig.Timeout
-	maxBreachesKept = 50               // politeness breaches listed in a result
-	maxDupExamples  = 10               // URLs fetched twice listed in a result
-	progressEvery   = 5 * time.Second  // progress lines while crawling
-	siteLogTail     = 16 << 10         // bytes of the site's output kept for errors
-	checkShare      = 5                // the checks keep 1/checkShare of Timeout
-	dbLeaderTimeout = 30 * time.Second // the stopped site's crawl database electing itself
+	siteGrace       = time.Minute     // SIGTERM to exit, for the site (it closes its crawl database)
+	siteStartBound  = 3 * time.Minute // site start to its status API answering
+	statusTimeout   = 2 * time.Second // one GET /status or /_websim/stats
+	maxSiteTimeout  = 24 * time.Hour  // SiteConfig.Timeout
+	maxBreachesKept = 50              // politeness breaches listed in a result
+	maxDupExamples  = 10              // URLs fetched twice listed in a result
+	progressEvery   = 5 * time.Second // progress lines while crawling
+	siteLogTail     = 16 << 10        // bytes of the site's output kept for errors
+	checkShare      = 5               // the checks keep 1/checkShare of Timeout
 )
 
 // SiteConfig configures RunSite: a synthetic web served by websim and one
@@ -1022,25 +1022,15 @@ func (r *siteRun) check(ctx context.Context, res *SiteResult) error {
 	if err != nil {
 		return err
 	}
-	in, err := site.ReadInfo(r.data)
-	if err != nil {
-		return err
-	}
-	db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(r.data, "crawldb"), NodeID: in.Region + "-1", RaftAddr: in.RaftAddr, NoSync: true})
+	st, err := crawldb.OpenStore(filepath.Join(r.data, "crawldb"), store.Options{})
 	if err != nil {
 		return fmt.Errorf("bench: open the site's crawl database: %w", err)
 	}
-	defer db.Close()
-	wctx, cancel := context.WithTimeout(ctx, dbLeaderTimeout)
-	err = db.WaitLeader(wctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("bench: the site's crawl database: %w", err)
-	}
-	if res.Coverage, err = crawlcheck.Check(truth, db.Store()); err != nil {
+	defer st.Close()
+	if res.Coverage, err = crawlcheck.Check(truth, st); err != nil {
 		return fmt.Errorf("bench: coverage: %w", err)
 	}
-	if res.Ranking, err = crawlcheck.CompareRanking(truth, db.Store()); err != nil {
+	if res.Ranking, err = crawlcheck.CompareRanking(truth, st); err != nil {
 		return fmt.Errorf("bench: ranking: %w", err)
 	}
 	if r.cfg.ScanWARC {

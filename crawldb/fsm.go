@@ -286,3 +286,26 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return syncDir(filepath.Dir(path))
 }
+
+// OpenStore opens the state machine of a stopped node's Dir (the
+// generation CURRENT names) without Raft, for reading: the node's state as
+// of the last command it applied. It works for any node of a site, which a
+// lone crawldb.Open of one node of several could not (it would wait for a
+// quorum). Nothing must write through it while the node may run again.
+func OpenStore(dir string, o store.Options) (*store.Store, error) {
+	name := "db"
+	if b, err := os.ReadFile(filepath.Join(dir, currentFile)); err == nil {
+		name = strings.TrimSpace(string(b))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("crawldb: %w", err)
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("crawldb: no crawl database in %s: %w", dir, err)
+	}
+	st, err := store.Open(path, o)
+	if err != nil {
+		return nil, fmt.Errorf("crawldb: %w", err)
+	}
+	return st, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,20 +18,27 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
-	"github.com/meridian-crawler/meridian/rounds/segment"
 )
 
 // Fetcher is what the rounds need of the polite fetcher: it takes jobs and
 // reports each one's result through the OnResult hook the crawler gives it.
+// A fetcher that can also pause (Pause(bool)) is paused while its node has
+// lost touch with the site's leader.
 type Fetcher interface {
 	Submit(jobs []fetcher.Job)
 	Stats() fetcher.Stats
 }
 
+// pauser is the optional capability of a Fetcher to stop starting requests.
+type pauser interface{ Pause(on bool) }
+
 // Options configures a Crawler.
 type Options struct {
-	DB         *crawldb.DB
-	Dir        string // round files go under Dir/rounds, statistics under Dir/stats
+	DB  *crawldb.DB
+	Dir string // round files go under Dir/rounds, statistics under Dir/stats
+	// NodeID is this node's name in the site (its crawl database node ID);
+	// "" → the crawl database's.
+	NodeID     string
 	Width      int    // URLs generated per round; 0 → 10,000
 	PerHost    int    // URLs per host per round (k); 0 → 10
 	MaxDepth   uint32 // links deeper than this are not followed; 0 → 32
@@ -57,8 +65,39 @@ type Options struct {
 	LinkMemory int64
 	// KeepFiles keeps each round's files after its update (default: removed).
 	KeepFiles bool
+
+	// HostDelay, MaxCrawlDelay and IPDelay are the fetchers' politeness
+	// settings (the same on every node): a host that moves between nodes
+	// starts on its new node only after the delay its old node would have
+	// kept, and with IPDelay > 0 hosts that share an address are fetched by
+	// one node at a time.
+	HostDelay, MaxCrawlDelay, IPDelay time.Duration
+	// Resolve gives a host's addresses, for grouping a round's hosts by
+	// address on a site of several nodes (IPDelay > 0); nil → the addresses
+	// in the host records only.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Report sends this node's report to the site's leader (the site's
+	// transport between nodes). nil: a node alone reports to itself only.
+	Report func(ctx context.Context, r NodeReport) error
+	// FailTimeout: a node not heard of for this long is dead and its parts
+	// go to other nodes; 0 → 3 s.
+	FailTimeout time.Duration
+	// ReportEvery is how often a node reports to the leader; 0 → 500 ms.
+	ReportEvery time.Duration
+	// StageEvery is how often a node stages the results it has; 0 → 1 s.
+	StageEvery time.Duration
+	// Seeds are added to the frontier (new URLs only) whenever this node
+	// starts to lead the site.
+	Seeds []string
+	// CheckCash checks OPIC's invariant (the cash of all pages and the
+	// virtual page is what the seeds injected) after every round, on the
+	// leader, by scanning the crawl database; the error goes to the
+	// round's statistics (cash_error). A debugging aid: costs a full scan.
+	CheckCash bool
+
 	// OnRound, if set, receives each round's statistics when it completes,
-	// before the next update begins (it must not block for long).
+	// on the node that led the round's update, before the next update
+	// begins (it must not block for long).
 	OnRound func(RoundStats)
 	Logger  *slog.Logger
 	Now     func() time.Time
@@ -101,6 +140,15 @@ func (o *Options) ensureDefaults() {
 	if o.LinkMemory <= 0 {
 		o.LinkMemory = 64 << 20
 	}
+	if o.FailTimeout <= 0 {
+		o.FailTimeout = 3 * time.Second
+	}
+	if o.ReportEvery <= 0 {
+		o.ReportEvery = 500 * time.Millisecond
+	}
+	if o.StageEvery <= 0 {
+		o.StageEvery = time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -109,56 +157,55 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// ErrExhausted is returned by Run when a round generates nothing and no
-// round is in flight: the crawl has fetched everything it can reach.
-var ErrExhausted = errors.New("rounds: crawl exhausted")
+// Sentinel errors.
+var (
+	// ErrExhausted is returned by Run when a round generates nothing and
+	// no round is in flight: the crawl has fetched everything it can reach.
+	ErrExhausted = errors.New("rounds: crawl exhausted")
+	// ErrClosed: the crawler is closed.
+	ErrClosed = errors.New("rounds: closed")
+	// errDeposed: this node no longer leads the site (its writes were
+	// refused by the leader guard).
+	errDeposed = errors.New("rounds: no longer the leader")
+)
 
-// Crawler runs rounds over one site's crawl database.
+// Crawler runs one node's share of a site's rounds. Every node fetches the
+// parts of rounds the leader gives it and stages their results in the crawl
+// database; the node that leads the crawl database also plans the rounds
+// and runs their updates (leader.go).
 type Crawler struct {
-	o   Options
-	db  *crawldb.DB
-	st  *store.Store
-	log *slog.Logger
+	o       Options
+	db      *crawldb.DB
+	st      *store.Store
+	log     *slog.Logger
+	id      string
+	started time.Time
 
-	mu      sync.Mutex
-	state   State
-	running map[uint64]*roundRun // rounds in flight, by number
-	phase   Phase                // what Run is doing now (for status)
-	last    *RoundStats
+	mu    sync.Mutex
+	state State // the round state as this node last read or wrote it
+	phase Phase // what this node's leader side is doing (for status)
+	last  *RoundStats
+	lead  *leader // non-nil while this node leads
+	// genDur is how long each round in flight took to generate (stats).
+	genDur map[uint64]time.Duration
 
 	hosts   *hostStore
-	links   *linkStore // outlinks of fetched pages for revisits; nil → none
+	links   *linkStore // outlinks of fetched pages for revisits (leader); nil → none
 	seenMu  sync.Mutex
 	seen    map[uint64]struct{} // content fingerprints fetched
-	fetched sync.Map            // host → *atomic.Int64 pages fetched (for the budget)
+	fetched sync.Map            // host → *atomic.Int64 pages fetched by this node since start
 
-	orphans [][]byte // encoded sitemap results that came when no round was open
-	events  chan event
+	node *nodeSide
+
 	statsMu sync.Mutex
 	// afterCommand, if set (tests), runs after each update command is
 	// applied (i counts from 1); an error stops the update there.
 	afterCommand func(round uint64, i int) error
 	statsF       *os.File
-}
 
-// roundRun is the in-memory side of a round in flight.
-type roundRun struct {
-	round   uint64
-	gen     []genEntry
-	seg     *segment.Writer
-	pending atomic.Int64
-	closed  atomic.Bool
-	failed  atomic.Bool
-	stats   roundCounters
-	started time.Time
-	genDur  time.Duration
-	fetchAt time.Time // when the fetch phase began
-}
-
-type event struct {
-	kind  string // "fetched", "updated", "failed"
-	round uint64
-	err   error
+	closeOnce sync.Once
+	closeErr  error
+	closed    atomic.Bool
 }
 
 // New opens the crawler's state in the crawl database and directory.
@@ -172,33 +219,31 @@ func New(o Options) (*Crawler, error) {
 			return nil, fmt.Errorf("rounds: %w", err)
 		}
 	}
+	id := o.NodeID
+	if id == "" {
+		id = o.DB.Status().NodeID
+	}
 	c := &Crawler{
-		o: o, db: o.DB, st: o.DB.Store(), log: o.Logger,
-		running: map[uint64]*roundRun{},
-		seen:    map[uint64]struct{}{},
-		events:  make(chan event, 1024),
-		phase:   "idle",
+		o: o, db: o.DB, st: o.DB.Store(), log: o.Logger, id: id, started: o.Now(),
+		seen:   map[uint64]struct{}{},
+		phase:  "idle",
+		genDur: map[uint64]time.Duration{},
 	}
 	c.hosts = newHostStore(c)
 	if c.o.Revisits > 0 {
 		c.links = newLinkStore(c.o.LinkMemory)
 	}
+	c.node = newNodeSide(c)
 	s, err := loadState(c.st)
 	if err != nil {
 		return nil, err
 	}
 	c.state = s
-	// Rebuild what lives in memory: content fingerprints (for duplicates)
-	// and pages fetched per host (for the budget).
+	// Rebuild the content fingerprints fetched (for duplicates).
 	err = c.st.ScanURLs(func(r store.URLRecord) error {
-		switch r.Status {
-		case store.StatusUnfetched, store.StatusGenerated:
-			return nil
-		}
 		if r.ContentFP != 0 && r.Status == store.StatusFetched {
 			c.seen[r.ContentFP] = struct{}{}
 		}
-		c.hostFetched(hostOf(r.URL)).Add(1)
 		return nil
 	})
 	if err != nil {
@@ -212,25 +257,28 @@ func New(o Options) (*Crawler, error) {
 	return c, nil
 }
 
-// Close releases the crawler's files. Call it after Run has returned.
+// Close releases the crawler's files. Call it after Run has returned; later
+// calls return the first one's result.
 func (c *Crawler) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
-	for _, r := range c.running {
-		if r.seg != nil && r.closed.CompareAndSwap(false, true) {
-			errs = append(errs, r.seg.Close())
-		}
-	}
-	errs = append(errs, c.statsF.Close())
-	return errors.Join(errs...)
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		errs := []error{c.node.close()}
+		errs = append(errs, c.statsF.Close())
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
 }
+
+// NodeID is this node's name in its site.
+func (c *Crawler) NodeID() string { return c.id }
 
 // Hosts returns the host-state store to give the fetcher.
 func (c *Crawler) Hosts() fetcher.HostStore { return c.hosts }
 
 // Seen reports whether content with fingerprint fp was fetched before, and
-// records it if not: the fetcher's duplicate check.
+// records it if not: the fetcher's duplicate check. A site of several
+// nodes checks against what this node fetched and what the crawl database
+// held when it started.
 func (c *Crawler) Seen(fp uint64, _ string) bool {
 	c.seenMu.Lock()
 	defer c.seenMu.Unlock()
@@ -271,7 +319,7 @@ func (c *Crawler) roundDir(round uint64) string {
 	return filepath.Join(c.o.Dir, "rounds", strconv.FormatUint(round, 10))
 }
 
-// apply applies one batch through Raft.
+// apply applies one batch through Raft (forwarded to the leader if need be).
 func (c *Crawler) apply(ctx context.Context, b *store.Batch) (*store.Result, error) {
 	res, err := c.db.Apply(ctx, b)
 	if err != nil {
@@ -283,73 +331,12 @@ func (c *Crawler) apply(ctx context.Context, b *store.Batch) (*store.Result, err
 	return res, nil
 }
 
-// putState writes the round state (with whatever else b holds).
-func (c *Crawler) putState(ctx context.Context, b *store.Batch, s State) error {
-	b.PutRound(s.encode())
-	if _, err := c.apply(ctx, b); err != nil {
-		return fmt.Errorf("rounds: save round state: %w", err)
+// hostDelay is the least gap this site keeps between two requests to host:
+// the host delay, or its robots.txt Crawl-delay up to the cap.
+func (c *Crawler) hostDelay(host string) time.Duration {
+	d := c.o.HostDelay
+	if rec, ok, err := c.hosts.LoadHost(host); err == nil && ok {
+		d = max(d, min(rec.CrawlDelay, c.o.MaxCrawlDelay))
 	}
-	return nil
-}
-
-// OnResult is the fetcher's result hook: it appends the result to its
-// round's fetch segment and counts it. It is called from fetch workers.
-func (c *Crawler) OnResult(res *fetcher.Result) {
-	c.mu.Lock()
-	r := c.running[res.Round]
-	if (r == nil || r.closed.Load()) && res.Kind == fetcher.KindSitemap {
-		// A sitemap can finish after the round that asked for it: its
-		// URLs go with the newest round still fetching, or wait for the
-		// next one.
-		r = c.openRoundLocked()
-		if r == nil {
-			if len(c.orphans) < maxOrphans {
-				c.orphans = append(c.orphans, appendResult(nil, res))
-			}
-			c.mu.Unlock()
-			return
-		}
-	}
-	c.mu.Unlock()
-	if r == nil || r.closed.Load() {
-		return // a round stopped or unknown: its state on disk decides
-	}
-	if res.Kind == fetcher.KindPage && !res.Retry {
-		c.hostFetched(res.Host).Add(1)
-	}
-	r.stats.add(res)
-	if err := r.seg.Append(appendResult(nil, res)); err != nil {
-		if r.failed.CompareAndSwap(false, true) {
-			c.send(event{kind: "failed", round: r.round, err: fmt.Errorf("rounds: round %d: write fetch segment: %w", r.round, err)})
-		}
-		return
-	}
-	if res.Kind == fetcher.KindPage && r.pending.Add(-1) == 0 {
-		c.send(event{kind: "fetched", round: r.round})
-	}
-}
-
-// openRoundLocked returns the newest round whose fetch segment is open.
-func (c *Crawler) openRoundLocked() *roundRun {
-	var best *roundRun
-	for _, r := range c.running {
-		if !r.closed.Load() && r.seg != nil && (best == nil || r.round > best.round) {
-			best = r
-		}
-	}
-	return best
-}
-
-// maxOrphans bounds the sitemap results kept while no round is fetching.
-const maxOrphans = 10_000
-
-// send queues an event for the run loop. There are a few events per round
-// and the queue holds many rounds' worth; a full queue means the loop is
-// gone, and the event is dropped.
-func (c *Crawler) send(e event) {
-	select {
-	case c.events <- e:
-	default:
-		c.log.Warn("rounds: event dropped", "kind", e.kind, "round", e.round)
-	}
+	return max(d, c.o.IPDelay)
 }

@@ -2,68 +2,220 @@ package rounds
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"net/netip"
+	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
-	"github.com/meridian-crawler/meridian/fetcher"
-	"github.com/meridian-crawler/meridian/rounds/segment"
+	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 )
 
-const genFile = "generated"
+const fetchFile = "fetched"
 
-// generate picks the next round from the top of the frontier, writes its
-// list and marks its URLs generated. It returns the round (nil: the
-// frontier had nothing to give).
-func (c *Crawler) generate(ctx context.Context) (*roundRun, error) {
+// Seed adds urls (normalised) to the frontier with the seed cash, skipping
+// those already known. It returns how many were new. On a site of several
+// nodes only the leader seeds (Options.Seeds).
+func (c *Crawler) Seed(ctx context.Context, urls []string) (int, error) {
+	b := c.newBatch()
+	added := 0
+	seen := map[string]bool{}
+	for _, u := range urls {
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		ok, err := c.st.Contains(u)
+		if err != nil {
+			return 0, fmt.Errorf("rounds: seed: %w", err)
+		}
+		if ok {
+			continue
+		}
+		b.PutIfAbsent(u, opic.SeedCash, 0)
+		added++
+	}
+	if added == 0 {
+		return 0, nil
+	}
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
+	s.Injected += float64(added) * opic.SeedCash
+	// One command: the URLs and the cash they inject, together.
+	if err := c.putState(ctx, b, s); err != nil {
+		return 0, fmt.Errorf("rounds: seed: %w", err)
+	}
+	return added, nil
+}
+
+// generate picks the next round from the top of the frontier, splits it
+// over the nodes that take work, writes the plan and marks its URLs
+// generated. It returns the round's number, 0 if the frontier had nothing
+// to give.
+func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error) {
+	c := l.c
 	c.mu.Lock()
 	round := c.state.Next
 	c.mu.Unlock()
 	start := c.o.Now()
-	entries, err := c.pick()
+	entries, err := l.pick(ctx)
+	if err != nil || len(entries) == 0 {
+		return 0, err
+	}
+	// Hosts in frontier order, with their URLs.
+	perHost := map[string]int{}
+	var hosts []plan.Host
+	for _, e := range entries {
+		if perHost[e.Host] == 0 {
+			hosts = append(hosts, plan.Host{Name: e.Host})
+		}
+		perHost[e.Host]++
+	}
+	live := 0
+	for _, n := range nodes {
+		if n.TakesWork() {
+			live++
+		}
+	}
+	byIP := c.o.IPDelay > 0 && len(nodes) > 1
+	var ips map[string][]netip.Addr
+	names := make([]string, len(hosts))
+	for i := range hosts {
+		hosts[i].URLs = perHost[hosts[i].Name]
+		names[i] = hosts[i].Name
+	}
+	holds := plan.NewHolds()
+	if byIP {
+		var heldHosts []string
+		for _, rp := range l.plans {
+			for _, p := range rp.parts {
+				if !p.done {
+					heldHosts = append(heldHosts, p.hosts...)
+				}
+			}
+		}
+		ips = l.resolve(ctx, append(heldHosts, names...))
+		for i := range hosts {
+			hosts[i].IPs = ips[hosts[i].Name]
+		}
+	}
+	for _, rp := range l.plans {
+		for _, p := range rp.parts {
+			if !p.done && p.owner.Node != "" {
+				holds.Add(p.owner.Node, p.hosts, ips)
+			}
+		}
+	}
+	last := map[string]plan.Last{}
+	now := c.o.Now()
+	for _, h := range names {
+		if v, ok := l.last[h]; ok {
+			last[h] = v
+			continue
+		}
+		// Fetched before, but not by a node this leader has heard of:
+		// wherever it goes, it waits out its delay first.
+		if st, err := c.st.HostStats(h); err == nil && st.Fetched > 0 && live > 1 {
+			last[h] = plan.Last{Node: "?", FreeAt: now.Add(c.hostDelay(h))}
+		}
+	}
+	units := plan.Units(hosts, byIP)
+	parts, deferred, err := plan.Split(units, nodes, holds, last, ips, plan.SplitOptions{})
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("rounds: generate %d: %w", round, err)
 	}
-	if len(entries) == 0 {
-		return nil, nil
+	if len(deferred) > 0 {
+		skip := map[string]bool{}
+		for _, u := range deferred {
+			for _, h := range u.Hosts {
+				skip[h] = true
+			}
+		}
+		kept := entries[:0]
+		for _, e := range entries {
+			if !skip[e.Host] {
+				kept = append(kept, e)
+			}
+		}
+		entries = kept
+		c.log.Info("rounds: hosts held by a node that takes no work wait for a later round", "units", len(deferred))
+		if len(entries) == 0 {
+			return 0, nil
+		}
 	}
-	dir := c.roundDir(round)
-	if err := os.RemoveAll(dir); err != nil { // leftovers of a generate cut short
-		return nil, fmt.Errorf("rounds: generate %d: %w", round, err)
+	byHost := map[string][]genEntry{}
+	for _, e := range entries {
+		byHost[e.Host] = append(byHost[e.Host], e)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("rounds: generate %d: %w", round, err)
+	// The plan: parts and owners, then its header, each command fenced by
+	// the leader's token.
+	rp := &roundPlan{parts: map[int]*planPart{}, perHost: perHost}
+	b := c.newBatch()
+	flush := func() error {
+		if _, err := c.applyLeader(ctx, b); err != nil {
+			return fmt.Errorf("rounds: generate %d: write plan: %w", round, err)
+		}
+		b = c.newBatch()
+		return nil
 	}
-	w, err := segment.Create(filepath.Join(dir, genFile))
-	if err != nil {
-		return nil, fmt.Errorf("rounds: generate %d: %w", round, err)
+	size := 0
+	for id, p := range parts {
+		var pp partPlan
+		for _, u := range p.Units {
+			for _, h := range u.Hosts {
+				pp.Hosts = append(pp.Hosts, partHost{Name: h, NotBefore: u.NotBefore})
+				pp.Entries = append(pp.Entries, byHost[h]...)
+			}
+		}
+		o := partOwner{Node: p.Node}
+		v := pp.encode()
+		b.PutUser(partKey(round, id), v)
+		b.PutUser(ownKey(round, id), o.encode())
+		size += len(v)
+		pl := &planPart{id: id, hosts: p.Hosts(), urls: len(pp.Entries), ownerRaw: o.encode(), owner: o}
+		pl.delay = l.delayOf(pl.hosts)
+		rp.parts[id] = pl
+		if size >= 4<<20 {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+			size = 0
+		}
 	}
-	recs := make([][]byte, 0, len(entries)+1)
-	for i := range entries {
-		recs = append(recs, entries[i].appendTo(nil))
+	head := planHead{Round: round, Parts: len(parts), URLs: len(entries), LinkThreshold: c.links.threshold(), Created: start}
+	hb, _ := json.Marshal(head)
+	b.PutUser(headKey(round), hb)
+	if err := flush(); err != nil {
+		return 0, err
 	}
-	recs = append(recs, []byte{recGenEnd})
-	if err := w.AppendBatch(recs); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("rounds: generate %d: write list: %w", round, err)
+	if err := c.markGenerated(ctx, round, entries, len(parts), start); err != nil {
+		return 0, err
 	}
-	if err := w.Close(); err != nil { // Close syncs: the list is durable before any URL is marked
-		return nil, fmt.Errorf("rounds: generate %d: write list: %w", round, err)
+	l.plans[round] = rp
+	l.mu.Lock()
+	for _, p := range rp.parts {
+		l.sent = append(l.sent, assignment{node: p.owner.Node, at: now, urls: p.urls})
 	}
-	r := &roundRun{round: round, gen: entries, started: start}
-	if err := c.markGenerated(ctx, r); err != nil {
-		return nil, err
-	}
-	r.genDur = c.o.Now().Sub(start)
-	return r, nil
+	l.mu.Unlock()
+	c.mu.Lock()
+	c.genDur[round] = c.o.Now().Sub(start)
+	c.mu.Unlock()
+	c.log.Info("rounds: generated", "round", round, "urls", len(entries), "parts", len(parts), "nodes", live)
+	return round, nil
 }
 
 // pick reads the top of the frontier, closing hosts that have used their
 // budget (their URLs are left where they are; generate skips the host).
-func (c *Crawler) pick() ([]genEntry, error) {
+func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
+	c := l.c
+	inFlight := map[string]int{} // URLs generated in rounds not yet updated
+	for _, rp := range l.plans {
+		for h, n := range rp.perHost {
+			inFlight[h] += n
+		}
+	}
 	for attempt := 0; attempt < 4; attempt++ {
 		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: c.o.Now()})
 		if err != nil {
@@ -76,7 +228,11 @@ func (c *Crawler) pick() ([]genEntry, error) {
 		for _, e := range fr {
 			if e.Host != lastHost {
 				lastHost = e.Host
-				over = c.hostFetched(e.Host).Load() >= int64(c.o.HostBudget)
+				st, err := c.st.HostStats(e.Host)
+				if err != nil {
+					return nil, fmt.Errorf("rounds: generate: %w", err)
+				}
+				over = int64(st.Fetched)+int64(inFlight[e.Host]) >= int64(c.o.HostBudget)
 				if over {
 					if err := c.hosts.close(e.Host); err != nil {
 						return nil, fmt.Errorf("rounds: close host %s: %w", e.Host, err)
@@ -93,7 +249,7 @@ func (c *Crawler) pick() ([]genEntry, error) {
 		}
 		// Every host was over budget: write the closures so the
 		// frontier skips them, and look again.
-		if err := c.hosts.flush(context.Background()); err != nil {
+		if err := c.hosts.flush(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -101,112 +257,69 @@ func (c *Crawler) pick() ([]genEntry, error) {
 }
 
 // markGenerated applies MarkGenerated for the round's URLs in batches, the
-// last one with the new round state. It is idempotent, so a restart that
-// finds a complete list and no state for it simply runs it again.
-func (c *Crawler) markGenerated(ctx context.Context, r *roundRun) error {
-	b := store.NewBatch()
-	for i := range r.gen {
-		b.MarkGenerated(r.gen[i].URL, r.round)
-		if b.Len() >= c.o.BatchOps && i < len(r.gen)-1 {
-			if _, err := c.apply(ctx, b); err != nil {
-				return fmt.Errorf("rounds: generate %d: %w", r.round, err)
+// last one with the new round state. It is idempotent, so a new leader that
+// finds a complete plan and no state for it simply runs it again.
+func (c *Crawler) markGenerated(ctx context.Context, round uint64, entries []genEntry, parts int, started time.Time) error {
+	b := c.newBatch()
+	for i := range entries {
+		b.MarkGenerated(entries[i].URL, round)
+		if b.Len() >= c.o.BatchOps && i < len(entries)-1 {
+			if _, err := c.applyLeader(ctx, b); err != nil {
+				return fmt.Errorf("rounds: generate %d: %w", round, err)
 			}
-			b = store.NewBatch()
+			b = c.newBatch()
 		}
 	}
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
-	s.Next = r.round + 1
-	s.Active = append(s.Active, Active{Round: r.round, Phase: PhaseFetch, Generated: len(r.gen), Started: r.started})
-	if err := c.putState(ctx, b, s); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.state.Next = s.Next
-	c.state.Active = append(c.state.Active, s.Active[len(s.Active)-1])
-	c.mu.Unlock()
-	return nil
+	s.Next = round + 1
+	s.Active = append(s.Active, Active{Round: round, Phase: PhaseFetch, Generated: len(entries), Started: started, Parts: parts})
+	return c.putState(ctx, b, s)
 }
 
-// readGenerated reads a round's list. complete is false when the list was
-// cut short (a crash during generate): such a round never reached the state.
-func readGenerated(dir string) (entries []genEntry, complete bool, err error) {
-	_, _, err = segment.Read(filepath.Join(dir, genFile), func(rec []byte) error {
-		if len(rec) == 1 && rec[0] == recGenEnd {
-			complete = true
-			return nil
-		}
-		e, err := decodeGen(rec)
-		if err != nil {
+// resumeGenerate finishes a generate cut short: a plan whose header is
+// written but whose round is not in the state is marked and entered; a
+// plan without its header is deleted.
+func (l *leader) resumeGenerate(ctx context.Context) error {
+	c := l.c
+	c.mu.Lock()
+	next := c.state.Next
+	c.mu.Unlock()
+	hb, err := c.st.User(headKey(next))
+	if err != nil {
+		return fmt.Errorf("rounds: read plan of round %d: %w", next, err)
+	}
+	if hb == nil {
+		any := false
+		if err := c.st.UserScan(roundPrefix(next), func(string, []byte) error { any = true; return nil }); err != nil {
 			return err
 		}
-		entries = append(entries, e)
+		if any {
+			b := c.newBatch()
+			b.DeleteUserPrefix(roundPrefix(next))
+			if _, err := c.applyLeader(ctx, b); err != nil {
+				return fmt.Errorf("rounds: drop the unfinished plan of round %d: %w", next, err)
+			}
+		}
+		return nil
+	}
+	var head planHead
+	if err := decodeJSON(hb, &head); err != nil {
+		return fmt.Errorf("rounds: plan of round %d: %w", next, err)
+	}
+	var entries []genEntry
+	err = c.st.UserScan(roundPrefix(next)+"part/", func(k string, v []byte) error {
+		pp, err := decodePart(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		entries = append(entries, pp.Entries...)
 		return nil
 	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+	if err != nil {
+		return fmt.Errorf("rounds: read plan of round %d: %w", next, err)
 	}
-	return entries, complete, err
-}
-
-// startFetch opens the round's fetch segment (recovering it after a crash),
-// works out which generated URLs still need a result and submits them.
-func (c *Crawler) startFetch(r *roundRun, f Fetcher) error {
-	path := filepath.Join(c.roundDir(r.round), fetchFile)
-	done := map[string]bool{}
-	if _, err := os.Stat(path); err == nil {
-		_, tail, err := segment.Read(path, func(rec []byte) error {
-			fr, err := decodeFetch(rec)
-			if err != nil {
-				return err
-			}
-			if fr.Kind == fetcher.KindPage {
-				done[fr.URL] = true
-			}
-			r.stats.addRecord(&fr)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("rounds: round %d: read fetch segment: %w", r.round, err)
-		}
-		w, dropped, err := segment.OpenAppend(path)
-		if err != nil {
-			return fmt.Errorf("rounds: round %d: reopen fetch segment: %w", r.round, err)
-		}
-		if tail > 0 || dropped > 0 {
-			c.log.Warn("rounds: fetch segment had a torn tail", "round", r.round, "bytes", max(tail, dropped))
-		}
-		r.seg = w
-	} else {
-		w, err := segment.Create(path)
-		if err != nil {
-			return fmt.Errorf("rounds: round %d: create fetch segment: %w", r.round, err)
-		}
-		r.seg = w
-	}
-	jobs := make([]fetcher.Job, 0, len(r.gen))
-	for _, e := range r.gen {
-		if !done[e.URL] {
-			jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: r.round, Depth: e.Depth, Cash: e.Cash})
-		}
-	}
-	r.pending.Store(int64(len(jobs)))
-	r.fetchAt = c.o.Now()
-	c.mu.Lock()
-	c.running[r.round] = r
-	orphans := c.orphans
-	c.orphans = nil
-	c.mu.Unlock()
-	if len(orphans) > 0 {
-		if err := r.seg.AppendBatch(orphans); err != nil {
-			return fmt.Errorf("rounds: round %d: write sitemap results: %w", r.round, err)
-		}
-	}
-	if len(jobs) == 0 {
-		c.send(event{kind: "fetched", round: r.round})
-		return nil
-	}
-	f.Submit(jobs)
-	return nil
+	c.log.Info("rounds: finishing the generate of a round cut short", "round", next, "urls", len(entries))
+	return c.markGenerated(ctx, next, entries, head.Parts, head.Created)
 }

@@ -20,6 +20,7 @@ type hostStore struct {
 	mu      sync.Mutex
 	pending map[string]store.HostRecord
 	closed  map[string]bool
+	flushed time.Time // last flush
 }
 
 func newHostStore(c *Crawler) *hostStore {
@@ -68,9 +69,21 @@ func (h *hostStore) close(host string) error {
 	return nil
 }
 
+// flushIfDue flushes when the last flush is 200 ms old.
+func (h *hostStore) flushIfDue(ctx context.Context) error {
+	h.mu.Lock()
+	due := time.Since(h.flushed) >= 200*time.Millisecond
+	h.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return h.flush(ctx)
+}
+
 // flush writes the queued records.
 func (h *hostStore) flush(ctx context.Context) error {
 	h.mu.Lock()
+	h.flushed = time.Now()
 	if len(h.pending) == 0 {
 		h.mu.Unlock()
 		return nil

@@ -207,6 +207,21 @@ func (s *linkStore) forget(url string) {
 	s.mu.Unlock()
 }
 
+// threshold is the least weight a page must have to enter the store: the
+// lightest page kept when the store is full, 0 while it has room. Nodes
+// stage the outlinks of the pages that reach it.
+func (s *linkStore) threshold() float64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used < s.budget*9/10 || len(s.heap) == 0 {
+		return 0
+	}
+	return s.heap[0].weight
+}
+
 // size returns the pages stored and their bytes.
 func (s *linkStore) size() (pages int, bytes int64) {
 	if s == nil {

@@ -28,8 +28,6 @@ type genEntry struct {
 }
 
 const (
-	recGen     = 'G'
-	recGenEnd  = 'E'
 	recFetch   = 'F'
 	recUpdate  = 'U'
 	recUpdEnd  = 'T'
@@ -45,14 +43,6 @@ const (
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
-}
-
-func (e *genEntry) appendTo(dst []byte) []byte {
-	dst = append(dst, recGen)
-	dst = appendString(dst, e.URL)
-	dst = appendString(dst, e.Host)
-	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(e.Cash))
-	return binary.AppendUvarint(dst, uint64(e.Depth))
 }
 
 // reader decodes the fields of one record, remembering the first error.
@@ -119,20 +109,6 @@ func (r *reader) str() string {
 	s := string(r.b[:n])
 	r.b = r.b[n:]
 	return s
-}
-
-func decodeGen(b []byte) (genEntry, error) {
-	r := reader{b: b}
-	var e genEntry
-	if r.byte1() != recGen {
-		return e, fmt.Errorf("%w: not a generated entry", errRecord)
-	}
-	e.URL, e.Host, e.Cash = r.str(), r.str(), r.f64()
-	e.Depth = uint32(r.uvarint())
-	if r.err != nil || len(r.b) != 0 {
-		return e, fmt.Errorf("%w: generated entry", errRecord)
-	}
-	return e, nil
 }
 
 // appendResult encodes a fetch result as a fetch segment record.

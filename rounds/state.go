@@ -29,6 +29,18 @@ type State struct {
 	Injected float64  `json:"injected"` // cash injected by seeds in all
 	Spent    float64  `json:"spent"`    // cash distributed by fetches in all (= total history)
 	Done     uint64   `json:"done"`     // rounds completed
+	// StopAt is the last round the site generates (0: no limit): set by
+	// the leader from its --rounds when the site's run begins.
+	StopAt uint64 `json:"stop_at,omitempty"`
+	// Finished is set when the site's crawl ended; every node then stops.
+	// A node started after it begins a new run (the mark is cleared).
+	Finished *Finish `json:"finished,omitempty"`
+}
+
+// Finish says why and when a site's crawl ended.
+type Finish struct {
+	Reason string    `json:"reason"` // "exhausted" or "rounds"
+	At     time.Time `json:"at"`
 }
 
 // Active is a round in flight.
@@ -38,11 +50,16 @@ type Active struct {
 	Generated int       `json:"generated"`
 	Started   time.Time `json:"started"`
 	Fetched   time.Time `json:"fetched,omitzero"` // when its fetch phase ended
+	Parts     int       `json:"parts"`            // parts its fetch list was split into
 }
 
 func (s *State) clone() State {
 	c := *s
 	c.Active = append([]Active(nil), s.Active...)
+	if s.Finished != nil {
+		f := *s.Finished
+		c.Finished = &f
+	}
 	return c
 }
 
@@ -109,4 +126,15 @@ func loadProgress(st *store.Store, round uint64) (uint64, error) {
 		return 0, fmt.Errorf("rounds: update progress of round %d: %w", round, errRecord)
 	}
 	return n, nil
+}
+
+// decodeJSON decodes a JSON value stored in the crawl database.
+func decodeJSON(b []byte, v any) error {
+	if len(b) == 0 {
+		return fmt.Errorf("%w: missing", errRecord)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %v", errRecord, err)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package rounds
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,19 +11,16 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
+	"slices"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
-	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/mapreduce"
 	"github.com/meridian-crawler/meridian/rounds/segment"
 )
 
 const (
-	fetchFile  = "fetched"
 	updateFile = "update"
-	mapChunk   = 512 // fetch records per map task
 	// hostGrace is how many consecutive host failures beyond MaxRetries
 	// a host gets before retries that made no request count against its
 	// URLs.
@@ -68,18 +66,35 @@ type updateTrailer struct {
 	// Revisits and RevisitCash: stored pages that passed their cash on, and how much.
 	Revisits    int     `json:"revisits,omitempty"`
 	RevisitCash float64 `json:"revisit_cash,omitempty"`
+	// Token is the leader token the commands are fenced with: a file
+	// prepared under another leadership is prepared again.
+	Token string `json:"token"`
+	// Stats are the round's counters, summed from the staged batches.
+	Stats *stageStats `json:"stats,omitempty"`
+	// Staged is the size of the staged batches read, in bytes.
+	Staged int64 `json:"staged_bytes"`
 }
 
 // update folds a fetched round into the crawl database: it prepares the
-// round's commands once (map over the fetch segment, shuffle by URL, reduce)
-// into the update file, then applies those not applied yet, then retires
-// the round.
+// round's commands (from the batches the nodes staged, and the revisits
+// the leader staged) into the update file, then applies those not applied
+// yet, then retires the round. The preparation is deterministic, so a new
+// leader that prepares it again gets the same commands and resumes after
+// the last one applied.
 func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) {
 	start := c.o.Now()
 	dir := c.roundDir(round)
+	token := string(c.token())
+	if token == "" {
+		return RoundStats{}, errDeposed
+	}
 	cmds, tr, err := readUpdate(dir)
-	if err != nil {
-		return RoundStats{}, err
+	if err != nil || (cmds != nil && tr.Token != token) {
+		if err != nil {
+			c.log.Warn("rounds: update file unreadable: preparing it again", "round", round, "err", err)
+		}
+		os.Remove(filepath.Join(dir, updateFile))
+		cmds = nil
 	}
 	if cmds == nil {
 		if err := c.prepareUpdate(ctx, round); err != nil {
@@ -102,6 +117,9 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 		if err == nil && res.Err != nil {
 			err = res.Err
 		}
+		if errors.Is(err, store.ErrGuard) {
+			err = fmt.Errorf("%w: %v", errDeposed, err)
+		}
 		if err != nil {
 			return RoundStats{}, fmt.Errorf("rounds: round %d: apply update command %d of %d: %w", round, i+1, len(cmds), err)
 		}
@@ -116,7 +134,8 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 			}
 		}
 	}
-	// Retire the round: its state and progress marker in one command.
+	// Retire the round: its state, progress marker, plan and staged
+	// results in one command.
 	if err := c.hosts.flush(ctx); err != nil {
 		return RoundStats{}, err
 	}
@@ -126,7 +145,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	a := s.active(round)
 	var st RoundStats
 	if a != nil {
-		st.Generated, st.Started = a.Generated, a.Started
+		st.Generated, st.Started, st.Parts = a.Generated, a.Started, a.Parts
 		if !a.Fetched.IsZero() {
 			st.FetchSeconds = a.Fetched.Sub(a.Started).Seconds()
 		}
@@ -135,36 +154,59 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	s.Virtual = tr.Virtual
 	s.Spent += tr.Spent
 	s.Done++
-	b := store.NewBatch()
+	b := c.newBatch()
 	b.PutUser(progressKey(round), nil)
+	b.DeleteUserPrefix(roundPrefix(round))
 	if err := c.putState(ctx, b, s); err != nil {
 		return RoundStats{}, err
 	}
 	c.mu.Lock()
-	c.state.remove(round)
-	c.state.Virtual, c.state.Spent, c.state.Done = s.Virtual, s.Spent, s.Done
-	r := c.running[round]
-	delete(c.running, round)
+	if d, ok := c.genDur[round]; ok {
+		st.GenerateSeconds = d.Seconds()
+		delete(c.genDur, round)
+	}
 	c.mu.Unlock()
-	if r != nil {
-		r.stats.fill(&st)
-		st.GenerateSeconds = r.genDur.Seconds()
-		if !r.fetchAt.IsZero() && a != nil && !a.Fetched.IsZero() {
-			st.FetchSeconds = a.Fetched.Sub(r.fetchAt).Seconds()
-		}
+	if tr.Stats != nil {
+		tr.Stats.fill(&st)
 	}
 	st.Round = round
 	st.Ended = c.o.Now()
 	st.UpdateSeconds = st.Ended.Sub(start).Seconds()
 	st.Targets, st.NewURLs, st.Virtual = tr.Targets, newURLs, tr.Virtual
 	st.Revisits, st.RevisitCash = tr.Revisits, tr.RevisitCash
+	st.StagedBytes = tr.Staged
+	st.Leader = c.id
 	st.TroubledCount = len(st.Troubled)
-	if !c.o.KeepFiles {
-		if err := os.RemoveAll(dir); err != nil {
-			c.log.Warn("rounds: remove round files", "round", round, "err", err)
+	if c.o.CheckCash {
+		off, err := c.cashError(s)
+		if err != nil {
+			return RoundStats{}, err
 		}
+		st.CashError = &off
+	}
+	if !c.o.KeepFiles {
+		os.Remove(filepath.Join(dir, updateFile))
+		os.RemoveAll(filepath.Join(dir, "shuffle"))
+		os.Remove(dir) // only if empty: a node's fetch segment goes when it sees the round retired
 	}
 	return st, nil
+}
+
+// cashError is how far the crawl database is from OPIC's invariant: (the
+// cash of all pages + the virtual page's − the cash injected) / injected.
+func (c *Crawler) cashError(s State) (float64, error) {
+	var cash opic.Sum
+	if err := c.st.ScanURLs(func(r store.URLRecord) error {
+		cash.Add(r.Cash)
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("rounds: check cash: %w", err)
+	}
+	cash.Add(s.Virtual)
+	if s.Injected == 0 {
+		return 0, nil
+	}
+	return (cash.Value() - s.Injected) / s.Injected, nil
 }
 
 // readUpdate reads a prepared update file; nil commands means none yet.
@@ -202,28 +244,21 @@ type target struct {
 	credit
 }
 
-// prepareUpdate maps the round's fetch records to crawl-database operations
-// and outlink credits, reduces the credits by URL, and writes the encoded
-// commands to the update file.
+// prepareUpdate reads the round's staged batches in key order (and the
+// revisits, staged first if they are not yet), reduces the credits by URL
+// and writes the encoded commands to the update file. Given the same
+// staged data and round state it writes the same commands.
 func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	dir := c.roundDir(round)
-	// Read the fetch segment in chunks of raw records for the map.
-	var chunks [][][]byte
-	var cur [][]byte
-	_, _, err := segment.Read(filepath.Join(dir, fetchFile), func(rec []byte) error {
-		cur = append(cur, append([]byte(nil), rec...))
-		if len(cur) == mapChunk {
-			chunks, cur = append(chunks, cur), nil
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("rounds: round %d: read fetch segment: %w", round, err)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
-	if len(cur) > 0 {
-		chunks = append(chunks, cur)
+	rev, err := c.stagedRevisits(ctx, round)
+	if err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
 	tmp := filepath.Join(dir, "shuffle")
+	os.RemoveAll(tmp)
 	sh, err := mapreduce.NewShuffle(mapreduce.Options[credit]{
 		Partitions:   16,
 		MemoryBudget: c.o.MemoryBudget,
@@ -237,127 +272,53 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	}
 	defer sh.Close()
 
-	var mu sync.Mutex
 	var fetchOps []store.FetchResult
 	var requeues []string
 	var hops []redirectHop
 	var virtual, spent opic.Sum
+	var stats stageStats
+	var stagedBytes int64
 	seen := map[string]bool{} // a URL's result counts once
-	revisits, revisitCash, err := c.revisit(ctx, sh, &virtual)
-	if err != nil {
-		return fmt.Errorf("rounds: round %d: %w", round, err)
-	}
-	err = mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk [][]byte) error {
-		var ops []store.FetchResult
-		var requeue []string
-		var hopsOut []redirectHop
-		var v opic.Sum
-		for _, raw := range chunk {
-			fr, err := decodeFetch(raw)
-			if err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+	fold := func(b *stageBatch) error {
+		for _, op := range b.Ops {
+			if !seen[op.URL] {
+				seen[op.URL] = true
+				fetchOps = append(fetchOps, op)
+				spent.Add(op.Spend)
 			}
-			switch fr.Kind {
-			case fetcher.KindRobots:
-				continue
-			case fetcher.KindSitemap:
-				for _, l := range fr.Links {
-					if err := sh.Emit([]byte(l), credit{depth: 1}); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			op := store.FetchResult{URL: fr.URL, Status: fr.Status, HTTPStatus: uint16(min(max(fr.HTTPStatus, 0), math.MaxUint16)), At: fr.At, ContentFP: fr.ContentFP, Round: round}
-			if fr.Retry && fr.NoRequest {
-				// The host was unavailable, not the URL: back to the
-				// frontier without spending one of its retries, until
-				// the host has failed so often that its URLs are given
-				// up like any other.
-				h, _, err := c.hosts.LoadHost(fr.Host)
-				if err != nil {
-					return err
-				}
-				if int(h.Failures) < c.o.MaxRetries+hostGrace {
-					requeue = append(requeue, fr.URL)
-					continue
-				}
-			}
-			if fr.Retry {
-				rec, ok, err := c.st.Get(fr.URL)
-				if err != nil {
-					return err
-				}
-				if !ok || int(rec.Retries)+1 < c.o.MaxRetries {
-					op.Retry = true
-					ops = append(ops, op)
-					continue
-				}
-				op.Status = store.StatusError // out of retries
-			}
-			if op.Status < store.StatusFetched {
-				op.Status = store.StatusError
-			}
-			op.Spend = fr.Cash
-			ops = append(ops, op)
-			var links []string
-			switch {
-			case fr.Status == store.StatusFetched:
-				links = fr.Links
-			case fr.Status == store.StatusRedirect && fr.RedirectTo != "" && fr.RedirectTo != fr.URL:
-				// A redirect target is a link, unless the chain that led
-				// here is already MaxRedirects long.
-				hops, err := c.redirectHops(fr.URL)
-				if err != nil {
-					return err
-				}
-				if hops < c.o.MaxRedirects {
-					links = []string{fr.RedirectTo}
-					hopsOut = append(hopsOut, redirectHop{fr.RedirectTo, hops + 1})
-				}
-			}
-			if fr.Depth+1 > c.o.MaxDepth {
-				links = nil
-			}
-			damping := 1.0 // a redirect passes all of its cash on
-			if fr.Status == store.StatusFetched {
-				damping = c.o.Damping
-				if len(links) > 0 {
-					c.links.offer(fr.URL, fr.Depth, links, fr.Cash)
-				}
-			}
-			toVirtual, err := distribute(sh, fr.Cash, damping, links, fr.Depth+1)
-			if err != nil {
+		}
+		requeues = append(requeues, b.Requeues...)
+		hops = append(hops, b.Hops...)
+		for _, l := range b.Links {
+			c.links.offer(l.URL, l.Depth, l.Links, l.Weight)
+		}
+		for _, t := range b.Credits {
+			if err := sh.Emit([]byte(t.url), t.credit); err != nil {
 				return err
 			}
-			v.Add(toVirtual)
 		}
-		mu.Lock()
-		fetchOps = append(fetchOps, ops...)
-		requeues = append(requeues, requeue...)
-		hops = append(hops, hopsOut...)
-		virtual.Add(v.Value())
-		mu.Unlock()
+		virtual.Add(b.Virtual)
+		stats.add(&b.Stats)
 		return nil
+	}
+	if err := fold(rev); err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
+	}
+	var revisitCash opic.Sum
+	for _, r := range rev.Revisits {
+		spent.Add(r.spend)
+		revisitCash.Add(r.spend)
+	}
+	err = c.st.UserScan(resPrefix(round), func(k string, v []byte) error {
+		stagedBytes += int64(len(v))
+		b, err := decodeStage(v, round)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		return fold(&b)
 	})
 	if err != nil {
-		return fmt.Errorf("rounds: round %d: update map: %w", round, err)
-	}
-	// A URL with two results (it cannot happen through startFetch, but a
-	// file is input) keeps the first; its spend is not counted twice.
-	kept := fetchOps[:0]
-	for _, op := range fetchOps {
-		if !seen[op.URL] {
-			seen[op.URL] = true
-			kept = append(kept, op)
-		}
-	}
-	fetchOps = kept
-	for _, op := range fetchOps {
-		spent.Add(op.Spend)
-	}
-	for _, r := range revisits {
-		spent.Add(r.spend)
+		return fmt.Errorf("rounds: round %d: read staged results: %w", round, err)
 	}
 
 	parts := make([][]target, 16)
@@ -377,41 +338,46 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	c.mu.Unlock()
 	each, keptVirtual := opic.Spread(prevVirtual+virtual.Value(), int(n))
 
-	// Encode the commands: fetch results first, then the credits.
+	// Encode the commands: fetch results first, then the credits; each
+	// fenced by the leader's token.
+	token := c.token()
 	var cmds [][]byte
-	b := store.NewBatch()
+	newBatch := func() *store.Batch {
+		b := store.NewBatch()
+		b.Guard(leaderKey, token)
+		return b
+	}
+	b := newBatch()
 	flush := func() error {
 		b.PutUser(progressKey(round), encodeProgress(uint64(len(cmds)+1)))
 		cmd, err := b.Encode()
 		if err != nil {
 			return fmt.Errorf("rounds: round %d: encode update command: %w", round, err)
 		}
-		cmds = append(cmds, cmd)
-		b = store.NewBatch()
+		cmds = append(cmds, bytes.Clone(cmd))
+		b = newBatch()
+		return nil
+	}
+	add := func(f func(b *store.Batch)) error {
+		f(b)
+		if b.Len() >= c.o.BatchOps {
+			return flush()
+		}
 		return nil
 	}
 	for _, op := range fetchOps {
-		b.RecordRoundFetch(op)
-		if b.Len() >= c.o.BatchOps {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err := add(func(b *store.Batch) { b.RecordRoundFetch(op) }); err != nil {
+			return err
 		}
 	}
-	for _, r := range revisits {
-		b.Revisit(r.url, r.spend)
-		if b.Len() >= c.o.BatchOps {
-			if err := flush(); err != nil {
-				return err
-			}
+	for _, r := range rev.Revisits {
+		if err := add(func(b *store.Batch) { b.Revisit(r.url, r.spend) }); err != nil {
+			return err
 		}
 	}
 	for _, h := range hops {
-		b.PutUser(redirectKey(h.target), binary.AppendUvarint(nil, uint64(h.hops)))
-		if b.Len() >= c.o.BatchOps {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err := add(func(b *store.Batch) { b.PutUser(redirectKey(h.target), binary.AppendUvarint(nil, uint64(h.hops))) }); err != nil {
+			return err
 		}
 	}
 	for _, u := range requeues {
@@ -419,31 +385,25 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			continue
 		}
 		seen[u] = true
-		b.Requeue(u)
-		if b.Len() >= c.o.BatchOps {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err := add(func(b *store.Batch) { b.Requeue(u) }); err != nil {
+			return err
 		}
 	}
 	for _, p := range parts {
 		c.links.credit(p, each)
 		for _, t := range p {
-			b.UpsertCash(t.url, t.cash+each, t.depth)
-			if b.Len() >= c.o.BatchOps {
-				if err := flush(); err != nil {
-					return err
-				}
+			if err := add(func(b *store.Batch) { b.UpsertCash(t.url, t.cash+each, t.depth) }); err != nil {
+				return err
 			}
 		}
 	}
-	if b.Len() > 0 {
+	if b.Len() > 1 {
 		if err := flush(); err != nil {
 			return err
 		}
 	}
 	tr, _ := json.Marshal(updateTrailer{Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
-		Revisits: len(revisits), RevisitCash: revisitCash})
+		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes})
 	part := filepath.Join(dir, updateFile+".part")
 	os.Remove(part)
 	w, err := segment.Create(part)
@@ -497,21 +457,56 @@ type plannedRevisit struct {
 	spend float64
 }
 
+// stagedRevisits returns the round's revisits, staged in the crawl
+// database: read back if an earlier leadership staged them, else picked
+// now and staged before any update command is applied (a new leader then
+// prepares the same update).
+func (c *Crawler) stagedRevisits(ctx context.Context, round uint64) (*stageBatch, error) {
+	if v, err := c.st.User(revKey(round)); err != nil {
+		return nil, fmt.Errorf("read revisits: %w", err)
+	} else if v != nil {
+		b, err := decodeStage(v, round)
+		if err != nil {
+			return nil, fmt.Errorf("staged revisits: %w", err)
+		}
+		return &b, nil
+	}
+	rev, err := c.revisit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := rev.encode()
+	b := c.newBatch()
+	b.Guard(revKey(round), nil)
+	b.PutUser(revKey(round), v)
+	if _, err := c.applyLeader(ctx, b); err != nil {
+		return nil, fmt.Errorf("stage revisits: %w", err)
+	}
+	return rev, nil
+}
+
 // revisit picks the stored pages owed the most cash, reads the cash each
-// has now, and emits it over their outlinks into sh (the damped part and
-// any rounding into virtual). The cash read is what the update's Revisit
-// operations move: nothing else changes a fetched page's cash between the
-// read and the update, which is the only writer of cash and runs alone.
-func (c *Crawler) revisit(ctx context.Context, sh *mapreduce.Shuffle[credit], virtual *opic.Sum) ([]plannedRevisit, float64, error) {
-	var out []plannedRevisit
-	var total opic.Sum
+// has now, and returns its distribution over their outlinks (the damped
+// part and any rounding to the virtual page). The cash read is what the
+// update's Revisit operations move: only the update moves a fetched page's
+// cash out, one at a time, and credits only add to it.
+func (c *Crawler) revisit(ctx context.Context) (*stageBatch, error) {
+	b := &stageBatch{}
+	credits := map[string]credit{}
+	emit := func(url string, cr credit) {
+		if old, ok := credits[url]; ok {
+			cr = combineCredit(old, cr)
+		}
+		credits[url] = cr
+	}
+	var virtual opic.Sum
 	for _, r := range c.links.pick(c.o.Revisits) {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		rec, ok, err := c.st.Get(r.url)
 		if err != nil {
-			return nil, 0, fmt.Errorf("revisit %s: %w", r.url, err)
+			return nil, fmt.Errorf("revisit %s: %w", r.url, err)
 		}
 		if !ok || rec.Status != store.StatusFetched {
 			c.links.forget(r.url)
@@ -520,28 +515,26 @@ func (c *Crawler) revisit(ctx context.Context, sh *mapreduce.Shuffle[credit], vi
 		if rec.Cash <= 0 || rec.Depth+1 > c.o.MaxDepth {
 			continue
 		}
-		toVirtual, err := distribute(sh, rec.Cash, c.o.Damping, r.links, rec.Depth+1)
-		if err != nil {
-			return nil, 0, err
-		}
-		virtual.Add(toVirtual)
+		virtual.Add(distribute(emit, rec.Cash, c.o.Damping, r.links, rec.Depth+1))
 		c.links.visited(r.url, rec.Cash)
-		out = append(out, plannedRevisit{url: r.url, spend: rec.Cash})
-		total.Add(rec.Cash)
+		b.Revisits = append(b.Revisits, plannedRevisit{url: r.url, spend: rec.Cash})
 	}
-	return out, total.Value(), nil
+	b.Virtual = virtual.Value()
+	for u, cr := range credits {
+		b.Credits = append(b.Credits, target{url: u, credit: cr})
+	}
+	slices.SortFunc(b.Credits, func(x, y target) int { return cmpString(x.url, y.url) })
+	return b, nil
 }
 
 // distribute is OPIC's step for one page, fetched or revisited: d of its
-// cash is split over links, emitted into sh at depth, and what goes to the
-// virtual page (the damped part, or all of it without links) is returned.
-func distribute(sh *mapreduce.Shuffle[credit], cash, d float64, links []string, depth uint32) (float64, error) {
+// cash is split over links, emitted at depth, and what goes to the virtual
+// page (the damped part, or all of it without links) is returned.
+func distribute(emit func(url string, cr credit), cash, d float64, links []string, depth uint32) float64 {
 	follow, damped := opic.Damp(cash, d)
 	share, toVirtual := opic.Split(follow, len(links))
 	for _, l := range links {
-		if err := sh.Emit([]byte(l), credit{cash: share, depth: depth}); err != nil {
-			return 0, err
-		}
+		emit(l, credit{cash: share, depth: depth})
 	}
-	return damped + toVirtual, nil
+	return damped + toVirtual
 }

@@ -18,6 +18,11 @@ import (
 type Config struct {
 	Region        string        // the site's region name
 	Data          string        // data directory: crawldb/, warc/, stats/, rounds/
+	Node          string        // this node's name in its site ("" → region-1, or region-<raft port> for a node that joins)
+	Raft          string        // this node's Raft address ("" → the one it had, or a free loopback port)
+	Join          string        // --listen address of a node of the site to join ("" → start or restart a site)
+	FailTimeout   time.Duration // a node silent this long is dead and its hosts go to the others
+	CheckCash     bool          // check OPIC's invariant after every round (a full scan: debugging)
 	Seeds         string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
 	Rounds        int           // stop after this many rounds (0: until stopped or exhausted)
 	Width         int           // URLs per round
@@ -64,7 +69,7 @@ func DefaultConfig() Config {
 		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3, MaxRedirects: 10,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
-		Damping: 0.85, LinkMemory: 64 << 20,
+		Damping: 0.85, LinkMemory: 64 << 20, FailTimeout: 3 * time.Second,
 	}
 }
 
@@ -77,6 +82,12 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		bad("--data is required")
+	}
+	if c.Node != "" && (strings.ContainsAny(c.Node, "/ \t\n#:") || len(c.Node) > 64) {
+		bad("--node %q must be a name of at most 64 characters without spaces, slashes, colons or '#'", c.Node)
+	}
+	if c.FailTimeout < 500*time.Millisecond {
+		bad("--fail-timeout must be at least 500ms, got %v", c.FailTimeout)
 	}
 	if c.Width < 1 || c.Width > 1_000_000 {
 		bad("--width must be in [1, 1000000], got %d", c.Width)
@@ -123,7 +134,7 @@ func (c Config) Validate() error {
 	if c.LinkMemory < 1<<20 {
 		bad("--link-memory must be at least 1 MiB, got %d bytes", c.LinkMemory)
 	}
-	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}} {
+	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}, {"--raft", c.Raft}, {"--join", c.Join}} {
 		if a.addr == "" {
 			continue
 		}
@@ -188,4 +199,53 @@ func LoadConfigFile(path string, set func(key, value string) error) error {
 	}
 	defer f.Close()
 	return ReadConfigFile(path, f, set)
+}
+
+// Settings are the crawl settings a site keeps the same on all its nodes
+// (politeness above all: a host's delay must not depend on which node
+// fetches it). A node that joins a site takes them from the node it joins
+// through, keeps them in its data directory, and uses them on restarts.
+type Settings struct {
+	Width         int           `json:"width"`
+	PerHost       int           `json:"per_host"`
+	HostDelay     time.Duration `json:"host_delay"`
+	MaxCrawlDelay time.Duration `json:"max_crawl_delay"`
+	IPDelay       time.Duration `json:"ip_delay"`
+	DNS           string        `json:"dns,omitempty"`
+	AllowPrivate  bool          `json:"allow_private,omitempty"`
+	MaxDepth      int           `json:"max_depth"`
+	HostBudget    int           `json:"host_budget"`
+	MaxBody       int64         `json:"max_body"`
+	Timeout       time.Duration `json:"timeout"`
+	Backoff       time.Duration `json:"backoff"`
+	BackoffMax    time.Duration `json:"backoff_max"`
+	MaxRetries    int           `json:"max_retries"`
+	MaxRedirects  int           `json:"max_redirects"`
+	UserAgent     string        `json:"user_agent,omitempty"`
+	Scope         string        `json:"scope,omitempty"`
+	SkipExts      string        `json:"skip_ext,omitempty"`
+	Rounds        int           `json:"rounds,omitempty"`
+	Damping       float64       `json:"damping"`
+	Revisits      int           `json:"revisits,omitempty"`
+	LinkMemory    int64         `json:"link_memory"`
+	FailTimeout   time.Duration `json:"fail_timeout"`
+	CheckCash     bool          `json:"check_cash,omitempty"`
+}
+
+// SettingsOf returns c's crawl settings.
+func SettingsOf(c Config) Settings {
+	return Settings{Width: c.Width, PerHost: c.PerHost, HostDelay: c.HostDelay, MaxCrawlDelay: c.MaxCrawlDelay, IPDelay: c.IPDelay,
+		DNS: c.DNS, AllowPrivate: c.AllowPrivate, MaxDepth: c.MaxDepth, HostBudget: c.HostBudget, MaxBody: c.MaxBody,
+		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
+		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
+		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash}
+}
+
+// Apply sets s in c.
+func (s Settings) Apply(c *Config) {
+	c.Width, c.PerHost, c.HostDelay, c.MaxCrawlDelay, c.IPDelay = s.Width, s.PerHost, s.HostDelay, s.MaxCrawlDelay, s.IPDelay
+	c.DNS, c.AllowPrivate, c.MaxDepth, c.HostBudget, c.MaxBody = s.DNS, s.AllowPrivate, s.MaxDepth, s.HostBudget, s.MaxBody
+	c.Timeout, c.Backoff, c.BackoffMax, c.MaxRetries, c.MaxRedirects = s.Timeout, s.Backoff, s.BackoffMax, s.MaxRetries, s.MaxRedirects
+	c.UserAgent, c.Scope, c.SkipExts, c.Rounds, c.Damping, c.Revisits = s.UserAgent, s.Scope, s.SkipExts, s.Rounds, s.Damping, s.Revisits
+	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
 }

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,24 +30,42 @@ import (
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
-// ErrLocked: another site runs on the data directory.
-var ErrLocked = errors.New("site: data directory in use")
+// Sentinel errors.
+var (
+	// ErrLocked: another site runs on the data directory.
+	ErrLocked = errors.New("site: data directory in use")
+	// ErrWrongSite: the data directory, the join target or the node name
+	// belongs to another site, region or node.
+	ErrWrongSite = errors.New("site: wrong site")
+	// ErrNoSite: no site answers at the --join address.
+	ErrNoSite = errors.New("site: no site to join")
+	// ErrLeft: the node of this data directory left its site.
+	ErrLeft = errors.New("site: this node left its site")
+)
 
-// Info is what a running site writes to DATA/site.json, for `site status`
-// and for restarts (the Raft address must stay the same).
+// Info is what a running node writes to DATA/site.json, for `site status`,
+// `site leave` and restarts (the Raft address and the node's name must stay
+// the same).
 type Info struct {
 	Region   string    `json:"region"`
+	Node     string    `json:"node"`
 	PID      int       `json:"pid"`
 	Listen   string    `json:"listen"`
 	RaftAddr string    `json:"raft_addr"`
 	Started  time.Time `json:"started"`
 	Websim   string    `json:"websim,omitempty"` // the in-process websim's admin address
+	// Joined: the node joined a site (it did not bootstrap it); Settings
+	// are the site's crawl settings it took then.
+	Joined   bool      `json:"joined,omitempty"`
+	Settings *Settings `json:"settings,omitempty"`
+	// Left: the node left its site (`site leave`); it cannot run again.
+	Left bool `json:"left,omitempty"`
 }
 
-// InfoPath is where a site keeps its Info.
+// InfoPath is where a node keeps its Info.
 func InfoPath(data string) string { return filepath.Join(data, "site.json") }
 
-// ReadInfo reads a site's Info.
+// ReadInfo reads a node's Info.
 func ReadInfo(data string) (Info, error) {
 	var in Info
 	b, err := os.ReadFile(InfoPath(data))
@@ -65,7 +87,7 @@ func writeInfo(data string, in Info) error {
 	return os.Rename(tmp, InfoPath(data))
 }
 
-// Site is a running site.
+// Site is one running node of a site.
 type Site struct {
 	cfg     Config
 	log     *slog.Logger
@@ -80,16 +102,20 @@ type Site struct {
 	info    Info
 	started time.Time
 	metrics *metrics
+	client  *http.Client
 
-	mu    sync.Mutex
-	seeds int
+	ready   atomic.Bool // Start is done: every field is set (for the HTTP handlers)
+	mu      sync.Mutex
+	dbReady *crawldb.DB // set once the crawl database is open (for the API handler)
+	stopRun context.CancelFunc
+	leaving bool
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Up runs a site until ctx is done, cfg.Rounds rounds are done, or the crawl
-// is exhausted. Progress lines go to progress (nil: none).
+// Up runs a node until ctx is done, the site's crawl ends, or the node
+// leaves. Progress lines go to progress (nil: none).
 func Up(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer) error {
 	s, err := Start(ctx, cfg, log)
 	if err != nil {
@@ -102,7 +128,10 @@ func Up(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer) e
 	return err
 }
 
-// Start opens everything a site needs and seeds it; Run crawls.
+// Start opens everything a node needs: it starts a site (or restarts its
+// node), or joins one with cfg.Join. Run crawls. Nothing is created in the
+// data directory until the checks (region, node name, the site to join)
+// have passed.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -110,19 +139,30 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+	s := &Site{cfg: cfg, log: log, started: time.Now(), client: &http.Client{Timeout: 5 * time.Second}}
+	prev, hasState, err := s.check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	created := false
+	if _, err := os.Stat(cfg.Data); errors.Is(err, fs.ErrNotExist) {
+		created = true
+	}
+	if err := os.MkdirAll(s.cfg.Data, 0o755); err != nil {
 		return nil, fmt.Errorf("site: data directory: %w", err)
 	}
-	s := &Site{cfg: cfg, log: log, started: time.Now()}
 	defer func() {
 		if err != nil {
 			s.Close()
+			if created {
+				os.RemoveAll(s.cfg.Data) // a refused join leaves nothing behind
+			}
 		}
 	}()
 	if err := s.lockData(); err != nil {
 		return nil, err
 	}
-	prev, _ := ReadInfo(cfg.Data)
+	cfg = s.cfg
 	norm := urlnorm.New(urlnorm.Options{})
 	// Images, PDFs and the like are fetched and archived too (not parsed),
 	// unless --skip-ext names extensions to leave alone.
@@ -144,76 +184,62 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	// own DNS server, on loopback (so private addresses are allowed).
 	var seeds []string
 	if cfg.Websim != "" && cfg.Websim != "off" {
-		prof, err := synth.ParseProfile(cfg.Websim)
-		if err != nil {
+		if seeds, err = s.startWebsim(prev); err != nil {
 			return nil, err
 		}
-		port := 0
-		if prev.Websim != "" { // same port as before, so stored URLs still resolve
-			port = prevWebsimPort(cfg.Data)
-		}
-		sim, err := websim.Start(websim.Options{
-			Web:       synth.Options{Hosts: cfg.WebsimHosts, Pages: cfg.WebsimPages, Seed: cfg.WebsimSeed, IPs: cfg.WebsimIPs, Profile: prof, Port: port},
-			DNSAddr:   "127.0.0.1:0",
-			AdminAddr: "127.0.0.1:0",
-			TruthPath: filepath.Join(cfg.Data, "websim-truth.jsonl"),
-			Logger:    log,
-		})
-		if err != nil && port != 0 {
-			sim, err = websim.Start(websim.Options{
-				Web:       synth.Options{Hosts: cfg.WebsimHosts, Pages: cfg.WebsimPages, Seed: cfg.WebsimSeed, IPs: cfg.WebsimIPs, Profile: prof},
-				DNSAddr:   "127.0.0.1:0",
-				AdminAddr: "127.0.0.1:0",
-				TruthPath: filepath.Join(cfg.Data, "websim-truth.jsonl"),
-				Logger:    log,
-			})
-		}
-		if err != nil {
-			return nil, fmt.Errorf("site: start websim: %w", err)
-		}
-		s.sim = sim
-		if err := os.WriteFile(filepath.Join(cfg.Data, "websim-port"), []byte(fmt.Sprint(sim.Port())), 0o644); err != nil {
-			return nil, fmt.Errorf("site: %w", err)
-		}
-		s.cfg.DNS = sim.DNSAddr()
-		s.cfg.AllowPrivate = true
-		for h := range sim.Web().Hosts() {
-			seeds = append(seeds, sim.Web().FrontURL(h))
-		}
-		log.Info("site: websim started", "profile", cfg.Websim, "hosts", len(seeds), "dns", sim.DNSAddr(), "stats", "http://"+sim.AdminAddr()+"/_websim/stats")
 	}
 	cfg = s.cfg
 
-	raftAddr := prev.RaftAddr
+	// One listener for the status API, metrics, the crawl database's API
+	// and the nodes' reports; it serves before the crawl database opens
+	// (a node that becomes leader at once is forwarded to at once).
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("site: --listen %s: %w", cfg.Listen, err)
+	}
+	s.metrics = newMetrics()
+	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
+	go s.http.Serve(s.ln) // owner: Site; stopped by Close
+
+	raftAddr := cfg.Raft
 	if raftAddr == "" {
-		raftAddr, err = freeAddr()
-		if err != nil {
+		raftAddr = prev.RaftAddr
+	}
+	if raftAddr == "" {
+		if raftAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}
 	}
+	if cfg.Node == "" {
+		cfg.Node = cfg.Region + "-1"
+		if cfg.Join != "" {
+			_, port, _ := net.SplitHostPort(raftAddr)
+			cfg.Node = cfg.Region + "-" + port
+		}
+		s.cfg.Node = cfg.Node
+	}
+	join := ""
+	if !hasState {
+		join = cfg.Join
+	}
 	s.db, err = crawldb.Open(ctx, crawldb.Options{
-		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Region + "-1", RaftAddr: raftAddr,
+		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: raftAddr, AdvertiseAPI: s.ln.Addr().String(), Join: join,
 		NoSync: cfg.NoSync, Logger: slog.New(quietHandler{log.Handler()}).With("part", "crawldb"),
 	})
 	if err != nil {
+		if errors.Is(err, crawldb.ErrJoinRefused) {
+			return nil, fmt.Errorf("%w: %v", ErrWrongSite, err)
+		}
 		return nil, fmt.Errorf("site: open crawl database: %w", err)
 	}
+	s.mu.Lock()
+	s.dbReady = s.db
+	s.mu.Unlock()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = s.db.WaitLeader(wctx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("site: crawl database has no leader: %w", err)
-	}
-
-	s.metrics = newMetrics()
-	s.crawler, err = rounds.New(rounds.Options{
-		DB: s.db, Dir: cfg.Data, Width: cfg.Width, PerHost: cfg.PerHost,
-		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
-		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
-		Logger: log.With("part", "rounds"), OnRound: s.metrics.round,
-	})
-	if err != nil {
-		return nil, err
 	}
 
 	if cfg.Seeds != "" {
@@ -231,18 +257,26 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 		}
 		seeds = append(seeds, urls...)
 	}
-	added, err := s.crawler.Seed(ctx, seeds)
-	if err != nil {
-		return nil, err
-	}
-	s.seeds = added
-	log.Info("site: seeded", "new", added, "given", len(seeds))
-
 	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS})
 	if err != nil {
 		return nil, fmt.Errorf("site: resolver: %w", err)
 	}
-	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Region, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
+	s.crawler, err = rounds.New(rounds.Options{
+		DB: s.db, Dir: cfg.Data, NodeID: cfg.Node, Width: cfg.Width, PerHost: cfg.PerHost,
+		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
+		HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
+		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			ips, _, err := res.Lookup(ctx, host)
+			return ips, err
+		},
+		Report: s.report, FailTimeout: cfg.FailTimeout, Seeds: seeds, CheckCash: cfg.CheckCash,
+		Logger: log.With("part", "rounds", "node", cfg.Node), OnRound: s.metrics.round,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site: warc: %w", err)
 	}
@@ -250,28 +284,163 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
 		Resolver: res, WARC: s.warc, Hosts: s.crawler.Hosts(), Normalizer: norm, Scope: scope,
-		Seen: s.crawler.Seen, OnResult: s.crawler.OnResult, Logger: log.With("part", "fetcher"),
+		Seen: s.crawler.Seen, OnResult: s.crawler.OnResult, Skip: s.crawler.Skip(), Logger: log.With("part", "fetcher"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("site: fetcher: %w", err)
 	}
 	s.metrics.attach(s)
 
-	s.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("site: --listen %s: %w", cfg.Listen, err)
-	}
-	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	go s.http.Serve(s.ln) // owner: Site; stopped by Close
-	s.info = Info{Region: cfg.Region, PID: os.Getpid(), Listen: s.ln.Addr().String(), RaftAddr: raftAddr, Started: s.started}
+	st := SettingsOf(cfg)
+	s.info = Info{Region: cfg.Region, Node: cfg.Node, PID: os.Getpid(), Listen: s.ln.Addr().String(), RaftAddr: raftAddr, Started: s.started,
+		Joined: prev.Joined || cfg.Join != "" && !hasState, Settings: &st}
 	if s.sim != nil {
 		s.info.Websim = s.sim.AdminAddr()
 	}
 	if err := writeInfo(cfg.Data, s.info); err != nil {
 		return nil, err
 	}
-	log.Info("site: up", "region", cfg.Region, "status", "http://"+s.info.Listen+"/status", "metrics", "http://"+s.info.Listen+"/metrics")
+	s.ready.Store(true)
+	log.Info("site: up", "region", cfg.Region, "node", cfg.Node, "status", "http://"+s.info.Listen+"/status", "metrics", "http://"+s.info.Listen+"/metrics")
 	return s, nil
+}
+
+// check looks at the data directory and, for a join, at the site to join,
+// before anything is created: a data directory of another region or node
+// or one that left, a join to no site or to a site of another region, and
+// a node name the site has already are refused. For a node that joins (or
+// joined) it sets the site's crawl settings in s.cfg.
+func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) {
+	cfg := &s.cfg
+	if b, err := os.ReadFile(InfoPath(cfg.Data)); err == nil {
+		if err := json.Unmarshal(b, &prev); err != nil {
+			return prev, false, fmt.Errorf("site: %s: %w", InfoPath(cfg.Data), err)
+		}
+		if prev.Region != "" && prev.Region != cfg.Region {
+			return prev, false, fmt.Errorf("%w: data directory %s is a node of region %q, not %q", ErrWrongSite, cfg.Data, prev.Region, cfg.Region)
+		}
+		if prev.Left {
+			return prev, false, fmt.Errorf("%w: node %s (data directory %s) left its site; start a new node with an empty --data", ErrLeft, prev.Node, cfg.Data)
+		}
+		if prev.Node != "" && cfg.Node != "" && cfg.Node != prev.Node {
+			return prev, false, fmt.Errorf("%w: data directory %s is node %q, not %q", ErrWrongSite, cfg.Data, prev.Node, cfg.Node)
+		}
+		if cfg.Node == "" {
+			cfg.Node = prev.Node
+		}
+		if prev.Joined && prev.Settings != nil {
+			prev.Settings.Apply(cfg) // a node that joined keeps its site's settings
+			cfg.Websim = "off"
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return prev, false, fmt.Errorf("site: %w", err)
+	}
+	entries, err := os.ReadDir(filepath.Join(cfg.Data, "crawldb", "raft"))
+	hasState = err == nil && len(entries) > 0
+	if cfg.Join == "" || hasState {
+		return prev, hasState, nil
+	}
+	// A new node joining: ask the site first.
+	in, err := s.siteInfo(ctx, cfg.Join)
+	if err != nil {
+		return prev, false, fmt.Errorf("%w: no Meridian site answers at --join %s: %v", ErrNoSite, cfg.Join, err)
+	}
+	if in.Region != cfg.Region {
+		return prev, false, fmt.Errorf("%w: the site at %s is region %q, not %q", ErrWrongSite, cfg.Join, in.Region, cfg.Region)
+	}
+	for _, m := range in.Members {
+		if cfg.Node != "" && m.ID == cfg.Node {
+			return prev, false, fmt.Errorf("%w: the site at %s already has a node named %q (at %s); pick another --node", ErrWrongSite, cfg.Join, cfg.Node, m.RaftAddr)
+		}
+	}
+	if in.Settings != nil {
+		in.Settings.Apply(cfg)
+		s.log.Info("site: joining with the site's crawl settings", "site", cfg.Join, "host_delay", cfg.HostDelay, "ip_delay", cfg.IPDelay, "width", cfg.Width)
+	}
+	cfg.Websim = "off"
+	return prev, false, nil
+}
+
+// SiteInfo is what GET /site/info answers: enough for a node to join.
+type SiteInfo struct {
+	Region   string           `json:"region"`
+	Node     string           `json:"node"`
+	Leader   string           `json:"leader"`
+	Members  []crawldb.Member `json:"members"`
+	Settings *Settings        `json:"settings"`
+}
+
+func (s *Site) siteInfo(ctx context.Context, addr string) (SiteInfo, error) {
+	var in SiteInfo
+	var last error
+	for attempt := 0; attempt < 10; attempt++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/site/info", nil)
+		resp, err := s.client.Do(req)
+		if err == nil {
+			if resp.StatusCode == http.StatusOK {
+				err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&in)
+			} else {
+				err = fmt.Errorf("GET /site/info: %s", resp.Status)
+			}
+			resp.Body.Close()
+			if err == nil && in.Region == "" {
+				err = errors.New("the answer is not a Meridian site's")
+			}
+			if err == nil {
+				return in, nil
+			}
+		}
+		last = err
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return in, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return in, last
+}
+
+func (s *Site) startWebsim(prev Info) ([]string, error) {
+	cfg := s.cfg
+	prof, err := synth.ParseProfile(cfg.Websim)
+	if err != nil {
+		return nil, err
+	}
+	port := 0
+	if prev.Websim != "" { // same port as before, so stored URLs still resolve
+		port = prevWebsimPort(cfg.Data)
+	}
+	opts := func(port int) websim.Options {
+		return websim.Options{
+			Web:       synth.Options{Hosts: cfg.WebsimHosts, Pages: cfg.WebsimPages, Seed: cfg.WebsimSeed, IPs: cfg.WebsimIPs, Profile: prof, Port: port},
+			DNSAddr:   "127.0.0.1:0",
+			AdminAddr: "127.0.0.1:0",
+			TruthPath: filepath.Join(cfg.Data, "websim-truth.jsonl"),
+			Logger:    s.log,
+		}
+	}
+	sim, err := websim.Start(opts(port))
+	if err != nil && port != 0 {
+		sim, err = websim.Start(opts(0))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("site: start websim: %w", err)
+	}
+	s.sim = sim
+	if err := os.WriteFile(filepath.Join(cfg.Data, "websim-port"), []byte(fmt.Sprint(sim.Port())), 0o644); err != nil {
+		return nil, fmt.Errorf("site: %w", err)
+	}
+	s.cfg.DNS = sim.DNSAddr()
+	s.cfg.AllowPrivate = true
+	var seeds []string
+	for h := range sim.Web().Hosts() {
+		seeds = append(seeds, sim.Web().FrontURL(h))
+	}
+	s.log.Info("site: websim started", "profile", cfg.Websim, "hosts", len(seeds), "dns", sim.DNSAddr(), "stats", "http://"+sim.AdminAddr()+"/_websim/stats")
+	return seeds, nil
 }
 
 func prevWebsimPort(data string) int {
@@ -279,8 +448,7 @@ func prevWebsimPort(data string) int {
 	if err != nil {
 		return 0
 	}
-	var p int
-	fmt.Sscan(string(b), &p)
+	p, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return p
 }
 
@@ -311,30 +479,76 @@ func (s *Site) lockData() error {
 // Addr is the status API's address.
 func (s *Site) Addr() string { return s.info.Listen }
 
+// Node is this node's name.
+func (s *Site) Node() string { return s.cfg.Node }
+
 // Websim is the in-process websim, if any.
 func (s *Site) Websim() *websim.Server { return s.sim }
 
-// Crawler is the site's rounds.
+// Crawler is the node's rounds.
 func (s *Site) Crawler() *rounds.Crawler { return s.crawler }
 
-// DB is the site's crawl database.
+// DB is the node's crawl database.
 func (s *Site) DB() *crawldb.DB { return s.db }
 
-// Run crawls until ctx is done, the configured rounds are done or the crawl
-// is exhausted (not an error).
+// report sends a node report to the site's leader.
+func (s *Site) report(ctx context.Context, r rounds.NodeReport) error {
+	addr, err := s.db.LeaderAPI()
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(r)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/site/report", strings.NewReader(string(body)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("site: report to %s: %s", addr, resp.Status)
+	}
+	return nil
+}
+
+// Run crawls until ctx is done, the site's crawl ends, or the node leaves
+// (none of which is an error). A node of a site of several that is stopped
+// hands its work back first: as the leader it hands the lead to another
+// node, then it stages what it fetched and tells the leader when its hosts
+// are free, so the others take them at once.
 func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	fctx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
 	fetchDone := make(chan error, 1)
 	go func() { fetchDone <- s.fetch.Run(fctx) }() // owner: Run
+	rctx, stopRun := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.stopRun = stopRun
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	pctx, stopProgress := context.WithCancel(ctx)
 	if progress != nil && s.cfg.Progress > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.progress(pctx, progress) }()
 	}
-	err := s.crawler.Run(ctx, s.fetch, s.cfg.Rounds)
+	err := s.crawler.Run(rctx, s.fetch, s.cfg.Rounds)
 	stopProgress()
 	wg.Wait()
+	stopRun()
+	s.mu.Lock()
+	leaving := s.leaving
+	s.mu.Unlock()
+	if err == nil && rctx.Err() != nil {
+		if herr := s.handOff(leaving); herr != nil {
+			s.log.Warn("site: hand work back", "err", herr)
+			if leaving {
+				err = herr
+			}
+		}
+	}
 	stopFetch()
 	if ferr := <-fetchDone; ferr != nil && !errors.Is(ferr, context.Canceled) && err == nil {
 		err = ferr
@@ -350,6 +564,57 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 		s.printProgress(progress, time.Now(), nil)
 	}
 	return err
+}
+
+// handOff gives this node's work back to the site when it stops (and,
+// leaving, takes it out of the site).
+func (s *Site) handOff(leaving bool) error {
+	members, err := s.db.Members()
+	if err != nil || len(members) < 2 {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if s.db.IsLeader() {
+		if err := s.db.TransferLeadership(ctx); err != nil {
+			s.log.Warn("site: hand the lead over", "err", err)
+		}
+	}
+	if err := s.crawler.Drain(ctx, s.fetch, 20*time.Second); err != nil {
+		s.log.Warn("site: drain", "err", err)
+	}
+	if !leaving {
+		return nil
+	}
+	if err := s.db.Leave(ctx); err != nil {
+		return fmt.Errorf("site: leave: %w", err)
+	}
+	s.info.Left = true
+	if err := writeInfo(s.cfg.Data, s.info); err != nil {
+		return err
+	}
+	s.log.Info("site: node left the site", "node", s.cfg.Node)
+	return nil
+}
+
+// Leave makes the node leave its site: it stops, hands its work back and
+// is removed from the site's crawl database group. Run returns when done.
+func (s *Site) Leave() error {
+	members, err := s.db.Members()
+	if err != nil {
+		return err
+	}
+	if len(members) < 2 {
+		return fmt.Errorf("site: node %s is the last node of its site: stop it instead", s.cfg.Node)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopRun == nil {
+		return errors.New("site: the node is not running")
+	}
+	s.leaving = true
+	s.stopRun()
+	return nil
 }
 
 // Close stops the status API and closes everything Start opened. Later

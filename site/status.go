@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
+	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds"
@@ -18,6 +20,8 @@ import (
 // Status is what GET /status returns and `site status` prints.
 type Status struct {
 	Region  string        `json:"region"`
+	Node    string        `json:"node"`
+	Role    string        `json:"role"` // leader, follower or candidate (of the crawl database's Raft group)
 	PID     int           `json:"pid"`
 	Started time.Time     `json:"started"`
 	Uptime  float64       `json:"uptime_s"`
@@ -27,6 +31,11 @@ type Status struct {
 	Fetcher fetcherStatus `json:"fetcher"`
 	CrawlDB crawldbStatus `json:"crawldb"`
 	Websim  string        `json:"websim_stats,omitempty"`
+	// Nodes are the site's nodes as its leader sees them (asked of the
+	// leader when this node does not lead).
+	Nodes []rounds.NodeView `json:"nodes,omitempty"`
+	// Traffic is what this node's crawl database sent and received.
+	Traffic crawldb.Traffic `json:"traffic"`
 }
 
 type fetcherStatus struct {
@@ -67,8 +76,9 @@ func (s *Site) Status() Status {
 	for k, v := range c.ByStatus {
 		cs.ByStatus[store.Status(k).String()] = v
 	}
-	st := Status{Region: s.cfg.Region, PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
-		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs}
+	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
+		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs, Traffic: s.db.Traffic()}
+	st.Nodes = s.nodes()
 	if rs.Next > 0 {
 		st.Round = rs.Next - 1
 	}
@@ -78,14 +88,95 @@ func (s *Site) Status() Status {
 	return st
 }
 
+// nodes returns the site's nodes: this node's view if it leads, else the
+// leader's (nil if the leader does not answer within a second).
+func (s *Site) nodes() []rounds.NodeView {
+	if v := s.crawler.Nodes(); v != nil {
+		return v
+	}
+	addr, err := s.db.LeaderAPI()
+	if err != nil {
+		return nil
+	}
+	c := &http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + addr + "/site/nodes")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var out []rounds.NodeView
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out) != nil {
+		return nil
+	}
+	return out
+}
+
 func (s *Site) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+	ready := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if !s.ready.Load() {
+				http.Error(w, "site: starting", http.StatusServiceUnavailable)
+				return
+			}
+			h(w, r)
+		}
+	}
+	// The crawl database's API (forwarded writes, joins, leaves), once open.
+	mux.HandleFunc("/crawldb/", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		db := s.dbReady
+		s.mu.Unlock()
+		if db == nil {
+			http.Error(w, "site: crawl database starting", http.StatusServiceUnavailable)
+			return
+		}
+		db.APIHandler().ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /site/info", ready(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		db := s.dbReady
+		s.mu.Unlock()
+		members, _ := db.Voters()
+		st := SettingsOf(s.cfg)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(SiteInfo{Region: s.cfg.Region, Node: s.cfg.Node, Leader: db.Leader(), Members: members, Settings: &st})
+	}))
+	mux.HandleFunc("POST /site/report", ready(func(w http.ResponseWriter, r *http.Request) {
+		var rep rounds.NodeReport
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rep); err != nil || rep.ID == "" {
+			http.Error(w, "site: report: want a JSON node report with an id", http.StatusBadRequest)
+			return
+		}
+		if err := s.crawler.Heard(rep); err != nil {
+			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	mux.HandleFunc("GET /site/nodes", ready(func(w http.ResponseWriter, r *http.Request) {
+		v := s.crawler.Nodes()
+		if v == nil {
+			http.Error(w, rounds.ErrNotLeader.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}))
+	mux.HandleFunc("POST /site/leave", ready(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Leave(); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "node %s is leaving its site\n", s.cfg.Node)
+	}))
+	mux.HandleFunc("GET /status", ready(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		enc.Encode(s.Status())
-	})
+	}))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	// Profiles, for finding where a crawl spends its time.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb"
-	"github.com/meridian-crawler/meridian/site"
+	"github.com/meridian-crawler/meridian/crawldb/store"
 )
 
 // Report is a finished crawl checked against the truth.
@@ -16,7 +15,8 @@ type Report struct {
 	Ranking  Ranking  `json:"ranking"`
 }
 
-// CheckData opens the crawl database of a stopped site's data directory
+// CheckData opens the crawl database of a stopped node's data directory
+// (any node of the site)
 // and checks it against the truth file (default DATA/websim-truth.jsonl).
 func CheckData(ctx context.Context, data, truthPath string) (Report, error) {
 	var rep Report
@@ -27,23 +27,14 @@ func CheckData(ctx context.Context, data, truthPath string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	in, err := site.ReadInfo(data)
-	if err != nil {
-		return rep, err
-	}
-	db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(data, "crawldb"), NodeID: in.Region + "-1", RaftAddr: in.RaftAddr})
+	st, err := crawldb.OpenStore(filepath.Join(data, "crawldb"), store.Options{})
 	if err != nil {
 		return rep, fmt.Errorf("crawlcheck: open crawl database: %w", err)
 	}
-	defer db.Close()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := db.WaitLeader(wctx); err != nil {
+	defer st.Close()
+	if rep.Coverage, err = Check(truth, st); err != nil {
 		return rep, err
 	}
-	if rep.Coverage, err = Check(truth, db.Store()); err != nil {
-		return rep, err
-	}
-	rep.Ranking, err = CompareRanking(truth, db.Store())
+	rep.Ranking, err = CompareRanking(truth, st)
 	return rep, err
 }

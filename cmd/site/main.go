@@ -1,7 +1,10 @@
 // Command site runs and inspects a Meridian site.
 //
 //	site up [--region NAME] [--data DIR] [flags]   crawl until stopped, done or exhausted
-//	site status [--data DIR | --addr HOST:PORT]    print the running site's state as JSON
+//	site up --join HOST:PORT --data DIR2 --listen ADDR2 [--raft ADDR] [--node NAME]
+//	                                               add a node to a running site
+//	site status [--data DIR | --addr HOST:PORT]    print a node's state (and its site's nodes) as JSON
+//	site leave [--data DIR | --addr HOST:PORT]     take a node out of its site, handing its work back
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
 // and crawls it: the README's first command.
@@ -45,7 +48,7 @@ func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 	root := &cobra.Command{Use: "site", Short: "Run and inspect a Meridian site", SilenceUsage: true, SilenceErrors: true}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(upCmd(stderr, up), statusCmd(stdout))
+	root.AddCommand(upCmd(stderr, up), statusCmd(stdout), leaveCmd(stdout))
 	return root
 }
 
@@ -79,8 +82,8 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 				}
 			}
 			cfg.WebsimSeed = uint64(websimSeed)
-			if cfg.Seeds != "" && !fs.Changed("websim") {
-				cfg.Websim = "off" // given seeds: crawl them, not the in-vitro web
+			if (cfg.Seeds != "" || cfg.Join != "") && !fs.Changed("websim") {
+				cfg.Websim = "off" // given seeds, or joining a site: no in-vitro web of its own
 			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
@@ -96,6 +99,11 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&configFile, "config", "", "config file of name = value lines (flag names); flags win")
 	f.StringVar(&cfg.Region, "region", cfg.Region, "the site's region name")
 	f.StringVar(&cfg.Data, "data", cfg.Data, "data directory (crawl database, WARC files, statistics)")
+	f.StringVar(&cfg.Node, "node", cfg.Node, "this node's name in its site (default: REGION-1, or REGION-<raft port> for a node that joins; kept in --data)")
+	f.StringVar(&cfg.Raft, "raft", cfg.Raft, "this node's Raft address, host:port (default: the one it had, or a free loopback port; kept in --data)")
+	f.StringVar(&cfg.Join, "join", cfg.Join, "join the site of the node listening at this --listen address (the site's crawl settings are taken from it)")
+	f.DurationVar(&cfg.FailTimeout, "fail-timeout", cfg.FailTimeout, "a node silent this long is taken for dead and its hosts go to the other nodes")
+	f.BoolVar(&cfg.CheckCash, "check-cash", cfg.CheckCash, "check OPIC's cash invariant after every round (a full scan of the crawl database: for debugging)")
 	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "stop after this many rounds (0: until stopped or the crawl is exhausted)")
 	f.IntVar(&cfg.Width, "width", cfg.Width, "URLs generated per round")
@@ -163,5 +171,60 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the site's data directory")
 	cmd.Flags().StringVar(&addr, "addr", "", "the site's status address (default: from DATA/site.json)")
+	return cmd
+}
+
+func leaveCmd(stdout io.Writer) *cobra.Command {
+	var data, addr string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "leave",
+		Short: "Take a running node out of its site: it hands its hosts back, leaves the site's group and exits",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pid := 0
+			if addr == "" {
+				in, err := site.ReadInfo(data)
+				if err != nil {
+					return err
+				}
+				if in.Left {
+					return fmt.Errorf("node %s (%s) has already left its site", in.Node, data)
+				}
+				addr, pid = in.Listen, in.PID
+			}
+			c := &http.Client{Timeout: 10 * time.Second}
+			resp, err := c.Post("http://"+addr+"/site/leave", "text/plain", nil)
+			if err != nil {
+				return fmt.Errorf("no node answering at %s (is it running?): %w", addr, err)
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				return fmt.Errorf("leave refused by %s: %s", addr, strings.TrimSpace(string(body)))
+			}
+			fmt.Fprint(stdout, string(body))
+			// Wait for the node to hand its work back and exit.
+			deadline := time.Now().Add(wait)
+			for time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
+				if pid > 0 {
+					if syscall.Kill(pid, 0) != nil {
+						fmt.Fprintln(stdout, "left")
+						return nil
+					}
+					continue
+				}
+				if _, err := c.Get("http://" + addr + "/status"); err != nil {
+					fmt.Fprintln(stdout, "left")
+					return nil
+				}
+			}
+			return fmt.Errorf("the node at %s is still running after %v", addr, wait)
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the node's data directory")
+	cmd.Flags().StringVar(&addr, "addr", "", "the node's status address (default: from DATA/site.json)")
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the node to exit")
 	return cmd
 }

@@ -1,0 +1,752 @@
+package rounds
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds/plan"
+)
+
+// The leader side of a site's rounds, on the node that leads the crawl
+// database: it plans every round (generate, then the fetch list split over
+// the live nodes by politeness unit), watches the nodes' reports and gives
+// the parts of a node that died or is stopping to the others, starts a
+// round's update once every part is staged, and ends the crawl. Everything
+// it decides is in the crawl database, so a new leader continues where the
+// old one stopped; the rules themselves are package plan's.
+
+// ErrNotLeader: a report reached a node that does not lead the site.
+var ErrNotLeader = errors.New("rounds: this node does not lead the site")
+
+// leader is the leader side's state while this node leads.
+type leader struct {
+	c     *Crawler
+	f     Fetcher
+	token []byte
+	det   *plan.Detector
+	start time.Time
+
+	mu      sync.Mutex
+	reports map[string]NodeReport
+
+	ips   map[string][]netip.Addr // host → addresses, for units by address
+	last  map[string]plan.Last    // host → node that fetched it last, and when it is free again
+	plans map[uint64]*roundPlan   // the parts of the rounds in flight
+	sent  []assignment            // parts given recently, not yet in their node's report
+
+	frontierEmpty bool
+	retryAt       time.Time
+	replanned     time.Time // when parts last moved (status)
+	moves         int
+}
+
+// assignment is a part given to a node at a time.
+type assignment struct {
+	node string
+	at   time.Time
+	urls int
+}
+
+// roundPlan is what the leader keeps of a round's plan.
+type roundPlan struct {
+	parts   map[int]*planPart
+	perHost map[string]int // URLs per host, for the page budget
+}
+
+// planPart is a part as the leader sees it.
+type planPart struct {
+	id       int
+	hosts    []string
+	urls     int
+	delay    time.Duration // the longest politeness delay among its hosts
+	ownerRaw []byte
+	owner    partOwner
+	done     bool
+}
+
+// NodeView is a node of the site as the leader sees it (for status).
+type NodeView struct {
+	ID       string      `json:"id"`
+	Role     string      `json:"role"` // leader or follower
+	Alive    bool        `json:"alive"`
+	LastSeen time.Time   `json:"last_seen"`
+	Report   *NodeReport `json:"report,omitempty"`
+}
+
+// Heard takes a node's report; it fails with ErrNotLeader on a node that
+// does not lead the site (the node then finds the leader again).
+func (c *Crawler) Heard(r NodeReport) error {
+	c.mu.Lock()
+	l := c.lead
+	c.mu.Unlock()
+	if l == nil {
+		return ErrNotLeader
+	}
+	l.heard(r)
+	return nil
+}
+
+func (c *Crawler) heard(r NodeReport) { c.Heard(r) }
+
+func (l *leader) heard(r NodeReport) {
+	now := l.c.o.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reports[r.ID] = r
+	l.det.Heard(r.ID, now)
+}
+
+// Nodes returns the site's nodes as this node sees them: as the leader, with
+// their reports; otherwise nil.
+func (c *Crawler) Nodes() []NodeView {
+	c.mu.Lock()
+	l := c.lead
+	c.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	members, err := c.db.Members()
+	if err != nil {
+		return nil
+	}
+	now := c.o.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []NodeView
+	for id := range members {
+		v := NodeView{ID: id, Role: "follower", Alive: l.det.Alive(id, now), LastSeen: l.det.LastSeen(id)}
+		if id == c.id {
+			v.Role = "leader"
+		}
+		if r, ok := l.reports[id]; ok {
+			r := r
+			v.Report = &r
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// token returns the leader token, nil if this node does not lead.
+func (c *Crawler) token() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lead == nil {
+		return nil
+	}
+	return c.lead.token
+}
+
+// newBatch returns a batch for the leader's writes: guarded by its token,
+// so that once another node leads they are refused.
+func (c *Crawler) newBatch() *store.Batch {
+	b := store.NewBatch()
+	if t := c.token(); t != nil {
+		b.Guard(leaderKey, t)
+	}
+	return b
+}
+
+// applyLeader applies a leader's batch; a refused guard is errDeposed.
+func (c *Crawler) applyLeader(ctx context.Context, b *store.Batch) (*store.Result, error) {
+	res, err := c.apply(ctx, b)
+	if errors.Is(err, store.ErrGuard) {
+		return nil, fmt.Errorf("%w: %v", errDeposed, err)
+	}
+	return res, err
+}
+
+// putState writes the round state (with whatever else b holds).
+func (c *Crawler) putState(ctx context.Context, b *store.Batch, s State) error {
+	b.PutRound(s.encode())
+	if _, err := c.applyLeader(ctx, b); err != nil {
+		return fmt.Errorf("rounds: save round state: %w", err)
+	}
+	c.mu.Lock()
+	c.state = s.clone()
+	c.mu.Unlock()
+	return nil
+}
+
+// lead runs the leader side until ctx is done (leadership lost, or the node
+// stops), the site finishes, or a failure.
+func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error {
+	if err := c.db.Barrier(ctx); err != nil {
+		return fmt.Errorf("rounds: lead: %w", err)
+	}
+	now := c.o.Now()
+	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), start: now, reports: map[string]NodeReport{},
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, plans: map[uint64]*roundPlan{}}
+	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
+	b := store.NewBatch()
+	b.PutUser(leaderKey, l.token)
+	if _, err := c.apply(ctx, b); err != nil {
+		return fmt.Errorf("rounds: lead: claim: %w", err)
+	}
+	c.mu.Lock()
+	c.lead = l
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.lead = nil
+		c.mu.Unlock()
+	}()
+	s, err := loadState(c.st)
+	if err != nil {
+		return err
+	}
+	if s.Finished != nil {
+		if s.Finished.At.After(c.started) {
+			return nil // the site finished while this node ran: every node stops
+		}
+		s.Finished, s.StopAt = nil, 0 // a new run
+	}
+	s.StopAt = 0
+	if maxRounds > 0 {
+		s.StopAt = s.Next - 1 + uint64(maxRounds)
+		if prev, _ := loadState(c.st); prev.StopAt > 0 && prev.Finished == nil {
+			s.StopAt = prev.StopAt // a run in progress keeps its limit
+		}
+	}
+	if err := c.putState(ctx, c.newBatch(), s); err != nil {
+		return err
+	}
+	if len(c.o.Seeds) > 0 {
+		n, err := c.Seed(ctx, c.o.Seeds)
+		if err != nil {
+			return err
+		}
+		c.log.Info("rounds: seeded", "new", n, "given", len(c.o.Seeds))
+	}
+	if err := l.resumeGenerate(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	s = c.state.clone()
+	c.mu.Unlock()
+	for _, a := range s.Active {
+		if err := l.loadPlan(a.Round); err != nil {
+			return err
+		}
+	}
+	c.log.Info("rounds: leading the site", "node", c.id, "next_round", s.Next, "active", len(s.Active))
+	return l.run(ctx)
+}
+
+// run is the leader's loop.
+func (l *leader) run(ctx context.Context) error {
+	c := l.c
+	type updated struct {
+		round uint64
+		err   error
+	}
+	updates := make(chan uint64, 1024) // rounds waiting for their update, in order
+	updatedC := make(chan updated, 1)
+	uctx, cancelUpdates := context.WithCancel(ctx)
+	updaterDone := make(chan struct{})
+	go func() { // owner: run; stops when uctx is done
+		defer close(updaterDone)
+		for {
+			select {
+			case <-uctx.Done():
+				return
+			case round := <-updates:
+				st, err := c.update(uctx, round)
+				if err == nil {
+					// The round has left the state: its statistics are
+					// written here, before the loop can see no round in
+					// flight and end the crawl.
+					err = c.roundDone(st)
+				}
+				select {
+				case updatedC <- updated{round, err}:
+				case <-uctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		cancelUpdates()
+		<-updaterDone
+		if err := c.hosts.flush(context.Background()); err != nil {
+			c.log.Warn("rounds: save host records", "err", err)
+		}
+		c.setPhase("idle")
+	}()
+	c.mu.Lock()
+	for _, a := range c.state.Active {
+		if a.Phase == PhaseUpdate {
+			updates <- a.Round
+		}
+	}
+	c.mu.Unlock()
+
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := l.step(ctx, updates); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-updatedC:
+			if u.err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return u.err
+			}
+			l.frontierEmpty = false
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		fin := c.state.Finished
+		c.mu.Unlock()
+		if fin != nil {
+			return nil
+		}
+	}
+}
+
+// step is one pass of the leader: nodes, moves, finished fetches, generate.
+func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
+	c := l.c
+	now := c.o.Now()
+	nodes, err := l.nodes(now)
+	if err != nil {
+		return err
+	}
+	if err := l.refresh(); err != nil {
+		return err
+	}
+	if err := l.reassign(ctx, nodes, now); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
+	fetching, updating := 0, 0
+	for _, a := range s.Active {
+		if a.Phase != PhaseFetch {
+			updating++
+			continue
+		}
+		fetching++
+		if rp := l.plans[a.Round]; rp != nil && rp.allDone() {
+			if err := c.fetchDone(ctx, a.Round); err != nil {
+				return err
+			}
+			fetching--
+			updating++
+			updates <- a.Round
+		}
+	}
+	active := fetching + updating
+	limit := s.StopAt > 0 && s.Next-1 >= s.StopAt
+	if active == 0 && limit {
+		return l.finish(ctx, "rounds")
+	}
+	if active == 0 && l.frontierEmpty && l.retryAt.IsZero() {
+		waiting, err := c.backingOff()
+		if err != nil {
+			return err
+		}
+		if !waiting {
+			return l.finish(ctx, "exhausted")
+		}
+		l.retryAt = now.Add(backoffPoll)
+	}
+	if l.frontierEmpty && !l.retryAt.IsZero() && !now.Before(l.retryAt) {
+		l.frontierEmpty, l.retryAt = false, time.Time{}
+	}
+	pace := plan.Pace{Fetching: fetching, Updating: updating, Queued: l.queued(nodes, now), Width: c.o.Width, LimitReached: limit}
+	if l.frontierEmpty || !plan.Generate(pace) {
+		return nil
+	}
+	c.setPhase(PhaseGenerate)
+	defer c.setPhase(PhaseFetch)
+	r, err := l.generate(ctx, nodes)
+	if err != nil {
+		return err
+	}
+	if r == 0 {
+		l.frontierEmpty, l.retryAt = true, time.Time{}
+	}
+	return nil
+}
+
+// backoffPoll is how often generate looks again while the only URLs left
+// belong to hosts backing off.
+const backoffPoll = 500 * time.Millisecond
+
+// nodes returns the site's nodes as the planner sees them.
+func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
+	members, err := l.c.db.Members()
+	if err != nil {
+		return nil, fmt.Errorf("rounds: site members: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]plan.Node, 0, len(members))
+	for id := range members {
+		n := plan.Node{ID: id, Alive: l.det.Alive(id, now)}
+		if r, ok := l.reports[id]; ok {
+			n.Draining = r.Draining
+			n.Load = int(r.Queued + r.InFlight)
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b plan.Node) int { return cmpString(a.ID, b.ID) })
+	return out, nil
+}
+
+// queued estimates the URLs handed out and not started, site-wide: the
+// nodes' reports, plus the parts given since a report could show them.
+func (l *leader) queued(nodes []plan.Node, now time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var q int64
+	for _, n := range nodes {
+		if r, ok := l.reports[n.ID]; ok && n.Alive {
+			q += r.Queued
+		}
+	}
+	fresh := l.sent[:0]
+	for _, a := range l.sent {
+		if now.Sub(a.at) < l.c.o.ReportEvery+300*time.Millisecond {
+			q += int64(a.urls)
+			fresh = append(fresh, a)
+		}
+	}
+	l.sent = fresh
+	return q
+}
+
+// loadPlan reads a round's plan from the crawl database.
+func (l *leader) loadPlan(round uint64) error {
+	c := l.c
+	rp := &roundPlan{parts: map[int]*planPart{}, perHost: map[string]int{}}
+	err := c.st.UserScan(roundPrefix(round)+"part/", func(k string, v []byte) error {
+		id, err := partID(k)
+		if err != nil {
+			return err
+		}
+		pp, err := decodePart(v)
+		if err != nil {
+			return fmt.Errorf("part %d: %w", id, err)
+		}
+		p := &planPart{id: id, urls: len(pp.Entries)}
+		for _, h := range pp.Hosts {
+			p.hosts = append(p.hosts, h.Name)
+		}
+		for _, e := range pp.Entries {
+			rp.perHost[e.Host]++
+		}
+		rp.parts[id] = p
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rounds: read plan of round %d: %w", round, err)
+	}
+	for _, p := range rp.parts {
+		p.delay = l.delayOf(p.hosts)
+	}
+	l.plans[round] = rp
+	return l.refreshRound(round, rp)
+}
+
+// delayOf is the longest politeness delay among hosts.
+func (l *leader) delayOf(hosts []string) time.Duration {
+	d := max(l.c.o.HostDelay, l.c.o.IPDelay)
+	for _, h := range hosts {
+		d = max(d, l.c.hostDelay(h))
+	}
+	return d
+}
+
+// refresh reads the owners and done markers of the fetching rounds' parts.
+func (l *leader) refresh() error {
+	c := l.c
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
+	live := map[uint64]bool{}
+	for _, a := range s.Active {
+		live[a.Round] = true
+		rp := l.plans[a.Round]
+		if rp == nil {
+			if err := l.loadPlan(a.Round); err != nil {
+				return err
+			}
+			continue
+		}
+		if a.Phase == PhaseFetch {
+			if err := l.refreshRound(a.Round, rp); err != nil {
+				return err
+			}
+		}
+	}
+	for r := range l.plans {
+		if !live[r] {
+			delete(l.plans, r)
+		}
+	}
+	return nil
+}
+
+func (l *leader) refreshRound(round uint64, rp *roundPlan) error {
+	c := l.c
+	err := c.st.UserScan(ownPrefix(round), func(k string, v []byte) error {
+		id, err := partID(k)
+		if err != nil {
+			return err
+		}
+		p := rp.parts[id]
+		if p == nil || bytes.Equal(p.ownerRaw, v) {
+			return nil
+		}
+		o, err := decodeOwner(v)
+		if err != nil {
+			return err
+		}
+		p.ownerRaw, p.owner = bytes.Clone(v), o
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rounds: read owners of round %d: %w", round, err)
+	}
+	return c.st.UserScan(donePrefix(round), func(k string, v []byte) error {
+		id, err := partID(k)
+		if err != nil {
+			return err
+		}
+		p := rp.parts[id]
+		if p == nil || p.done {
+			return nil
+		}
+		var d partDone
+		if err := decodeJSON(v, &d); err != nil {
+			return fmt.Errorf("done marker of part %d of round %d: %w", id, round, err)
+		}
+		p.done = true
+		for _, h := range p.hosts {
+			if old, ok := l.last[h]; !ok || !d.FreeAt.Before(old.FreeAt) || old.Node == d.Node {
+				l.last[h] = plan.Last{Node: d.Node, FreeAt: d.FreeAt}
+			}
+		}
+		return nil
+	})
+}
+
+func (rp *roundPlan) allDone() bool {
+	for _, p := range rp.parts {
+		if !p.done {
+			return false
+		}
+	}
+	return true
+}
+
+// reassign gives the parts of nodes that are dead or stopping to others.
+func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time) error {
+	c := l.c
+	var held []plan.Held
+	l.mu.Lock()
+	lastSeen := map[string]time.Time{}
+	for _, n := range nodes {
+		lastSeen[n.ID] = l.det.LastSeen(n.ID)
+	}
+	reports := l.reports
+	takes := map[string]bool{}
+	for _, n := range nodes {
+		takes[n.ID] = n.TakesWork()
+	}
+	for round, rp := range l.plans {
+		for _, p := range rp.parts {
+			if p.done || p.owner.Node == "" {
+				continue
+			}
+			h := plan.Held{Round: round, ID: p.id, Node: p.owner.Node, Hosts: p.hosts, URLs: p.urls, Delay: p.delay}
+			if r, ok := reports[p.owner.Node]; ok && r.Draining {
+				if t, ok := r.FreeAt[partRef{round, p.id}.String()]; ok {
+					h.FreeAt = t
+				} else if !takes[p.owner.Node] {
+					continue // draining, but not yet reporting its parts' free times
+				}
+			}
+			held = append(held, h)
+		}
+	}
+	l.mu.Unlock()
+	anyOrphan := false
+	for _, h := range held {
+		if !takes[h.Node] {
+			anyOrphan = true
+			break
+		}
+	}
+	if !anyOrphan {
+		return nil
+	}
+	ips := l.ipsOf(ctx, held)
+	moves := plan.Reassign(held, nodes, lastSeen, ips)
+	for _, m := range moves {
+		p := l.plans[m.Round].parts[m.ID]
+		o := partOwner{Node: m.To, Gen: p.owner.Gen + 1, NotBefore: m.NotBefore}
+		b := c.newBatch()
+		b.Guard(doneKey(m.Round, m.ID), nil)
+		b.Guard(ownKey(m.Round, m.ID), p.ownerRaw)
+		b.PutUser(ownKey(m.Round, m.ID), o.encode())
+		if _, err := c.applyLeader(ctx, b); err != nil {
+			if errors.Is(err, errDeposed) && l.stillLeader() {
+				continue // the part was done meanwhile: the next pass sees it
+			}
+			return fmt.Errorf("rounds: move part %d/%d: %w", m.Round, m.ID, err)
+		}
+		p.ownerRaw, p.owner = o.encode(), o
+		l.mu.Lock()
+		l.sent = append(l.sent, assignment{node: m.To, at: now, urls: p.urls})
+		l.replanned = now
+		l.moves++
+		l.mu.Unlock()
+		c.log.Warn("rounds: part moved", "round", m.Round, "part", m.ID, "from", m.From, "to", m.To, "not_before", m.NotBefore)
+	}
+	return nil
+}
+
+// stillLeader reports whether the leader key still holds this leader's
+// token (a refused command was refused for another of its guards).
+func (l *leader) stillLeader() bool {
+	v, err := l.c.st.User(leaderKey)
+	return err == nil && bytes.Equal(v, l.token)
+}
+
+// ipsOf returns the addresses of the held parts' hosts, when units are by
+// address.
+func (l *leader) ipsOf(ctx context.Context, held []plan.Held) map[string][]netip.Addr {
+	if l.c.o.IPDelay <= 0 {
+		return nil
+	}
+	var hosts []string
+	for _, h := range held {
+		hosts = append(hosts, h.Hosts...)
+	}
+	return l.resolve(ctx, hosts)
+}
+
+// resolve returns the addresses of hosts: from the leader's cache, the host
+// records, or Options.Resolve (at most 32 at once, 2 s each).
+func (l *leader) resolve(ctx context.Context, hosts []string) map[string][]netip.Addr {
+	c := l.c
+	out := make(map[string][]netip.Addr, len(hosts))
+	var todo []string
+	now := c.o.Now()
+	for _, h := range hosts {
+		if ips, ok := l.ips[h]; ok {
+			out[h] = ips
+			continue
+		}
+		if rec, ok, err := c.hosts.LoadHost(h); err == nil && ok && len(rec.IPs) > 0 && now.Before(rec.IPsExpiry) {
+			l.ips[h] = rec.IPs
+			out[h] = rec.IPs
+			continue
+		}
+		todo = append(todo, h)
+	}
+	if len(todo) == 0 || c.o.Resolve == nil {
+		return out
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for _, h := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { // owner: resolve, which waits for it
+			defer wg.Done()
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ips, err := c.o.Resolve(rctx, h)
+			cancel()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[h] = ips
+			l.ips[h] = ips
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// finish marks the site's crawl ended: every node sees it and stops.
+func (l *leader) finish(ctx context.Context, reason string) error {
+	c := l.c
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
+	s.Finished = &Finish{Reason: reason, At: c.o.Now()}
+	if err := c.putState(ctx, c.newBatch(), s); err != nil {
+		return err
+	}
+	c.log.Info("rounds: the site's crawl is finished", "reason", reason, "rounds", s.Done)
+	return nil
+}
+
+// fetchDone moves a round whose parts are all staged to its update.
+func (c *Crawler) fetchDone(ctx context.Context, round uint64) error {
+	if err := c.hosts.flush(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
+	a := s.active(round)
+	if a == nil {
+		return fmt.Errorf("rounds: round %d fetched but not in the round state", round)
+	}
+	a.Phase, a.Fetched = PhaseUpdate, c.o.Now()
+	return c.putState(ctx, c.newBatch(), s)
+}
+
+// backingOff reports whether the frontier holds URLs of hosts that are
+// only backing off for a while (not closed for their budget): the crawl is
+// not exhausted while they wait.
+func (c *Crawler) backingOff() (bool, error) {
+	fr, err := c.st.Frontier(store.FrontierQuery{Width: 1000, PerHost: 1})
+	if err != nil {
+		return false, fmt.Errorf("rounds: read frontier: %w", err)
+	}
+	for _, e := range fr {
+		rec, _, err := c.hosts.LoadHost(e.Host)
+		if err != nil {
+			return false, err
+		}
+		if !rec.BackoffUntil.Equal(closedUntil) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (c *Crawler) setPhase(p Phase) {
+	c.mu.Lock()
+	c.phase = p
+	c.mu.Unlock()
+}

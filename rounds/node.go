@@ -1,0 +1,1070 @@
+package rounds
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/rounds/segment"
+)
+
+// The node side of a round, on every node of a site: it takes the parts
+// the leader gives it (watching its replica of the crawl database), hands
+// their URLs to its fetcher, appends each result to a local write-ahead
+// segment (DIR/rounds/N/fetched, so a restart stages what it had instead
+// of fetching it again), maps the results (outlinks, cash split, combined
+// by URL) and stages them in the crawl database in batches, each guarded by
+// the part's owner so a node whose part was given away cannot add to it.
+// It reports to the leader every ReportEvery and pauses its fetcher when it
+// cannot reach a leader for longer than FailTimeout.
+
+// partRef names a part of a round.
+type partRef struct {
+	round uint64
+	id    int
+}
+
+func (r partRef) String() string { return fmt.Sprintf("%d/%d", r.round, r.id) }
+
+// nodePart is a part this node fetches.
+type nodePart struct {
+	ref       partRef
+	owner     []byte // the owner value its stage commands are guarded by
+	hosts     []string
+	threshold float64 // stage the outlinks of pages that distributed at least this much cash
+	pending   atomic.Int64
+	revoked   atomic.Bool
+
+	mu       sync.Mutex
+	results  []*fetcher.Result // not staged yet
+	firstAt  time.Time         // when the oldest of them came
+	lastEnd  map[string]time.Time
+	seq      uint64 // next staged batch number
+	complete bool   // every job has a result
+	done     bool   // its done marker is staged
+	staging  bool   // a batch of its results is being staged
+}
+
+// nodeSide is one node's share of the rounds.
+type nodeSide struct {
+	c    *Crawler
+	wake chan struct{}
+
+	mu       sync.Mutex
+	parts    map[partRef]*nodePart
+	wal      map[uint64]*segment.Writer
+	recover  map[uint64]bool   // rounds whose write-ahead segment was read at this start
+	orphans  []*fetcher.Result // sitemap results that came with no part open
+	failed   error             // a write-ahead segment write failed
+	draining atomic.Bool
+	paused   atomic.Bool
+	lastOK   atomic.Int64 // unix nanos of the last report the leader took
+	done     atomic.Int64 // page results this node fetched
+	rate     rateMeter
+}
+
+func newNodeSide(c *Crawler) *nodeSide {
+	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{}}
+	n.lastOK.Store(c.o.Now().UnixNano())
+	return n
+}
+
+func (n *nodeSide) poke() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *nodeSide) close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for r, w := range n.wal {
+		errs = append(errs, w.Close())
+		delete(n.wal, r)
+	}
+	return errors.Join(errs...)
+}
+
+// maxOrphans bounds the sitemap results kept while no part is open.
+const maxOrphans = 10_000
+
+// OnResult is the fetcher's result hook: it appends the result to its
+// round's write-ahead segment and queues it for staging with its part. It
+// is called from fetch workers.
+func (c *Crawler) OnResult(res *fetcher.Result) {
+	n := c.node
+	n.mu.Lock()
+	p := n.parts[partRef{res.Round, int(res.Part)}]
+	if res.Kind != fetcher.KindPage && (p == nil || p.revoked.Load() || p.isDone()) {
+		// A robots.txt or sitemap fetch can finish after the part that
+		// asked for it: it goes with the newest part still open here.
+		p = n.openPartLocked()
+		if p == nil {
+			if res.Kind == fetcher.KindSitemap && len(n.orphans) < maxOrphans {
+				n.orphans = append(n.orphans, res)
+			}
+			n.mu.Unlock()
+			return
+		}
+	}
+	if p == nil || p.revoked.Load() {
+		n.mu.Unlock()
+		return // a part given away, or unknown: its owner fetches it
+	}
+	w := n.wal[p.ref.round]
+	n.mu.Unlock()
+	if w != nil {
+		if err := w.Append(appendResult(nil, res)); err != nil {
+			n.mu.Lock()
+			if n.failed == nil {
+				n.failed = fmt.Errorf("rounds: round %d: write fetch segment: %w", p.ref.round, err)
+			}
+			n.mu.Unlock()
+			n.poke()
+			return
+		}
+	}
+	if res.Kind == fetcher.KindPage && !res.Retry {
+		c.hostFetched(res.Host).Add(1)
+	}
+	now := c.o.Now()
+	p.mu.Lock()
+	if len(p.results) == 0 {
+		p.firstAt = now
+	}
+	p.results = append(p.results, res)
+	if res.Host != "" {
+		p.lastEnd[res.Host] = now
+	}
+	complete := false
+	if res.Kind == fetcher.KindPage && p.pending.Add(-1) == 0 {
+		p.complete, complete = true, true
+	}
+	p.mu.Unlock()
+	if res.Kind == fetcher.KindPage {
+		n.done.Add(1)
+	}
+	if complete {
+		n.poke()
+	}
+}
+
+func (p *nodePart) isDone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done || p.complete
+}
+
+// openPartLocked returns the newest part still open (not complete) here.
+func (n *nodeSide) openPartLocked() *nodePart {
+	var best *nodePart
+	for _, p := range n.parts {
+		if p.revoked.Load() || p.isDone() {
+			continue
+		}
+		if best == nil || p.ref.round > best.ref.round || (p.ref.round == best.ref.round && p.ref.id > best.ref.id) {
+			best = p
+		}
+	}
+	return best
+}
+
+// skip is the fetcher's Skip hook: jobs of parts given away are dropped.
+func (c *Crawler) skip(j *fetcher.Job) bool {
+	n := c.node
+	n.mu.Lock()
+	p := n.parts[partRef{j.Round, int(j.Part)}]
+	n.mu.Unlock()
+	return p == nil || p.revoked.Load()
+}
+
+// Skip returns the fetcher's Skip hook (see fetcher.Options.Skip).
+func (c *Crawler) Skip() func(*fetcher.Job) bool { return c.skip }
+
+// run is the node side's loop: it watches for parts, stages results and
+// reports to the leader until ctx is done or the site has finished
+// (errFinished).
+func (n *nodeSide) run(ctx context.Context, f Fetcher) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(2)
+	go func() { defer wg.Done(); n.reportLoop(ctx, f) }() // owner: run
+	stageErr := make(chan error, 1)
+	go func() { defer wg.Done(); stageErr <- n.stageLoop(ctx) }() // owner: run
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := n.watch(ctx, f); err != nil {
+			return err
+		}
+		if err := n.c.hosts.flushIfDue(ctx); err != nil && ctx.Err() == nil {
+			n.c.log.Warn("rounds: save host records", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-stageErr:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// finished is the error of a node loop that saw the site finish.
+type finished struct{ reason string }
+
+func (e finished) Error() string { return "rounds: the site finished: " + e.reason }
+
+// watch reads the round state and the owners of the active rounds' parts
+// from this node's replica, takes the parts given to it and drops those
+// given away.
+func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
+	c := n.c
+	n.mu.Lock()
+	failed := n.failed
+	n.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	s, err := loadState(c.st)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.lead == nil {
+		c.state = s
+	}
+	c.mu.Unlock()
+	if s.Finished != nil && s.Finished.At.After(c.started) {
+		return finished{s.Finished.Reason}
+	}
+	live := map[uint64]bool{}
+	for _, a := range s.Active {
+		live[a.Round] = true
+		if a.Phase != PhaseFetch {
+			continue
+		}
+		done := map[int]bool{}
+		err := c.st.UserScan(donePrefix(a.Round), func(k string, _ []byte) error {
+			id, err := partID(k)
+			done[id] = true
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("rounds: read parts of round %d: %w", a.Round, err)
+		}
+		type own struct {
+			id    int
+			owner []byte
+			o     partOwner
+		}
+		var owns []own
+		err = c.st.UserScan(ownPrefix(a.Round), func(k string, v []byte) error {
+			id, err := partID(k)
+			if err != nil {
+				return err
+			}
+			o, err := decodeOwner(v)
+			if err != nil {
+				return err
+			}
+			owns = append(owns, own{id, bytes.Clone(v), o})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rounds: read parts of round %d: %w", a.Round, err)
+		}
+		for _, w := range owns {
+			ref := partRef{a.Round, w.id}
+			n.mu.Lock()
+			lp := n.parts[ref]
+			n.mu.Unlock()
+			mine := w.o.Node == c.id && !done[w.id]
+			switch {
+			case lp != nil && (!mine || !bytes.Equal(lp.owner, w.owner)):
+				if !done[w.id] || !lp.isDone() {
+					n.revoke(lp)
+				}
+				if mine {
+					lp = nil
+				}
+			}
+			if mine && lp == nil && !n.draining.Load() {
+				if err := n.take(ctx, f, ref, w.owner, w.o); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// Forget the parts and segments of retired rounds.
+	n.mu.Lock()
+	for ref := range n.parts {
+		if !live[ref.round] {
+			delete(n.parts, ref)
+		}
+	}
+	var retired []uint64
+	for r, w := range n.wal {
+		if !live[r] {
+			w.Close()
+			delete(n.wal, r)
+			retired = append(retired, r)
+		}
+	}
+	n.mu.Unlock()
+	if !c.o.KeepFiles {
+		for _, r := range retired {
+			os.Remove(filepath.Join(c.roundDir(r), fetchFile))
+			os.Remove(c.roundDir(r)) // only if empty: the leader's files go with its update
+		}
+	}
+	return nil
+}
+
+// revoke drops a part given to another node: its unstaged results are
+// dropped and its queued jobs skipped.
+func (n *nodeSide) revoke(p *nodePart) {
+	if p.revoked.Swap(true) {
+		return
+	}
+	p.mu.Lock()
+	p.results = nil
+	p.mu.Unlock()
+	n.mu.Lock()
+	delete(n.parts, p.ref)
+	n.mu.Unlock()
+	n.c.log.Info("rounds: part given to another node", "part", p.ref.String())
+}
+
+// take starts fetching a part given to this node: the URLs that have no
+// staged result yet, minus those whose result this node's write-ahead
+// segment already holds (a restart), which are staged instead.
+func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byte, o partOwner) error {
+	c := n.c
+	raw, err := c.st.User(partKey(ref.round, ref.id))
+	if err != nil {
+		return fmt.Errorf("rounds: read part %s: %w", ref, err)
+	}
+	if raw == nil {
+		return nil // not replicated here yet
+	}
+	pp, err := decodePart(raw)
+	if err != nil {
+		return fmt.Errorf("rounds: part %s: %w", ref, err)
+	}
+	var head planHead
+	if b, err := c.st.User(headKey(ref.round)); err != nil {
+		return fmt.Errorf("rounds: read plan of round %d: %w", ref.round, err)
+	} else if err := decodeJSON(b, &head); err != nil {
+		return fmt.Errorf("rounds: plan of round %d: %w", ref.round, err)
+	}
+	staged := map[string]bool{}
+	err = c.st.UserScan(resPartPrefix(ref.round, ref.id), func(_ string, v []byte) error {
+		b, err := decodeStage(v, ref.round)
+		if err != nil {
+			return err
+		}
+		b.handled(func(u string) { staged[u] = true })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rounds: read staged results of part %s: %w", ref, err)
+	}
+	p := &nodePart{ref: ref, owner: owner, threshold: head.LinkThreshold, lastEnd: map[string]time.Time{}}
+	want := map[string]*genEntry{}
+	for i := range pp.Entries {
+		e := &pp.Entries[i]
+		if !staged[e.URL] {
+			want[e.URL] = e
+		}
+	}
+	for _, h := range pp.Hosts {
+		p.hosts = append(p.hosts, h.Name)
+	}
+	// A restart: results this node wrote before it stopped are staged, not
+	// fetched again.
+	recovered, err := n.openWAL(ref.round)
+	if err != nil {
+		return err
+	}
+	for _, r := range recovered {
+		switch {
+		case r.Kind == fetcher.KindPage && want[r.URL] != nil:
+			delete(want, r.URL)
+			p.results = append(p.results, r)
+		case r.Kind == fetcher.KindSitemap:
+			p.results = append(p.results, r) // credits of 0 cash: staging twice is harmless
+		}
+	}
+	notBefore := map[string]time.Time{}
+	for _, h := range pp.Hosts {
+		nb := h.NotBefore
+		if o.NotBefore.After(nb) {
+			nb = o.NotBefore
+		}
+		notBefore[h.Name] = nb
+	}
+	jobs := make([]fetcher.Job, 0, len(want))
+	for i := range pp.Entries {
+		e := &pp.Entries[i]
+		if want[e.URL] == nil {
+			continue
+		}
+		jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: ref.round, Part: uint32(ref.id), Depth: e.Depth, Cash: e.Cash, NotBefore: notBefore[e.Host]})
+	}
+	p.pending.Store(int64(len(jobs)))
+	if len(jobs) == 0 {
+		p.complete = true
+	}
+	if len(p.results) > 0 {
+		p.firstAt = c.o.Now()
+	}
+	n.mu.Lock()
+	n.parts[ref] = p
+	orphans := n.orphans
+	n.orphans = nil
+	n.mu.Unlock()
+	if len(orphans) > 0 {
+		p.mu.Lock()
+		p.results = append(p.results, orphans...)
+		p.mu.Unlock()
+	}
+	c.log.Info("rounds: took part", "part", ref.String(), "jobs", len(jobs), "staged", len(staged), "recovered", len(recovered), "gen", o.Gen)
+	if len(jobs) > 0 {
+		f.Submit(jobs)
+	} else {
+		n.poke()
+	}
+	return nil
+}
+
+// openWAL opens (once per start) the write-ahead segment of a round and
+// returns the results it already holds.
+func (n *nodeSide) openWAL(round uint64) ([]*fetcher.Result, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.wal[round] != nil {
+		return nil, nil
+	}
+	dir := n.c.roundDir(round)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("rounds: round %d: %w", round, err)
+	}
+	path := filepath.Join(dir, fetchFile)
+	var out []*fetcher.Result
+	if _, err := os.Stat(path); err == nil && !n.recover[round] {
+		_, _, err := segment.Read(path, func(rec []byte) error {
+			fr, err := decodeFetch(rec)
+			if err != nil {
+				return err
+			}
+			out = append(out, fr.result(round))
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("rounds: round %d: read fetch segment: %w", round, err)
+		}
+	}
+	n.recover[round] = true
+	w, dropped, err := segment.OpenAppend(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		w, err = segment.Create(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rounds: round %d: open fetch segment: %w", round, err)
+	}
+	if dropped > 0 {
+		n.c.log.Warn("rounds: fetch segment had a torn tail", "round", round, "bytes", dropped)
+	}
+	n.wal[round] = w
+	return out, nil
+}
+
+// result turns a fetch segment record back into the fetcher's result.
+func (f *fetchRecord) result(round uint64) *fetcher.Result {
+	return &fetcher.Result{Job: fetcher.Job{URL: f.URL, Host: f.Host, Round: round, Depth: f.Depth, Cash: f.Cash},
+		Kind: f.Kind, Status: f.Status, Retry: f.Retry, NoRequest: f.NoRequest, HTTPStatus: f.HTTPStatus,
+		RedirectTo: f.RedirectTo, Links: f.Links, ContentFP: f.ContentFP, Bytes: f.Bytes, FetchedAt: f.At, Err: f.Err, Wait: f.Wait}
+}
+
+// Staging.
+
+// stageMaxResults is how many results of one part make a batch before its
+// time is up.
+const stageMaxResults = 4096
+
+// stageCommandBytes bounds one staging command.
+const stageCommandBytes = 8 << 20
+
+func (n *nodeSide) stageLoop(ctx context.Context) error {
+	t := time.NewTicker(max(n.c.o.StageEvery/4, 20*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.wake:
+		case <-t.C:
+		}
+		if err := n.stage(ctx, false); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			n.c.log.Warn("rounds: stage results", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// staged is one part's batch on its way to the crawl database.
+type staged struct {
+	p       *nodePart
+	results []*fetcher.Result
+	final   bool
+	seq     uint64
+	value   []byte
+	done    []byte
+}
+
+// stage maps and stages the results that are due (all of them with force)
+// and the done markers of parts complete.
+func (n *nodeSide) stage(ctx context.Context, force bool) error {
+	c := n.c
+	now := c.o.Now()
+	n.mu.Lock()
+	parts := make([]*nodePart, 0, len(n.parts))
+	for _, p := range n.parts {
+		parts = append(parts, p)
+	}
+	n.mu.Unlock()
+	slices.SortFunc(parts, func(a, b *nodePart) int {
+		if a.ref.round != b.ref.round {
+			return int(a.ref.round - b.ref.round)
+		}
+		return a.ref.id - b.ref.id
+	})
+	var due []*staged
+	for _, p := range parts {
+		if p.revoked.Load() {
+			continue
+		}
+		p.mu.Lock()
+		if p.done || p.staging {
+			p.mu.Unlock()
+			continue
+		}
+		final := p.complete
+		if final || force || len(p.results) >= stageMaxResults || (len(p.results) > 0 && now.Sub(p.firstAt) >= c.o.StageEvery) {
+			s := &staged{p: p, results: p.results, final: final, seq: p.seq}
+			p.results, p.staging = nil, true
+			due = append(due, s)
+		}
+		p.mu.Unlock()
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	release := func(s *staged, ok bool) {
+		p := s.p
+		p.mu.Lock()
+		p.staging = false
+		if ok {
+			p.seq++
+			if s.final {
+				p.done = true
+			}
+		} else if !p.revoked.Load() {
+			p.results = append(s.results, p.results...)
+		}
+		late := p.results
+		if p.done {
+			p.results = nil
+		}
+		p.mu.Unlock()
+		if ok && s.final && len(late) > 0 {
+			// Sitemap results that came after the last batch was taken.
+			n.mu.Lock()
+			if q := n.openPartLocked(); q != nil {
+				q.mu.Lock()
+				q.results = append(q.results, late...)
+				q.mu.Unlock()
+			} else {
+				for _, r := range late {
+					if r.Kind == fetcher.KindSitemap && len(n.orphans) < maxOrphans {
+						n.orphans = append(n.orphans, r)
+					}
+				}
+			}
+			n.mu.Unlock()
+		}
+	}
+	// Map each part's batch (store reads for retries and redirect chains).
+	for _, s := range due {
+		b, err := c.mapResults(s.p, s.results)
+		if err != nil {
+			for _, s := range due {
+				release(s, false)
+			}
+			return err
+		}
+		s.value = b.encode()
+		if s.final {
+			s.done = partDone{Node: c.id, At: now, FreeAt: n.freeAt(s.p, now)}.encode()
+		}
+	}
+	// Commands of at most stageCommandBytes, each part guarded by its owner.
+	for len(due) > 0 {
+		size, k := 0, 0
+		for k < len(due) && (k == 0 || size+len(due[k].value) < stageCommandBytes) {
+			size += len(due[k].value) + 256
+			k++
+		}
+		group := due[:k]
+		due = due[k:]
+		b := store.NewBatch()
+		for _, s := range group {
+			ref := s.p.ref
+			b.Guard(ownKey(ref.round, ref.id), s.p.owner)
+			b.Guard(doneKey(ref.round, ref.id), nil)
+			b.PutUser(resKey(ref.round, ref.id, c.id, s.seq), s.value)
+			if s.final {
+				b.PutUser(doneKey(ref.round, ref.id), s.done)
+			}
+		}
+		res, err := c.db.Apply(ctx, b)
+		if err == nil && res.Err == nil {
+			for _, s := range group {
+				release(s, true)
+			}
+			continue
+		}
+		if err == nil && !errors.Is(res.Err, store.ErrGuard) {
+			err = res.Err
+		}
+		if err != nil {
+			// The command may or may not have been applied: staging it
+			// again writes the same keys with the same values.
+			for _, s := range append(group, due...) {
+				release(s, false)
+			}
+			return fmt.Errorf("rounds: stage results: %w", err)
+		}
+		// A guard failed: some part moved away, or an earlier attempt
+		// of this very batch was applied. Sort it out part by part.
+		for _, s := range group {
+			ref := s.p.ref
+			v, err1 := c.st.User(resKey(ref.round, ref.id, c.id, s.seq))
+			cur, err2 := c.st.User(ownKey(ref.round, ref.id))
+			switch {
+			case err1 != nil || err2 != nil:
+				release(s, false)
+			case bytes.Equal(v, s.value):
+				release(s, true) // applied before
+			case !bytes.Equal(cur, s.p.owner):
+				n.revoke(s.p)
+				release(s, false)
+			default:
+				release(s, false) // retried with the next pass
+			}
+		}
+	}
+	return nil
+}
+
+// freeAt is when this node would allow the next request to any of p's hosts.
+func (n *nodeSide) freeAt(p *nodePart, now time.Time) time.Time {
+	p.mu.Lock()
+	ends := make(map[string]time.Time, len(p.lastEnd))
+	for h, t := range p.lastEnd {
+		ends[h] = t
+	}
+	p.mu.Unlock()
+	free := now
+	for h, t := range ends {
+		if f := t.Add(n.c.hostDelay(h)); f.After(free) {
+			free = f
+		}
+	}
+	return free
+}
+
+// mapResults is the map side of the update for results of part p: fetch
+// results to record, URLs to requeue, redirect chains, outlink credits
+// combined by URL, the virtual page's share, the outlinks of heavy pages
+// and the round's counters.
+func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatch, error) {
+	b := &stageBatch{}
+	credits := map[string]credit{}
+	var virtual opic.Sum
+	emit := func(url string, cr credit) {
+		if old, ok := credits[url]; ok {
+			cr = combineCredit(old, cr)
+		}
+		credits[url] = cr
+	}
+	for _, res := range results {
+		b.Stats.count(res)
+		switch res.Kind {
+		case fetcher.KindRobots:
+			continue
+		case fetcher.KindSitemap:
+			for _, l := range res.Links {
+				emit(l, credit{depth: 1})
+			}
+			continue
+		}
+		op := store.FetchResult{URL: res.URL, Status: res.Status, HTTPStatus: uint16(min(max(res.HTTPStatus, 0), math.MaxUint16)),
+			At: res.FetchedAt, ContentFP: res.ContentFP, Round: p.ref.round}
+		if !op.At.IsZero() {
+			op.At = time.UnixMilli(op.At.UnixMilli()).UTC()
+		}
+		if res.Retry && res.NoRequest {
+			// The host was unavailable, not the URL: back to the frontier
+			// without spending one of its retries, until the host has
+			// failed so often that its URLs are given up like any other.
+			h, _, err := c.hosts.LoadHost(res.Host)
+			if err != nil {
+				return nil, err
+			}
+			if int(h.Failures) < c.o.MaxRetries+hostGrace {
+				b.Requeues = append(b.Requeues, res.URL)
+				continue
+			}
+		}
+		if res.Retry {
+			rec, ok, err := c.st.Get(res.URL)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || int(rec.Retries)+1 < c.o.MaxRetries {
+				op.Retry = true
+				b.Ops = append(b.Ops, op)
+				continue
+			}
+			op.Status = store.StatusError // out of retries
+		}
+		if op.Status < store.StatusFetched {
+			op.Status = store.StatusError
+		}
+		op.Spend = res.Cash
+		b.Ops = append(b.Ops, op)
+		var links []string
+		switch {
+		case res.Status == store.StatusFetched:
+			links = res.Links
+		case res.Status == store.StatusRedirect && res.RedirectTo != "" && res.RedirectTo != res.URL:
+			// A redirect target is a link, unless the chain that led here
+			// is already MaxRedirects long.
+			hops, err := c.redirectHops(res.URL)
+			if err != nil {
+				return nil, err
+			}
+			if hops < c.o.MaxRedirects {
+				links = []string{res.RedirectTo}
+				b.Hops = append(b.Hops, redirectHop{res.RedirectTo, hops + 1})
+			}
+		}
+		if res.Depth+1 > c.o.MaxDepth {
+			links = nil
+		}
+		damping := 1.0 // a redirect passes all of its cash on
+		if res.Status == store.StatusFetched {
+			damping = c.o.Damping
+			if len(links) > 0 && c.o.Revisits > 0 && res.Cash >= p.threshold {
+				b.Links = append(b.Links, linkOffer{URL: res.URL, Depth: res.Depth, Weight: res.Cash, Links: links})
+			}
+		}
+		virtual.Add(distribute(emit, res.Cash, damping, links, res.Depth+1))
+	}
+	b.Virtual = virtual.Value()
+	b.Credits = make([]target, 0, len(credits))
+	for u, cr := range credits {
+		b.Credits = append(b.Credits, target{url: u, credit: cr})
+	}
+	slices.SortFunc(b.Credits, func(x, y target) int { return cmpString(x.url, y.url) })
+	return b, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// count adds one result to the counters.
+func (s *stageStats) count(res *fetcher.Result) {
+	s.Bytes += res.Bytes
+	s.Wait += int64(res.Wait)
+	switch res.Kind {
+	case fetcher.KindRobots:
+		s.Robots++
+		return
+	case fetcher.KindSitemap:
+		s.Sitemaps++
+		return
+	}
+	s.Links += int64(len(res.Links))
+	if res.Retry {
+		s.Retries++
+	} else {
+		s.Fetched++
+		cl := res.HTTPStatus / 100
+		if cl < 1 || cl > 5 {
+			cl = 0
+		}
+		s.Class[cl]++
+		if int(res.Status) < len(s.Status) {
+			s.Status[res.Status]++
+		}
+	}
+	// The host's fate, when not a plain success.
+	st := res.Status
+	if !res.Retry && res.Truncated == "" && (st == store.StatusFetched || st == store.StatusRedirect || st == store.StatusDuplicate) {
+		return
+	}
+	if s.Troubled == nil {
+		s.Troubled = map[string]*HostFate{}
+	}
+	f := s.Troubled[res.Host]
+	if f == nil {
+		if len(s.Troubled) >= maxTroubled {
+			return
+		}
+		f = &HostFate{ByStatus: map[string]int64{}}
+		s.Troubled[res.Host] = f
+	}
+	if res.Retry {
+		f.Retries++
+	} else {
+		f.ByStatus[st.String()]++
+	}
+	if res.Truncated != "" {
+		f.Truncated++
+	}
+	if res.Err != "" {
+		f.LastError = res.Err
+	}
+}
+
+// Reports to the leader.
+
+// NodeReport is what a node tells the site's leader every ReportEvery: that
+// it is alive, how much work it holds, and, when it stops, when the hosts
+// of the parts it hands back are free.
+type NodeReport struct {
+	ID       string    `json:"id"`
+	At       time.Time `json:"at"`
+	Queued   int64     `json:"queued"`    // jobs not started yet
+	InFlight int64     `json:"in_flight"` // requests being fetched
+	Done     int64     `json:"done"`      // page results since this node started
+	Rate     float64   `json:"pages_per_s"`
+	Parts    int       `json:"parts"`    // parts held
+	Hosts    int       `json:"hosts"`    // hosts of the parts held
+	Unstaged int       `json:"unstaged"` // results not staged yet
+	Draining bool      `json:"draining,omitempty"`
+	// FreeAt, when draining: per part ("round/id") when its hosts may be
+	// fetched by another node.
+	FreeAt map[string]time.Time `json:"free_at,omitempty"`
+}
+
+// report builds this node's report.
+func (n *nodeSide) report(f Fetcher) NodeReport {
+	c := n.c
+	now := c.o.Now()
+	st := f.Stats()
+	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load()}
+	r.Rate = n.rate.observe(now, r.Done)
+	n.mu.Lock()
+	parts := make([]*nodePart, 0, len(n.parts))
+	for _, p := range n.parts {
+		parts = append(parts, p)
+	}
+	n.mu.Unlock()
+	for _, p := range parts {
+		if p.revoked.Load() {
+			continue
+		}
+		p.mu.Lock()
+		done := p.done
+		r.Unstaged += len(p.results)
+		p.mu.Unlock()
+		if done {
+			continue
+		}
+		r.Parts++
+		r.Hosts += len(p.hosts)
+		if r.Draining {
+			if r.FreeAt == nil {
+				r.FreeAt = map[string]time.Time{}
+			}
+			r.FreeAt[p.ref.String()] = n.freeAt(p, now)
+		}
+	}
+	return r
+}
+
+// reportLoop reports to the leader every ReportEvery, and pauses the
+// fetcher while no leader has taken a report for FailTimeout: by then the
+// leader may have given this node's parts to others.
+func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
+	c := n.c
+	t := time.NewTicker(c.o.ReportEvery)
+	defer t.Stop()
+	for {
+		r := n.report(f)
+		var err error
+		if c.db.IsLeader() {
+			c.heard(r)
+		} else if c.o.Report != nil {
+			rctx, cancel := context.WithTimeout(ctx, 2*c.o.ReportEvery)
+			err = c.o.Report(rctx, r)
+			cancel()
+		} else {
+			err = errors.New("rounds: no way to reach the leader")
+		}
+		now := c.o.Now()
+		if err == nil {
+			n.lastOK.Store(now.UnixNano())
+		}
+		cut := now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.FailTimeout
+		if p, ok := f.(pauser); ok && cut != n.paused.Load() && !n.draining.Load() {
+			n.paused.Store(cut)
+			p.Pause(cut)
+			if cut {
+				c.log.Warn("rounds: no leader took this node's report: fetching paused", "err", err)
+			} else {
+				c.log.Info("rounds: leader reached again: fetching resumed")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// rateMeter turns a counter into a rate over the last few seconds.
+type rateMeter struct {
+	mu    sync.Mutex
+	at    [8]time.Time
+	count [8]int64
+	i     int
+}
+
+func (m *rateMeter) observe(now time.Time, count int64) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	oldest := (m.i + 1) % len(m.at)
+	m.at[m.i], m.count[m.i] = now, count
+	m.i = oldest
+	if m.at[oldest].IsZero() {
+		oldest = 0
+	}
+	if dt := now.Sub(m.at[oldest]).Seconds(); dt > 0 {
+		return float64(count-m.count[oldest]) / dt
+	}
+	return 0
+}
+
+// Drain stops this node's share of the site cleanly: it takes no new part,
+// pauses its fetcher, waits (up to wait) for the requests in flight, stages
+// every result it has and reports when its parts' hosts are free, so the
+// leader gives them to other nodes at once; then it waits until they are
+// gone (or wait is up).
+func (c *Crawler) Drain(ctx context.Context, f Fetcher, wait time.Duration) error {
+	n := c.node
+	n.draining.Store(true)
+	if p, ok := f.(pauser); ok {
+		p.Pause(true)
+	}
+	deadline := c.o.Now().Add(wait)
+	for f.Stats().InFlight > 0 && c.o.Now().Before(deadline) {
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	for {
+		err := n.stage(ctx, true)
+		if err == nil && n.unstaged() == 0 {
+			break
+		}
+		if c.o.Now().After(deadline) {
+			return fmt.Errorf("rounds: drain: results not staged after %v: %v", wait, err)
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	for c.o.Now().Before(deadline) {
+		r := n.report(f)
+		if c.db.IsLeader() {
+			c.heard(r)
+		} else if c.o.Report != nil {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			c.o.Report(rctx, r)
+			cancel()
+		}
+		if r.Parts == 0 {
+			return nil
+		}
+		if err := n.watch(ctx, f); err != nil {
+			var fin finished
+			if errors.As(err, &fin) {
+				return nil
+			}
+			return err
+		}
+		if !sleepCtx(ctx, c.o.ReportEvery/2) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("rounds: drain: parts still held after %v", wait)
+}
+
+func (n *nodeSide) unstaged() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := 0
+	for _, p := range n.parts {
+		p.mu.Lock()
+		k += len(p.results)
+		p.mu.Unlock()
+	}
+	return k
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,367 @@
+package rounds
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+)
+
+// partPlan is a part's share of a round: its hosts (with the time each may
+// start, when it moved from another node) and their generated URLs.
+type partPlan struct {
+	Hosts   []partHost
+	Entries []genEntry
+}
+
+type partHost struct {
+	Name      string
+	NotBefore time.Time
+}
+
+const (
+	recPart  = 'P'
+	recStage = 'S'
+)
+
+func (p *partPlan) encode() []byte {
+	idx := make(map[string]int, len(p.Hosts))
+	dst := []byte{recPart}
+	dst = binary.AppendUvarint(dst, uint64(len(p.Hosts)))
+	for i, h := range p.Hosts {
+		idx[h.Name] = i
+		dst = appendString(dst, h.Name)
+		dst = appendTime(dst, h.NotBefore)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(p.Entries)))
+	for _, e := range p.Entries {
+		dst = appendString(dst, e.URL)
+		dst = binary.AppendUvarint(dst, uint64(idx[e.Host]))
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(e.Cash))
+		dst = binary.AppendUvarint(dst, uint64(e.Depth))
+	}
+	return dst
+}
+
+func decodePart(b []byte) (partPlan, error) {
+	r := reader{b: b}
+	var p partPlan
+	if r.byte1() != recPart {
+		return p, fmt.Errorf("%w: not a part", errRecord)
+	}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		return p, fmt.Errorf("%w: part of %d hosts", errRecord, n)
+	}
+	p.Hosts = make([]partHost, 0, n)
+	for range n {
+		p.Hosts = append(p.Hosts, partHost{Name: r.str(), NotBefore: r.time()})
+	}
+	m := r.uvarint()
+	if m > uint64(len(r.b)) {
+		return p, fmt.Errorf("%w: part of %d URLs", errRecord, m)
+	}
+	p.Entries = make([]genEntry, 0, m)
+	for range m {
+		e := genEntry{URL: r.str()}
+		h := r.uvarint()
+		e.Cash, e.Depth = r.f64(), uint32(r.uvarint())
+		if h >= uint64(len(p.Hosts)) {
+			r.fail()
+			break
+		}
+		e.Host = p.Hosts[h].Name
+		p.Entries = append(p.Entries, e)
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return p, fmt.Errorf("%w: part", errRecord)
+	}
+	return p, nil
+}
+
+func appendTime(dst []byte, t time.Time) []byte {
+	var ms int64
+	if !t.IsZero() {
+		ms = t.UnixMilli()
+	}
+	return binary.AppendVarint(dst, ms)
+}
+
+func (r *reader) time() time.Time {
+	ms := r.varint()
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// stageBatch is the map side of the update for some results of one part,
+// as a node stages it in the crawl database: the fetch results to record,
+// the URLs to requeue, redirect chain lengths, the outlink credits combined
+// by URL, the cash that went to the virtual page, the outlinks of the
+// heaviest pages (for revisits) and the counters of the round's
+// statistics. The leader's revisits of a round are staged the same way.
+type stageBatch struct {
+	Ops      []store.FetchResult
+	Requeues []string
+	Hops     []redirectHop
+	Credits  []target
+	Virtual  float64
+	Links    []linkOffer
+	Revisits []plannedRevisit
+	Stats    stageStats
+}
+
+// linkOffer is a fetched page's outlinks, for the leader's link store.
+type linkOffer struct {
+	URL    string
+	Depth  uint32
+	Weight float64
+	Links  []string
+}
+
+// stageStats are a batch's share of its round's statistics.
+type stageStats struct {
+	Fetched, Retries, Robots, Sitemaps, Bytes, Links, Wait int64
+	Class                                                  [6]int64
+	Status                                                 [16]int64
+	Troubled                                               map[string]*HostFate
+}
+
+func (s *stageStats) add(o *stageStats) {
+	s.Fetched += o.Fetched
+	s.Retries += o.Retries
+	s.Robots += o.Robots
+	s.Sitemaps += o.Sitemaps
+	s.Bytes += o.Bytes
+	s.Links += o.Links
+	s.Wait += o.Wait
+	for i := range s.Class {
+		s.Class[i] += o.Class[i]
+	}
+	for i := range s.Status {
+		s.Status[i] += o.Status[i]
+	}
+	for h, f := range o.Troubled {
+		if s.Troubled == nil {
+			s.Troubled = map[string]*HostFate{}
+		}
+		g := s.Troubled[h]
+		if g == nil {
+			if len(s.Troubled) >= maxTroubled {
+				continue
+			}
+			g = &HostFate{ByStatus: map[string]int64{}}
+			s.Troubled[h] = g
+		}
+		for k, v := range f.ByStatus {
+			g.ByStatus[k] += v
+		}
+		g.Retries += f.Retries
+		g.Truncated += f.Truncated
+		if f.LastError != "" {
+			g.LastError = f.LastError
+		}
+	}
+}
+
+// fill writes the counters into a round's statistics.
+func (s *stageStats) fill(st *RoundStats) {
+	st.Fetched, st.Retries, st.Robots, st.Sitemaps = s.Fetched, s.Retries, s.Robots, s.Sitemaps
+	st.Bytes, st.Links, st.WaitSecs = s.Bytes, s.Links, time.Duration(s.Wait).Seconds()
+	st.ByClass = map[string]int64{}
+	for i, n := range s.Class {
+		if n > 0 {
+			st.ByClass[classNames[i]] = n
+		}
+	}
+	st.ByStatus = map[string]int64{}
+	for i, n := range s.Status {
+		if n > 0 {
+			st.ByStatus[store.Status(i).String()] = n
+		}
+	}
+	st.Troubled = s.Troubled
+}
+
+const stageVersion = 1
+
+// Flags of a staged fetch result.
+const (
+	opRetry = 1 << 0
+)
+
+func (s *stageBatch) encode() []byte {
+	dst := []byte{recStage, stageVersion}
+	dst = binary.AppendUvarint(dst, uint64(len(s.Ops)))
+	for _, op := range s.Ops {
+		dst = appendString(dst, op.URL)
+		dst = append(dst, byte(op.Status))
+		var f byte
+		if op.Retry {
+			f |= opRetry
+		}
+		dst = append(dst, f)
+		dst = binary.AppendUvarint(dst, uint64(op.HTTPStatus))
+		dst = appendTime(dst, op.At)
+		dst = binary.BigEndian.AppendUint64(dst, op.ContentFP)
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(op.Spend))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s.Requeues)))
+	for _, u := range s.Requeues {
+		dst = appendString(dst, u)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s.Hops)))
+	for _, h := range s.Hops {
+		dst = appendString(dst, h.target)
+		dst = binary.AppendUvarint(dst, uint64(h.hops))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s.Credits)))
+	for _, t := range s.Credits {
+		dst = appendString(dst, t.url)
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(t.cash))
+		dst = binary.AppendUvarint(dst, uint64(t.depth))
+	}
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(s.Virtual))
+	dst = binary.AppendUvarint(dst, uint64(len(s.Links)))
+	for _, l := range s.Links {
+		dst = appendString(dst, l.URL)
+		dst = binary.AppendUvarint(dst, uint64(l.Depth))
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(l.Weight))
+		packed := appendLinks(nil, origin(l.URL), l.Links)
+		dst = binary.AppendUvarint(dst, uint64(len(l.Links)))
+		dst = appendString(dst, string(packed))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s.Revisits)))
+	for _, r := range s.Revisits {
+		dst = appendString(dst, r.url)
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(r.spend))
+	}
+	st := &s.Stats
+	for _, v := range []int64{st.Fetched, st.Retries, st.Robots, st.Sitemaps, st.Bytes, st.Links, st.Wait} {
+		dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
+	}
+	for _, v := range st.Class {
+		dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
+	}
+	for _, v := range st.Status {
+		dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
+	}
+	var troubled []byte
+	if len(st.Troubled) > 0 {
+		troubled, _ = json.Marshal(st.Troubled)
+	}
+	return appendString(dst, string(troubled))
+}
+
+// validCash reports whether c is a cash amount a record may carry.
+func validCash(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsNaN(c) }
+
+func decodeStage(b []byte, round uint64) (stageBatch, error) {
+	r := reader{b: b}
+	var s stageBatch
+	if r.byte1() != recStage || r.byte1() != stageVersion {
+		return s, fmt.Errorf("%w: not a staged batch", errRecord)
+	}
+	count := func(what string) uint64 {
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.fail()
+			return 0
+		}
+		return n
+	}
+	n := count("ops")
+	s.Ops = make([]store.FetchResult, 0, n)
+	for range n {
+		op := store.FetchResult{URL: r.str(), Status: store.Status(r.byte1()), Round: round}
+		op.Retry = r.byte1()&opRetry != 0
+		op.HTTPStatus = uint16(min(r.uvarint(), math.MaxUint16))
+		op.At = r.time()
+		op.ContentFP = r.u64()
+		op.Spend = r.f64()
+		if !validCash(op.Spend) {
+			r.fail()
+		}
+		s.Ops = append(s.Ops, op)
+	}
+	n = count("requeues")
+	for range n {
+		s.Requeues = append(s.Requeues, r.str())
+	}
+	n = count("hops")
+	for range n {
+		s.Hops = append(s.Hops, redirectHop{target: r.str(), hops: int(min(r.uvarint(), math.MaxInt32))})
+	}
+	n = count("credits")
+	s.Credits = make([]target, 0, n)
+	for range n {
+		t := target{url: r.str()}
+		t.cash, t.depth = r.f64(), uint32(r.uvarint())
+		if !validCash(t.cash) {
+			r.fail()
+		}
+		s.Credits = append(s.Credits, t)
+	}
+	s.Virtual = r.f64()
+	if !validCash(s.Virtual) {
+		r.fail()
+	}
+	n = count("links")
+	for range n {
+		l := linkOffer{URL: r.str(), Depth: uint32(r.uvarint()), Weight: r.f64()}
+		k := r.uvarint()
+		packed := r.str()
+		if r.err != nil || k > uint64(len(packed)) {
+			r.fail()
+			break
+		}
+		e := linkEntry{url: l.URL, n: int(k), links: []byte(packed)}
+		l.Links = e.decodeLinks()
+		if len(l.Links) != int(k) {
+			r.fail()
+			break
+		}
+		s.Links = append(s.Links, l)
+	}
+	n = count("revisits")
+	for range n {
+		rv := plannedRevisit{url: r.str(), spend: r.f64()}
+		if !validCash(rv.spend) {
+			r.fail()
+		}
+		s.Revisits = append(s.Revisits, rv)
+	}
+	st := &s.Stats
+	for _, p := range []*int64{&st.Fetched, &st.Retries, &st.Robots, &st.Sitemaps, &st.Bytes, &st.Links, &st.Wait} {
+		*p = int64(min(r.uvarint(), math.MaxInt64))
+	}
+	for i := range st.Class {
+		st.Class[i] = int64(min(r.uvarint(), math.MaxInt64))
+	}
+	for i := range st.Status {
+		st.Status[i] = int64(min(r.uvarint(), math.MaxInt64))
+	}
+	if tj := r.str(); tj != "" && r.err == nil {
+		if err := json.Unmarshal([]byte(tj), &st.Troubled); err != nil {
+			r.fail()
+		}
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return s, fmt.Errorf("%w: staged batch", errRecord)
+	}
+	return s, nil
+}
+
+// handled lists the page URLs a batch answers (recorded or requeued).
+func (s *stageBatch) handled(fn func(url string)) {
+	for _, op := range s.Ops {
+		fn(op.URL)
+	}
+	for _, u := range s.Requeues {
+		fn(u)
+	}
+}
