@@ -77,14 +77,17 @@ type Options struct {
 	// in the host records only.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Report sends this node's report to the site's leader (the site's
-	// transport between nodes). nil: a node alone reports to itself only.
-	Report func(ctx context.Context, r NodeReport) error
+	// transport between nodes) and returns the leader's answer, Heard's.
+	// nil: a node alone reports to itself only.
+	Report func(ctx context.Context, r NodeReport) (ReportReply, error)
 	// FailTimeout: a node not heard of for this long is dead and its parts
 	// go to other nodes; 0 → 3 s.
 	FailTimeout time.Duration
 	// ReportEvery is how often a node reports to the leader; 0 → 500 ms.
 	ReportEvery time.Duration
-	// StageEvery is how often a node stages the results it has; 0 → 1 s.
+	// StageEvery is how long a node keeps a part's results before it
+	// stages them although the part is not done: what a node that dies
+	// loses (and another fetches again) at most; 0 → 2 s.
 	StageEvery time.Duration
 	// Seeds are added to the frontier (new URLs only) whenever this node
 	// starts to lead the site.
@@ -147,7 +150,7 @@ func (o *Options) ensureDefaults() {
 		o.ReportEvery = 500 * time.Millisecond
 	}
 	if o.StageEvery <= 0 {
-		o.StageEvery = time.Second
+		o.StageEvery = 2 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -193,7 +196,6 @@ type Crawler struct {
 	links   *linkStore // outlinks of fetched pages for revisits (leader); nil → none
 	seenMu  sync.Mutex
 	seen    map[uint64]struct{} // content fingerprints fetched
-	fetched sync.Map            // host → *atomic.Int64 pages fetched by this node since start
 
 	node *nodeSide
 
@@ -287,14 +289,6 @@ func (c *Crawler) Seen(fp uint64, _ string) bool {
 	}
 	c.seen[fp] = struct{}{}
 	return false
-}
-
-func (c *Crawler) hostFetched(host string) *atomic.Int64 {
-	if v, ok := c.fetched.Load(host); ok {
-		return v.(*atomic.Int64)
-	}
-	v, _ := c.fetched.LoadOrStore(host, new(atomic.Int64))
-	return v.(*atomic.Int64)
 }
 
 // hostOf returns the host of a normalised URL.

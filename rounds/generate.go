@@ -116,8 +116,9 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 			continue
 		}
 		// Fetched before, but not by a node this leader has heard of:
-		// wherever it goes, it waits out its delay first.
-		if st, err := c.st.HostStats(h); err == nil && st.Fetched > 0 && live > 1 {
+		// wherever it goes, it waits out its delay first. (With one node
+		// there is nowhere else to go.)
+		if live > 1 && l.fetched[h] > 0 {
 			last[h] = plan.Last{Node: "?", FreeAt: now.Add(c.hostDelay(h))}
 		}
 	}
@@ -174,9 +175,7 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 		b.PutUser(partKey(round, id), v)
 		b.PutUser(ownKey(round, id), o.encode())
 		size += len(v)
-		pl := &planPart{id: id, hosts: p.Hosts(), urls: len(pp.Entries), ownerRaw: o.encode(), owner: o}
-		pl.delay = l.delayOf(pl.hosts)
-		rp.parts[id] = pl
+		rp.parts[id] = &planPart{id: id, hosts: p.Hosts(), urls: len(pp.Entries), ownerRaw: o.encode(), owner: o}
 		if size >= 4<<20 {
 			if err := flush(); err != nil {
 				return 0, err
@@ -195,8 +194,9 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 	}
 	l.plans[round] = rp
 	l.mu.Lock()
+	sent := c.o.Now()
 	for _, p := range rp.parts {
-		l.sent = append(l.sent, assignment{node: p.owner.Node, at: now, urls: p.urls})
+		l.sent = append(l.sent, assignment{node: p.owner.Node, at: sent, urls: p.urls})
 	}
 	l.mu.Unlock()
 	c.mu.Lock()
@@ -216,6 +216,8 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 			inFlight[h] += n
 		}
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for attempt := 0; attempt < 4; attempt++ {
 		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: c.o.Now()})
 		if err != nil {
@@ -228,11 +230,16 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		for _, e := range fr {
 			if e.Host != lastHost {
 				lastHost = e.Host
-				st, err := c.st.HostStats(e.Host)
-				if err != nil {
-					return nil, fmt.Errorf("rounds: generate: %w", err)
+				used, ok := l.fetched[e.Host]
+				if !ok {
+					st, err := c.st.HostStats(e.Host)
+					if err != nil {
+						return nil, fmt.Errorf("rounds: generate: %w", err)
+					}
+					used = int64(st.Fetched)
+					l.fetched[e.Host] = used
 				}
-				over = int64(st.Fetched)+int64(inFlight[e.Host]) >= int64(c.o.HostBudget)
+				over = used+int64(inFlight[e.Host]) >= int64(c.o.HostBudget)
 				if over {
 					if err := c.hosts.close(e.Host); err != nil {
 						return nil, fmt.Errorf("rounds: close host %s: %w", e.Host, err)
@@ -249,7 +256,10 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 		// Every host was over budget: write the closures so the
 		// frontier skips them, and look again.
-		if err := c.hosts.flush(ctx); err != nil {
+		l.mu.Unlock()
+		err = c.hosts.flush(ctx)
+		l.mu.Lock()
+		if err != nil {
 			return nil, err
 		}
 	}

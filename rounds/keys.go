@@ -100,6 +100,9 @@ type partDone struct {
 	// FreeAt: when the node would allow the next request to any of the
 	// part's hosts (their last request's end plus their delay).
 	FreeAt time.Time `json:"free_at"`
+	// Local: the results stayed in the node's fetch segment (a site of one
+	// node, whose leader reads them there).
+	Local bool `json:"local,omitempty"`
 }
 
 func (d partDone) encode() []byte {

@@ -34,6 +34,7 @@ type leader struct {
 	det   *plan.Detector
 	start time.Time
 
+	stepMu  sync.Mutex // held by a step and by Heard: a node's report never interleaves with moves of its parts
 	mu      sync.Mutex
 	reports map[string]NodeReport
 
@@ -42,9 +43,15 @@ type leader struct {
 	plans map[uint64]*roundPlan   // the parts of the rounds in flight
 	sent  []assignment            // parts given recently, not yet in their node's report
 
+	// fetched is the page budget used per host, as of the updates applied:
+	// read from the crawl database the first time a host is generated in
+	// this leadership, then counted from the updates' fetch results.
+	fetched map[string]int64
+
 	frontierEmpty bool
 	retryAt       time.Time
 	replanned     time.Time // when parts last moved (status)
+	resets        []partRef // local parts of another node whose done marker is to go
 	moves         int
 }
 
@@ -66,7 +73,6 @@ type planPart struct {
 	id       int
 	hosts    []string
 	urls     int
-	delay    time.Duration // the longest politeness delay among its hosts
 	ownerRaw []byte
 	owner    partOwner
 	done     bool
@@ -81,20 +87,33 @@ type NodeView struct {
 	Report   *NodeReport `json:"report,omitempty"`
 }
 
+// ReportReply is the leader's answer to a node's report.
+type ReportReply struct {
+	// Index is the leader's applied index when it took the report: a
+	// node that paused (it had lost the leader) resumes only once its
+	// replica has applied it, so it sees the parts moved away meanwhile.
+	Index uint64 `json:"index"`
+}
+
 // Heard takes a node's report; it fails with ErrNotLeader on a node that
 // does not lead the site (the node then finds the leader again).
-func (c *Crawler) Heard(r NodeReport) error {
+func (c *Crawler) Heard(r NodeReport) (ReportReply, error) {
 	c.mu.Lock()
 	l := c.lead
 	c.mu.Unlock()
 	if l == nil {
-		return ErrNotLeader
+		return ReportReply{}, ErrNotLeader
 	}
+	// A report waits for a step in progress: a move of this node's parts
+	// decided before the report is then applied, and in the index the
+	// node waits for before it fetches again.
+	l.stepMu.Lock()
+	defer l.stepMu.Unlock()
 	l.heard(r)
-	return nil
+	return ReportReply{Index: c.st.AppliedIndex()}, nil
 }
 
-func (c *Crawler) heard(r NodeReport) { c.Heard(r) }
+func (c *Crawler) heard(r NodeReport) (ReportReply, error) { return c.Heard(r) }
 
 func (l *leader) heard(r NodeReport) {
 	now := l.c.o.Now()
@@ -185,7 +204,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), start: now, reports: map[string]NodeReport{},
-		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, plans: map[uint64]*roundPlan{}}
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
 	b.PutUser(leaderKey, l.token)
@@ -237,6 +256,9 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 		if err := l.loadPlan(a.Round); err != nil {
 			return err
 		}
+	}
+	if err := l.reclaimLocal(ctx); err != nil {
+		return err
 	}
 	c.log.Info("rounds: leading the site", "node", c.id, "next_round", s.Next, "active", len(s.Active))
 	return l.run(ctx)
@@ -325,6 +347,8 @@ func (l *leader) run(ctx context.Context) error {
 // step is one pass of the leader: nodes, moves, finished fetches, generate.
 func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	c := l.c
+	l.stepMu.Lock()
+	defer l.stepMu.Unlock()
 	now := c.o.Now()
 	nodes, err := l.nodes(now)
 	if err != nil {
@@ -333,6 +357,15 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if err := l.refresh(); err != nil {
 		return err
 	}
+	for _, ref := range l.resets {
+		b := c.newBatch()
+		b.PutUser(doneKey(ref.round, ref.id), nil)
+		if _, err := c.applyLeader(ctx, b); err != nil {
+			return fmt.Errorf("rounds: reset part %s: %w", ref, err)
+		}
+		c.log.Info("rounds: a part done by a node alone is to be staged again", "part", ref.String())
+	}
+	l.resets = l.resets[:0]
 	if err := l.reassign(ctx, nodes, now); err != nil {
 		return err
 	}
@@ -415,7 +448,8 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 }
 
 // queued estimates the URLs handed out and not started, site-wide: the
-// nodes' reports, plus the parts given since a report could show them.
+// nodes' reports, plus the parts given to a node since its last report
+// (a node takes a part within a watch interval of its replica seeing it).
 func (l *leader) queued(nodes []plan.Node, now time.Time) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -427,7 +461,8 @@ func (l *leader) queued(nodes []plan.Node, now time.Time) int64 {
 	}
 	fresh := l.sent[:0]
 	for _, a := range l.sent {
-		if now.Sub(a.at) < l.c.o.ReportEvery+300*time.Millisecond {
+		r := l.reports[a.node]
+		if r.At.Before(a.at.Add(takeDelay)) && now.Sub(a.at) < l.c.o.FailTimeout {
 			q += int64(a.urls)
 			fresh = append(fresh, a)
 		}
@@ -435,6 +470,10 @@ func (l *leader) queued(nodes []plan.Node, now time.Time) int64 {
 	l.sent = fresh
 	return q
 }
+
+// takeDelay bounds how long a node takes to see a part given to it and
+// submit its URLs (its watch interval, and a margin for its replica).
+const takeDelay = 300 * time.Millisecond
 
 // loadPlan reads a round's plan from the crawl database.
 func (l *leader) loadPlan(round uint64) error {
@@ -462,11 +501,65 @@ func (l *leader) loadPlan(round uint64) error {
 	if err != nil {
 		return fmt.Errorf("rounds: read plan of round %d: %w", round, err)
 	}
-	for _, p := range rp.parts {
-		p.delay = l.delayOf(p.hosts)
-	}
 	l.plans[round] = rp
 	return l.refreshRound(round, rp)
+}
+
+// reclaimLocal takes back, at the start of a leadership, the parts that
+// another node did alone (leading a site of one node then): their results
+// stayed in that node's fetch segment. Their done markers go, and a round
+// already waiting for its update goes back to its fetch phase: the node
+// stages them if it is alive (it keeps its segment), or another node
+// fetches them again.
+func (l *leader) reclaimLocal(ctx context.Context) error {
+	c := l.c
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
+	changed := false
+	for i := range s.Active {
+		a := &s.Active[i]
+		var refs []partRef
+		err := c.st.UserScan(donePrefix(a.Round), func(k string, v []byte) error {
+			var d partDone
+			if err := decodeJSON(v, &d); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			if d.Local && d.Node != c.id {
+				id, err := partID(k)
+				if err != nil {
+					return err
+				}
+				refs = append(refs, partRef{a.Round, id})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rounds: read parts of round %d: %w", a.Round, err)
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		b := c.newBatch()
+		for _, ref := range refs {
+			b.PutUser(doneKey(ref.round, ref.id), nil)
+			if rp := l.plans[ref.round]; rp != nil && rp.parts[ref.id] != nil {
+				rp.parts[ref.id].done = false
+			}
+		}
+		if _, err := c.applyLeader(ctx, b); err != nil {
+			return fmt.Errorf("rounds: reclaim parts of round %d: %w", a.Round, err)
+		}
+		c.log.Warn("rounds: parts done by another node alone are to be staged or fetched again", "round", a.Round, "parts", len(refs))
+		if a.Phase == PhaseUpdate {
+			a.Phase, a.Fetched = PhaseFetch, time.Time{}
+			changed = true
+		}
+	}
+	if changed {
+		return c.putState(ctx, c.newBatch(), s)
+	}
+	return nil
 }
 
 // delayOf is the longest politeness delay among hosts.
@@ -542,6 +635,12 @@ func (l *leader) refreshRound(round uint64, rp *roundPlan) error {
 		if err := decodeJSON(v, &d); err != nil {
 			return fmt.Errorf("done marker of part %d of round %d: %w", id, round, err)
 		}
+		if d.Local && d.Node != c.id {
+			// The results stayed on the node that led before: that node
+			// must stage them (or, gone, the part is fetched again).
+			l.resets = append(l.resets, partRef{round, id})
+			return nil
+		}
 		p.done = true
 		for _, h := range p.hosts {
 			if old, ok := l.last[h]; !ok || !d.FreeAt.Before(old.FreeAt) || old.Node == d.Node {
@@ -580,7 +679,7 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 			if p.done || p.owner.Node == "" {
 				continue
 			}
-			h := plan.Held{Round: round, ID: p.id, Node: p.owner.Node, Hosts: p.hosts, URLs: p.urls, Delay: p.delay}
+			h := plan.Held{Round: round, ID: p.id, Node: p.owner.Node, Hosts: p.hosts, URLs: p.urls}
 			if r, ok := reports[p.owner.Node]; ok && r.Draining {
 				if t, ok := r.FreeAt[partRef{round, p.id}.String()]; ok {
 					h.FreeAt = t
@@ -602,6 +701,15 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 	if !anyOrphan {
 		return nil
 	}
+	for i := range held {
+		if !takes[held[i].Node] {
+			// Only for the parts that may move (a read per host). A node
+			// silent since lastSeen pauses within half the fail timeout,
+			// and its last requests end by then (it is dead, or its
+			// requests in flight end): after that the hosts' delays.
+			held[i].Delay = c.o.FailTimeout + l.delayOf(held[i].Hosts)
+		}
+	}
 	ips := l.ipsOf(ctx, held)
 	moves := plan.Reassign(held, nodes, lastSeen, ips)
 	for _, m := range moves {
@@ -619,7 +727,7 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 		}
 		p.ownerRaw, p.owner = o.encode(), o
 		l.mu.Lock()
-		l.sent = append(l.sent, assignment{node: m.To, at: now, urls: p.urls})
+		l.sent = append(l.sent, assignment{node: m.To, at: c.o.Now(), urls: p.urls})
 		l.replanned = now
 		l.moves++
 		l.mu.Unlock()

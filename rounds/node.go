@@ -44,23 +44,30 @@ type nodePart struct {
 	owner     []byte // the owner value its stage commands are guarded by
 	hosts     []string
 	threshold float64 // stage the outlinks of pages that distributed at least this much cash
-	pending   atomic.Int64
-	revoked   atomic.Bool
+	// local: this node leads a site of one node, so the part's results stay
+	// in its fetch segment, where the update reads them; only the done
+	// marker goes to the crawl database (see stage).
+	local   atomic.Bool
+	pending atomic.Int64
+	revoked atomic.Bool
 
 	mu       sync.Mutex
-	results  []*fetcher.Result // not staged yet
-	firstAt  time.Time         // when the oldest of them came
+	results  []*fetcher.Result // not mapped yet
 	lastEnd  map[string]time.Time
-	seq      uint64 // next staged batch number
-	complete bool   // every job has a result
-	done     bool   // its done marker is staged
-	staging  bool   // a batch of its results is being staged
+	complete bool // every job has a result
+	done     bool // its done marker is staged
+
+	// Owned by the stage pass (stageMu):
+	acc      *stageAcc // mapped and combined, not staged yet
+	accSince time.Time // when acc got its oldest results
+	seq      uint64    // next staged batch number
 }
 
 // nodeSide is one node's share of the rounds.
 type nodeSide struct {
-	c    *Crawler
-	wake chan struct{}
+	c       *Crawler
+	wake    chan struct{}
+	stageMu sync.Mutex // one stage pass at a time
 
 	mu       sync.Mutex
 	parts    map[partRef]*nodePart
@@ -70,7 +77,8 @@ type nodeSide struct {
 	failed   error             // a write-ahead segment write failed
 	draining atomic.Bool
 	paused   atomic.Bool
-	lastOK   atomic.Int64 // unix nanos of the last report the leader took
+	lastOK   atomic.Int64  // unix nanos of the last report the leader took
+	resumeAt atomic.Uint64 // paused: resume once the replica has applied this index
 	done     atomic.Int64 // page results this node fetched
 	rate     rateMeter
 }
@@ -138,15 +146,11 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 			return
 		}
 	}
-	if res.Kind == fetcher.KindPage && !res.Retry {
-		c.hostFetched(res.Host).Add(1)
-	}
 	now := c.o.Now()
 	p.mu.Lock()
-	if len(p.results) == 0 {
-		p.firstAt = now
+	if !p.local.Load() {
+		p.results = append(p.results, res)
 	}
-	p.results = append(p.results, res)
 	if res.Host != "" {
 		p.lastEnd[res.Host] = now
 	}
@@ -161,6 +165,12 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 	if complete {
 		n.poke()
 	}
+}
+
+func (p *nodePart) isStaged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
 }
 
 func (p *nodePart) isDone() bool {
@@ -199,6 +209,13 @@ func (c *Crawler) Skip() func(*fetcher.Job) bool { return c.skip }
 // reports to the leader until ctx is done or the site has finished
 // (errFinished).
 func (n *nodeSide) run(ctx context.Context, f Fetcher) error {
+	// A node starts paused: until a leader has taken its report and its
+	// replica has caught up, it may hold parts the leader is giving to
+	// others (it was silent while it restarted).
+	if p, ok := f.(pauser); ok {
+		n.paused.Store(true)
+		p.Pause(true)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -210,9 +227,11 @@ func (n *nodeSide) run(ctx context.Context, f Fetcher) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		resume := n.maybeResume(f)
 		if err := n.watch(ctx, f); err != nil {
 			return err
 		}
+		resume()
 		if err := n.c.hosts.flushIfDue(ctx); err != nil && ctx.Err() == nil {
 			n.c.log.Warn("rounds: save host records", "err", err)
 		}
@@ -290,6 +309,7 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 		if err != nil {
 			return fmt.Errorf("rounds: read parts of round %d: %w", a.Round, err)
 		}
+		retake := map[partRef]bool{}
 		for _, w := range owns {
 			ref := partRef{a.Round, w.id}
 			n.mu.Lock()
@@ -304,9 +324,18 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 				if mine {
 					lp = nil
 				}
+			case lp != nil && mine && lp.local.Load() && lp.isStaged():
+				// Its done marker is gone: a new leader wants the results
+				// of a part that stayed local. Take it again: the fetch
+				// segment still holds them.
+				n.mu.Lock()
+				delete(n.parts, lp.ref)
+				n.mu.Unlock()
+				lp = nil
+				retake[ref] = true
 			}
 			if mine && lp == nil && !n.draining.Load() {
-				if err := n.take(ctx, f, ref, w.owner, w.o); err != nil {
+				if err := n.take(ctx, f, ref, w.owner, w.o, retake[ref]); err != nil {
 					return err
 				}
 			}
@@ -330,8 +359,10 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 	n.mu.Unlock()
 	if !c.o.KeepFiles {
 		for _, r := range retired {
-			os.Remove(filepath.Join(c.roundDir(r), fetchFile))
-			os.Remove(c.roundDir(r)) // only if empty: the leader's files go with its update
+			// The round is updated and retired: its write-ahead segment,
+			// and an update file prepared here in an earlier leadership,
+			// are done with.
+			os.RemoveAll(c.roundDir(r))
 		}
 	}
 	return nil
@@ -355,7 +386,7 @@ func (n *nodeSide) revoke(p *nodePart) {
 // take starts fetching a part given to this node: the URLs that have no
 // staged result yet, minus those whose result this node's write-ahead
 // segment already holds (a restart), which are staged instead.
-func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byte, o partOwner) error {
+func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byte, o partOwner, fromWAL bool) error {
 	c := n.c
 	raw, err := c.st.User(partKey(ref.round, ref.id))
 	if err != nil {
@@ -387,6 +418,7 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 		return fmt.Errorf("rounds: read staged results of part %s: %w", ref, err)
 	}
 	p := &nodePart{ref: ref, owner: owner, threshold: head.LinkThreshold, lastEnd: map[string]time.Time{}}
+	p.local.Store(n.alone())
 	want := map[string]*genEntry{}
 	for i := range pp.Entries {
 		e := &pp.Entries[i]
@@ -403,12 +435,19 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	if err != nil {
 		return err
 	}
+	if fromWAL {
+		if recovered, err = n.readPart(p); err != nil {
+			return err
+		}
+	}
 	for _, r := range recovered {
 		switch {
 		case r.Kind == fetcher.KindPage && want[r.URL] != nil:
 			delete(want, r.URL)
-			p.results = append(p.results, r)
-		case r.Kind == fetcher.KindSitemap:
+			if !p.local.Load() {
+				p.results = append(p.results, r)
+			}
+		case r.Kind == fetcher.KindSitemap && !p.local.Load():
 			p.results = append(p.results, r) // credits of 0 cash: staging twice is harmless
 		}
 	}
@@ -432,20 +471,28 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	if len(jobs) == 0 {
 		p.complete = true
 	}
-	if len(p.results) > 0 {
-		p.firstAt = c.o.Now()
-	}
 	n.mu.Lock()
 	n.parts[ref] = p
 	orphans := n.orphans
 	n.orphans = nil
+	w := n.wal[ref.round]
 	n.mu.Unlock()
 	if len(orphans) > 0 {
-		p.mu.Lock()
-		p.results = append(p.results, orphans...)
-		p.mu.Unlock()
+		if p.local.Load() {
+			recs := make([][]byte, len(orphans))
+			for i, r := range orphans {
+				recs[i] = appendResult(nil, r)
+			}
+			if err := w.AppendBatch(recs); err != nil {
+				return fmt.Errorf("rounds: round %d: write fetch segment: %w", ref.round, err)
+			}
+		} else {
+			p.mu.Lock()
+			p.results = append(p.results, orphans...)
+			p.mu.Unlock()
+		}
 	}
-	c.log.Info("rounds: took part", "part", ref.String(), "jobs", len(jobs), "staged", len(staged), "recovered", len(recovered), "gen", o.Gen)
+	c.log.Info("rounds: took part", "part", ref.String(), "jobs", len(jobs), "staged", len(staged), "recovered", len(recovered), "gen", o.Gen, "local", p.local.Load())
 	if len(jobs) > 0 {
 		f.Submit(jobs)
 	} else {
@@ -500,20 +547,31 @@ func (n *nodeSide) openWAL(round uint64) ([]*fetcher.Result, error) {
 func (f *fetchRecord) result(round uint64) *fetcher.Result {
 	return &fetcher.Result{Job: fetcher.Job{URL: f.URL, Host: f.Host, Round: round, Depth: f.Depth, Cash: f.Cash},
 		Kind: f.Kind, Status: f.Status, Retry: f.Retry, NoRequest: f.NoRequest, HTTPStatus: f.HTTPStatus,
-		RedirectTo: f.RedirectTo, Links: f.Links, ContentFP: f.ContentFP, Bytes: f.Bytes, FetchedAt: f.At, Err: f.Err, Wait: f.Wait}
+		RedirectTo: f.RedirectTo, Links: f.Links, ContentFP: f.ContentFP, Bytes: f.Bytes, FetchedAt: f.At, Err: f.Err, Wait: f.Wait, Truncated: f.Truncated}
 }
 
 // Staging.
 
-// stageMaxResults is how many results of one part make a batch before its
-// time is up.
-const stageMaxResults = 4096
+// stageBytes is how large a part's mapped results grow before they are
+// staged although the part is not complete (bounding a node's memory).
+const stageBytes = 4 << 20
 
 // stageCommandBytes bounds one staging command.
 const stageCommandBytes = 8 << 20
 
+// alone reports whether this node leads a site of one node: then no other
+// node can take over its parts or its updates, and results need not cross
+// the crawl database (local parts).
+func (n *nodeSide) alone() bool {
+	if !n.c.db.IsLeader() {
+		return false
+	}
+	m, err := n.c.db.Members()
+	return err == nil && len(m) == 1
+}
+
 func (n *nodeSide) stageLoop(ctx context.Context) error {
-	t := time.NewTicker(max(n.c.o.StageEvery/4, 20*time.Millisecond))
+	t := time.NewTicker(max(n.c.o.StageEvery/4, 50*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -538,17 +596,21 @@ func (n *nodeSide) stageLoop(ctx context.Context) error {
 
 // staged is one part's batch on its way to the crawl database.
 type staged struct {
-	p       *nodePart
-	results []*fetcher.Result
-	final   bool
-	seq     uint64
-	value   []byte
-	done    []byte
+	p     *nodePart
+	final bool
+	value []byte // the batch; nil for a local part's done marker alone
+	done  []byte
 }
 
-// stage maps and stages the results that are due (all of them with force)
-// and the done markers of parts complete.
+// stage maps the results each part has into its accumulator (combined by
+// URL), and stages the accumulators of parts that are complete or large
+// (all of them with force), with the done markers of complete parts. A
+// local part stages only its done marker; if the site has grown since the
+// part was taken, its results are read back from the fetch segment and
+// staged like any other's.
 func (n *nodeSide) stage(ctx context.Context, force bool) error {
+	n.stageMu.Lock()
+	defer n.stageMu.Unlock()
 	c := n.c
 	now := c.o.Now()
 	n.mu.Lock()
@@ -559,7 +621,7 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 	n.mu.Unlock()
 	slices.SortFunc(parts, func(a, b *nodePart) int {
 		if a.ref.round != b.ref.round {
-			return int(a.ref.round - b.ref.round)
+			return cmpUint(a.ref.round, b.ref.round)
 		}
 		return a.ref.id - b.ref.id
 	})
@@ -569,68 +631,44 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 			continue
 		}
 		p.mu.Lock()
-		if p.done || p.staging {
-			p.mu.Unlock()
+		results, complete, done := p.results, p.complete, p.done
+		p.results = nil
+		p.mu.Unlock()
+		if done {
+			n.requeue(results) // late sitemap results: another part takes them
 			continue
 		}
-		final := p.complete
-		if final || force || len(p.results) >= stageMaxResults || (len(p.results) > 0 && now.Sub(p.firstAt) >= c.o.StageEvery) {
-			s := &staged{p: p, results: p.results, final: final, seq: p.seq}
-			p.results, p.staging = nil, true
-			due = append(due, s)
+		if p.acc == nil {
+			p.acc = newStageAcc()
 		}
-		p.mu.Unlock()
-	}
-	if len(due) == 0 {
-		return nil
-	}
-	release := func(s *staged, ok bool) {
-		p := s.p
-		p.mu.Lock()
-		p.staging = false
-		if ok {
-			p.seq++
-			if s.final {
-				p.done = true
+		if p.local.Load() && complete && !n.alone() {
+			// The site grew: stage this part's results like any other's.
+			recovered, err := n.readPart(p)
+			if err != nil {
+				return err
 			}
-		} else if !p.revoked.Load() {
-			p.results = append(s.results, p.results...)
+			results = append(recovered, results...)
+			p.local.Store(false)
 		}
-		late := p.results
-		if p.done {
-			p.results = nil
-		}
-		p.mu.Unlock()
-		if ok && s.final && len(late) > 0 {
-			// Sitemap results that came after the last batch was taken.
-			n.mu.Lock()
-			if q := n.openPartLocked(); q != nil {
-				q.mu.Lock()
-				q.results = append(q.results, late...)
-				q.mu.Unlock()
-			} else {
-				for _, r := range late {
-					if r.Kind == fetcher.KindSitemap && len(n.orphans) < maxOrphans {
-						n.orphans = append(n.orphans, r)
-					}
-				}
+		if len(results) > 0 {
+			if p.acc.empty() {
+				p.accSince = now
 			}
-			n.mu.Unlock()
-		}
-	}
-	// Map each part's batch (store reads for retries and redirect chains).
-	for _, s := range due {
-		b, err := c.mapResults(s.p, s.results)
-		if err != nil {
-			for _, s := range due {
-				release(s, false)
+			if err := c.mapResults(p, results, p.acc); err != nil {
+				return err
 			}
-			return err
 		}
-		s.value = b.encode()
-		if s.final {
-			s.done = partDone{Node: c.id, At: now, FreeAt: n.freeAt(s.p, now)}.encode()
+		if !complete && (p.acc.empty() || !force && p.acc.size < stageBytes && now.Sub(p.accSince) < c.o.StageEvery) {
+			continue
 		}
+		s := &staged{p: p, final: complete}
+		if !p.local.Load() || !complete {
+			s.value = p.acc.batch().encode()
+		}
+		if complete {
+			s.done = partDone{Node: c.id, At: now, FreeAt: n.freeAt(p, now), Local: p.local.Load()}.encode()
+		}
+		due = append(due, s)
 	}
 	// Commands of at most stageCommandBytes, each part guarded by its owner.
 	for len(due) > 0 {
@@ -646,7 +684,9 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 			ref := s.p.ref
 			b.Guard(ownKey(ref.round, ref.id), s.p.owner)
 			b.Guard(doneKey(ref.round, ref.id), nil)
-			b.PutUser(resKey(ref.round, ref.id, c.id, s.seq), s.value)
+			if s.value != nil {
+				b.PutUser(resKey(ref.round, ref.id, c.id, s.p.seq), s.value)
+			}
 			if s.final {
 				b.PutUser(doneKey(ref.round, ref.id), s.done)
 			}
@@ -654,7 +694,7 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 		res, err := c.db.Apply(ctx, b)
 		if err == nil && res.Err == nil {
 			for _, s := range group {
-				release(s, true)
+				n.staged(s)
 			}
 			continue
 		}
@@ -664,31 +704,109 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 		if err != nil {
 			// The command may or may not have been applied: staging it
 			// again writes the same keys with the same values.
-			for _, s := range append(group, due...) {
-				release(s, false)
-			}
 			return fmt.Errorf("rounds: stage results: %w", err)
 		}
-		// A guard failed: some part moved away, or an earlier attempt
-		// of this very batch was applied. Sort it out part by part.
+		// A guard failed: some part moved away, or an earlier attempt of
+		// this very batch was applied. Sort it out part by part.
 		for _, s := range group {
 			ref := s.p.ref
-			v, err1 := c.st.User(resKey(ref.round, ref.id, c.id, s.seq))
-			cur, err2 := c.st.User(ownKey(ref.round, ref.id))
+			var applied bool
+			if s.value != nil {
+				v, _ := c.st.User(resKey(ref.round, ref.id, c.id, s.p.seq))
+				applied = bytes.Equal(v, s.value)
+			} else {
+				v, _ := c.st.User(doneKey(ref.round, ref.id))
+				applied = bytes.Equal(v, s.done)
+			}
+			cur, err := c.st.User(ownKey(ref.round, ref.id))
 			switch {
-			case err1 != nil || err2 != nil:
-				release(s, false)
-			case bytes.Equal(v, s.value):
-				release(s, true) // applied before
-			case !bytes.Equal(cur, s.p.owner):
+			case applied:
+				n.staged(s)
+			case err == nil && !bytes.Equal(cur, s.p.owner):
 				n.revoke(s.p)
-				release(s, false)
-			default:
-				release(s, false) // retried with the next pass
 			}
 		}
 	}
 	return nil
+}
+
+// staged records a part's batch as staged.
+func (n *nodeSide) staged(s *staged) {
+	p := s.p
+	p.acc = newStageAcc()
+	p.seq++
+	if !s.final {
+		return
+	}
+	p.mu.Lock()
+	p.done = true
+	late := p.results
+	p.results = nil
+	p.mu.Unlock()
+	n.requeue(late)
+}
+
+// requeue gives results that came for a part already done (sitemaps that
+// finished late) to another open part, or keeps them for the next one.
+func (n *nodeSide) requeue(results []*fetcher.Result) {
+	if len(results) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if q := n.openPartLocked(); q != nil && !q.local.Load() {
+		q.mu.Lock()
+		q.results = append(q.results, results...)
+		q.mu.Unlock()
+		return
+	}
+	for _, r := range results {
+		if r.Kind == fetcher.KindSitemap && len(n.orphans) < maxOrphans {
+			n.orphans = append(n.orphans, r)
+		}
+	}
+}
+
+// readPart reads a local part's results back from the round's fetch segment.
+func (n *nodeSide) readPart(p *nodePart) ([]*fetcher.Result, error) {
+	c := n.c
+	raw, err := c.st.User(partKey(p.ref.round, p.ref.id))
+	if err != nil {
+		return nil, fmt.Errorf("rounds: read part %s: %w", p.ref, err)
+	}
+	pp, err := decodePart(raw)
+	if err != nil {
+		return nil, fmt.Errorf("rounds: part %s: %w", p.ref, err)
+	}
+	urls := make(map[string]bool, len(pp.Entries))
+	for _, e := range pp.Entries {
+		urls[e.URL] = true
+	}
+	var out []*fetcher.Result
+	_, _, err = segment.Read(filepath.Join(c.roundDir(p.ref.round), fetchFile), func(rec []byte) error {
+		fr, err := decodeFetch(rec)
+		if err != nil {
+			return err
+		}
+		if fr.Kind == fetcher.KindSitemap || (fr.Kind == fetcher.KindPage && urls[fr.URL]) {
+			out = append(out, fr.result(p.ref.round))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("rounds: round %d: read fetch segment: %w", p.ref.round, err)
+	}
+	return out, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // freeAt is when this node would allow the next request to any of p's hosts.
@@ -708,20 +826,15 @@ func (n *nodeSide) freeAt(p *nodePart, now time.Time) time.Time {
 	return free
 }
 
-// mapResults is the map side of the update for results of part p: fetch
-// results to record, URLs to requeue, redirect chains, outlink credits
-// combined by URL, the virtual page's share, the outlinks of heavy pages
-// and the round's counters.
-func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatch, error) {
-	b := &stageBatch{}
-	credits := map[string]credit{}
-	var virtual opic.Sum
-	emit := func(url string, cr credit) {
-		if old, ok := credits[url]; ok {
-			cr = combineCredit(old, cr)
-		}
-		credits[url] = cr
-	}
+// mapResults is the map side of the update for results of part p, added to
+// acc: fetch results to record, URLs to requeue, redirect chains, outlink
+// credits combined by URL, the virtual page's share, the outlinks of heavy
+// pages and the round's counters.
+func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageAcc) error {
+	b := &acc.b
+	emit := acc.emit
+	round := p.ref.round
+	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links)
 	for _, res := range results {
 		b.Stats.count(res)
 		switch res.Kind {
@@ -734,7 +847,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatc
 			continue
 		}
 		op := store.FetchResult{URL: res.URL, Status: res.Status, HTTPStatus: uint16(min(max(res.HTTPStatus, 0), math.MaxUint16)),
-			At: res.FetchedAt, ContentFP: res.ContentFP, Round: p.ref.round}
+			At: res.FetchedAt, ContentFP: res.ContentFP, Round: round}
 		if !op.At.IsZero() {
 			op.At = time.UnixMilli(op.At.UnixMilli()).UTC()
 		}
@@ -744,7 +857,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatc
 			// failed so often that its URLs are given up like any other.
 			h, _, err := c.hosts.LoadHost(res.Host)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if int(h.Failures) < c.o.MaxRetries+hostGrace {
 				b.Requeues = append(b.Requeues, res.URL)
@@ -754,7 +867,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatc
 		if res.Retry {
 			rec, ok, err := c.st.Get(res.URL)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if !ok || int(rec.Retries)+1 < c.o.MaxRetries {
 				op.Retry = true
@@ -777,7 +890,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatc
 			// is already MaxRedirects long.
 			hops, err := c.redirectHops(res.URL)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if hops < c.o.MaxRedirects {
 				links = []string{res.RedirectTo}
@@ -792,17 +905,50 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result) (*stageBatc
 			damping = c.o.Damping
 			if len(links) > 0 && c.o.Revisits > 0 && res.Cash >= p.threshold {
 				b.Links = append(b.Links, linkOffer{URL: res.URL, Depth: res.Depth, Weight: res.Cash, Links: links})
+				for _, l := range links {
+					acc.size += len(l)
+				}
 			}
 		}
-		virtual.Add(distribute(emit, res.Cash, damping, links, res.Depth+1))
+		acc.virtual.Add(distribute(emit, res.Cash, damping, links, res.Depth+1))
 	}
-	b.Virtual = virtual.Value()
-	b.Credits = make([]target, 0, len(credits))
-	for u, cr := range credits {
+	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) - n0)
+	return nil
+}
+
+// stageAcc accumulates the map side of a part's results until it is staged.
+type stageAcc struct {
+	b       stageBatch
+	credits map[string]credit
+	virtual opic.Sum
+	size    int // approximate encoded bytes
+}
+
+func newStageAcc() *stageAcc { return &stageAcc{credits: map[string]credit{}} }
+
+func (a *stageAcc) emit(url string, cr credit) {
+	if old, ok := a.credits[url]; ok {
+		cr = combineCredit(old, cr)
+	} else {
+		a.size += len(url) + 12
+	}
+	a.credits[url] = cr
+}
+
+func (a *stageAcc) empty() bool {
+	return len(a.b.Ops) == 0 && len(a.b.Requeues) == 0 && len(a.credits) == 0 && a.b.Stats.Robots == 0
+}
+
+// batch returns the accumulated batch, its credits sorted by URL.
+func (a *stageAcc) batch() *stageBatch {
+	b := a.b
+	b.Virtual = a.virtual.Value()
+	b.Credits = make([]target, 0, len(a.credits))
+	for u, cr := range a.credits {
 		b.Credits = append(b.Credits, target{url: u, credit: cr})
 	}
 	slices.SortFunc(b.Credits, func(x, y target) int { return cmpString(x.url, y.url) })
-	return b, nil
+	return &b
 }
 
 func cmpString(a, b string) int {
@@ -928,8 +1074,10 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 }
 
 // reportLoop reports to the leader every ReportEvery, and pauses the
-// fetcher while no leader has taken a report for FailTimeout: by then the
-// leader may have given this node's parts to others.
+// fetcher while no leader has taken a report for half of FailTimeout: by
+// FailTimeout the leader may give this node's parts to others. It resumes
+// once a leader takes a report again and the replica has caught up with
+// it (the run loop's next watch then drops the parts moved away).
 func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 	c := n.c
 	t := time.NewTicker(c.o.ReportEvery)
@@ -937,11 +1085,12 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 	for {
 		r := n.report(f)
 		var err error
+		var reply ReportReply
 		if c.db.IsLeader() {
-			c.heard(r)
+			reply, err = c.heard(r)
 		} else if c.o.Report != nil {
 			rctx, cancel := context.WithTimeout(ctx, 2*c.o.ReportEvery)
-			err = c.o.Report(rctx, r)
+			reply, err = c.o.Report(rctx, r)
 			cancel()
 		} else {
 			err = errors.New("rounds: no way to reach the leader")
@@ -949,22 +1098,38 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 		now := c.o.Now()
 		if err == nil {
 			n.lastOK.Store(now.UnixNano())
-		}
-		cut := now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.FailTimeout
-		if p, ok := f.(pauser); ok && cut != n.paused.Load() && !n.draining.Load() {
-			n.paused.Store(cut)
-			p.Pause(cut)
-			if cut {
-				c.log.Warn("rounds: no leader took this node's report: fetching paused", "err", err)
-			} else {
-				c.log.Info("rounds: leader reached again: fetching resumed")
+			if n.paused.Load() {
+				n.resumeAt.Store(max(reply.Index, 1))
 			}
+		}
+		if p, ok := f.(pauser); ok && !n.paused.Load() && !n.draining.Load() && now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.FailTimeout/2 {
+			n.paused.Store(true)
+			n.resumeAt.Store(0)
+			p.Pause(true)
+			c.log.Warn("rounds: no leader took this node's report: fetching paused", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// maybeResume resumes a paused fetcher once the replica has applied what
+// the leader had when it took a report again; call it before a watch.
+func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
+	idx := n.resumeAt.Load()
+	if idx == 0 || !n.paused.Load() || n.c.st.AppliedIndex() < idx || n.draining.Load() {
+		return func() {}
+	}
+	return func() {
+		n.resumeAt.Store(0)
+		n.paused.Store(false)
+		if p, ok := f.(pauser); ok {
+			p.Pause(false)
+		}
+		n.c.log.Info("rounds: leader reached again: fetching resumed")
 	}
 }
 

@@ -38,6 +38,7 @@ const (
 const (
 	flagRetry     = 1 << 0
 	flagNoRequest = 1 << 1
+	flagTruncated = 1 << 2 // the record ends with the WARC-Truncated reason
 )
 
 func appendString(dst []byte, s string) []byte {
@@ -121,6 +122,9 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	if res.NoRequest {
 		flags |= flagNoRequest
 	}
+	if res.Truncated != "" {
+		flags |= flagTruncated
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(max(res.HTTPStatus, 0)))
 	dst = binary.AppendUvarint(dst, uint64(res.Depth))
@@ -140,6 +144,9 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(res.Links)))
 	for _, l := range res.Links {
 		dst = appendString(dst, l)
+	}
+	if res.Truncated != "" {
+		dst = appendString(dst, res.Truncated)
 	}
 	return dst
 }
@@ -162,6 +169,7 @@ type fetchRecord struct {
 	RedirectTo string
 	Err        string
 	Links      []string
+	Truncated  string // WARC-Truncated reason, if the body was cut
 }
 
 func decodeFetch(b []byte) (fetchRecord, error) {
@@ -191,6 +199,9 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	f.Links = make([]string, 0, n)
 	for range n {
 		f.Links = append(f.Links, r.str())
+	}
+	if flags&flagTruncated != 0 {
+		f.Truncated = r.str()
 	}
 	if r.err != nil || len(r.b) != 0 {
 		return f, fmt.Errorf("%w: fetch record of %.100q", errRecord, f.URL)

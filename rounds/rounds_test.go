@@ -24,6 +24,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Job: fetcher.Job{URL: "http://a.test/r", Host: "a.test"}, Status: store.StatusRedirect, HTTPStatus: 301, RedirectTo: "http://a.test/t"},
 		{Job: fetcher.Job{URL: "http://a.test/e", Host: "a.test"}, Status: store.StatusError, Retry: true, NoRequest: true, Err: "backing off"},
 		{Job: fetcher.Job{URL: "http://a.test/sitemap.xml", Host: "a.test"}, Kind: fetcher.KindSitemap, Links: []string{"http://a.test/o"}},
+		{Job: fetcher.Job{URL: "http://a.test/big", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, Truncated: "length"},
 	} {
 		f, err := decodeFetch(appendResult(nil, &res))
 		if err != nil {
@@ -38,7 +39,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if f.URL != want.URL || f.Kind != want.Kind || f.Status != want.Status || f.Retry != want.Retry || f.NoRequest != want.NoRequest ||
 			f.HTTPStatus != want.HTTPStatus || f.Depth != want.Depth || f.Cash != want.Cash || !f.At.Equal(want.At) ||
 			f.ContentFP != want.ContentFP || f.Bytes != want.Bytes || f.Wait != want.Wait || f.Host != want.Host ||
-			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) {
+			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) || f.Truncated != res.Truncated {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", f, want)
 		}
 		for i := range f.Links {

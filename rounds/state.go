@@ -138,3 +138,7 @@ func decodeJSON(b []byte, v any) error {
 	}
 	return nil
 }
+
+// ReadState reads the round state from a crawl database's store (for
+// checks on a stopped site).
+func ReadState(st *store.Store) (State, error) { return loadState(st) }

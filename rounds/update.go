@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/mapreduce"
 	"github.com/meridian-crawler/meridian/rounds/segment"
@@ -73,6 +75,8 @@ type updateTrailer struct {
 	Stats *stageStats `json:"stats,omitempty"`
 	// Staged is the size of the staged batches read, in bytes.
 	Staged int64 `json:"staged_bytes"`
+	// Budget counts, per host, the fetch results that use its page budget.
+	Budget map[string]int64 `json:"budget,omitempty"`
 }
 
 // update folds a fetched round into the crawl database: it prepares the
@@ -161,6 +165,15 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 		return RoundStats{}, err
 	}
 	c.mu.Lock()
+	if l := c.lead; l != nil {
+		l.mu.Lock()
+		for h, n := range tr.Budget {
+			if _, ok := l.fetched[h]; ok {
+				l.fetched[h] += n
+			}
+		}
+		l.mu.Unlock()
+	}
 	if d, ok := c.genDur[round]; ok {
 		st.GenerateSeconds = d.Seconds()
 		delete(c.genDur, round)
@@ -278,24 +291,31 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	var virtual, spent opic.Sum
 	var stats stageStats
 	var stagedBytes int64
+	budget := map[string]int64{}
 	seen := map[string]bool{} // a URL's result counts once
+	var mu sync.Mutex // fold's state, for the parallel map of local results
 	fold := func(b *stageBatch) error {
+		for _, t := range b.Credits {
+			if err := sh.Emit([]byte(t.url), t.credit); err != nil {
+				return err
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
 		for _, op := range b.Ops {
 			if !seen[op.URL] {
 				seen[op.URL] = true
 				fetchOps = append(fetchOps, op)
 				spent.Add(op.Spend)
+				if !op.Retry {
+					budget[hostOf(op.URL)]++
+				}
 			}
 		}
 		requeues = append(requeues, b.Requeues...)
 		hops = append(hops, b.Hops...)
 		for _, l := range b.Links {
 			c.links.offer(l.URL, l.Depth, l.Links, l.Weight)
-		}
-		for _, t := range b.Credits {
-			if err := sh.Emit([]byte(t.url), t.credit); err != nil {
-				return err
-			}
 		}
 		virtual.Add(b.Virtual)
 		stats.add(&b.Stats)
@@ -320,6 +340,12 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	if err != nil {
 		return fmt.Errorf("rounds: round %d: read staged results: %w", round, err)
 	}
+	if err := c.mapLocal(ctx, round, fold); err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
+	}
+	// A URL's result counts once: sort fetch results (the local ones come
+	// in no set order) so that the commands are the same on any leader.
+	slices.SortStableFunc(fetchOps, func(a, b store.FetchResult) int { return cmpString(a.URL, b.URL) })
 
 	parts := make([][]target, 16)
 	err = sh.Reduce(ctx, c.o.Workers, func(part int, key []byte, v credit) error {
@@ -403,7 +429,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 	}
 	tr, _ := json.Marshal(updateTrailer{Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
-		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes})
+		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget})
 	part := filepath.Join(dir, updateFile+".part")
 	os.Remove(part)
 	w, err := segment.Create(part)
@@ -538,3 +564,72 @@ func distribute(emit func(url string, cr credit), cash, d float64, links []strin
 	}
 	return damped + toVirtual
 }
+
+// mapLocal maps the results of the round's local parts (done by this node,
+// leading a site of one node) from its fetch segment, in parallel, and
+// folds them in.
+func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBatch) error) error {
+	urls := map[string]bool{}
+	local := false
+	err := c.st.UserScan(donePrefix(round), func(k string, v []byte) error {
+		var d partDone
+		if err := decodeJSON(v, &d); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		if !d.Local || d.Node != c.id {
+			return nil
+		}
+		id, err := partID(k)
+		if err != nil {
+			return err
+		}
+		raw, err := c.st.User(partKey(round, id))
+		if err != nil {
+			return err
+		}
+		pp, err := decodePart(raw)
+		if err != nil {
+			return fmt.Errorf("part %d: %w", id, err)
+		}
+		for _, e := range pp.Entries {
+			urls[e.URL] = true
+		}
+		local = true
+		return nil
+	})
+	if err != nil || !local {
+		return err
+	}
+	var chunks [][]*fetcher.Result
+	var cur []*fetcher.Result
+	_, _, err = segment.Read(filepath.Join(c.roundDir(round), fetchFile), func(rec []byte) error {
+		fr, err := decodeFetch(rec)
+		if err != nil {
+			return err
+		}
+		if fr.Kind == fetcher.KindSitemap || fr.Kind == fetcher.KindRobots || (fr.Kind == fetcher.KindPage && urls[fr.URL]) {
+			cur = append(cur, fr.result(round))
+			if len(cur) == mapChunk {
+				chunks, cur = append(chunks, cur), nil
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read fetch segment: %w", err)
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, cur)
+	}
+	p := &nodePart{ref: partRef{round: round}} // every page's outlinks are offered to the link store
+	return mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk []*fetcher.Result) error {
+		acc := newStageAcc()
+		if err := c.mapResults(p, chunk, acc); err != nil {
+			return err
+		}
+		return fold(acc.batch())
+	})
+}
+
+// mapChunk is how many results one map task of local results takes.
+const mapChunk = 512

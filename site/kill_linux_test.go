@@ -5,6 +5,7 @@ package site_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,15 @@ func TestMain(m *testing.M) {
 		}
 		ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer stop()
-		if err := site.Up(ctx, cfg, nil, nil); err != nil {
+		var log *slog.Logger
+		if p := os.Getenv(childLogEnv); p != "" {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err == nil {
+				defer f.Close()
+				log = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			}
+		}
+		if err := site.Up(ctx, cfg, log, nil); err != nil {
 			os.Stderr.WriteString("child: " + err.Error() + "\n")
 			os.Exit(1)
 		}
@@ -40,12 +49,22 @@ func TestMain(m *testing.M) {
 
 func startChild(t *testing.T, cfg site.Config) *exec.Cmd {
 	t.Helper()
+	return startChildLog(t, cfg, "")
+}
+
+// childLogEnv names the file a child logs to (info level).
+const childLogEnv = "MERIDIAN_SITE_TEST_LOG"
+
+// startChildLog starts a site in a child process, logging to logPath ("":
+// no log).
+func startChildLog(t *testing.T, cfg site.Config, logPath string) *exec.Cmd {
+	t.Helper()
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js), childLogEnv+"="+logPath)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

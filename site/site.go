@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -492,27 +493,31 @@ func (s *Site) Crawler() *rounds.Crawler { return s.crawler }
 func (s *Site) DB() *crawldb.DB { return s.db }
 
 // report sends a node report to the site's leader.
-func (s *Site) report(ctx context.Context, r rounds.NodeReport) error {
+func (s *Site) report(ctx context.Context, r rounds.NodeReport) (rounds.ReportReply, error) {
+	var reply rounds.ReportReply
 	addr, err := s.db.LeaderAPI()
 	if err != nil {
-		return err
+		return reply, err
 	}
 	body, _ := json.Marshal(r)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/site/report", strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/site/report", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return reply, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return err
+		return reply, err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("site: report to %s: %s", addr, resp.Status)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return reply, fmt.Errorf("site: report to %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
 	}
-	return nil
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&reply); err != nil {
+		return reply, fmt.Errorf("site: report to %s: %w", addr, err)
+	}
+	return reply, nil
 }
 
 // Run crawls until ctx is done, the site's crawl ends, or the node leaves

@@ -148,11 +148,13 @@ func (s *Site) handler() http.Handler {
 			http.Error(w, "site: report: want a JSON node report with an id", http.StatusBadRequest)
 			return
 		}
-		if err := s.crawler.Heard(rep); err != nil {
+		reply, err := s.crawler.Heard(rep)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
 			return
 		}
-		w.WriteHeader(http.StatusNoContent)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(reply)
 	}))
 	mux.HandleFunc("GET /site/nodes", ready(func(w http.ResponseWriter, r *http.Request) {
 		v := s.crawler.Nodes()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nlnwa/gowarc/v3"
 )
@@ -14,11 +15,33 @@ import (
 // Responses reads every WARC file in dir (complete ".warc.gz" files) and
 // returns the HTTP status of each response record, by target URI.
 func Responses(dir string) (map[string][]int, error) {
+	recs, err := ResponseRecords(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]int{}
+	for _, r := range recs {
+		out[r.URL] = append(out[r.URL], r.Status)
+	}
+	return out, nil
+}
+
+// Fetch is one response record of a WARC file.
+type Fetch struct {
+	URL    string
+	Status int
+	Date   time.Time // WARC-Date: when the response was received
+	File   string    // the WARC file's name (a node's files start with meridian-NODE-)
+}
+
+// ResponseRecords reads every WARC file in dir (complete ".warc.gz" files)
+// and returns their response records in file order.
+func ResponseRecords(dir string) ([]Fetch, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("crawlcheck: %w", err)
 	}
-	out := map[string][]int{}
+	var out []Fetch
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), ".warc.gz") {
 			continue
@@ -35,12 +58,12 @@ func Responses(dir string) (map[string][]int, error) {
 			}
 			wr := rec.WarcRecord
 			if wr.Type() == gowarc.Response {
-				status := 0
+				f := Fetch{URL: wr.WarcHeader().Get(gowarc.WarcTargetURI), File: e.Name()}
 				if ph, ok := wr.Block().(gowarc.ProtocolHeaderBlock); ok {
-					status = statusOf(ph.ProtocolHeaderBytes())
+					f.Status = statusOf(ph.ProtocolHeaderBytes())
 				}
-				u := wr.WarcHeader().Get(gowarc.WarcTargetURI)
-				out[u] = append(out[u], status)
+				f.Date, _ = time.Parse(time.RFC3339Nano, wr.WarcHeader().Get(gowarc.WarcDate))
+				out = append(out, f)
 			}
 			rec.Close()
 		}

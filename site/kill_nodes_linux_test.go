@@ -1,0 +1,224 @@
+//go:build linux
+
+package site_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// node is a site node running as a child process.
+type node struct {
+	name string
+	cfg  site.Config
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited; then err is set
+	err  error
+	log  string
+}
+
+func startNode(t *testing.T, cfg site.Config) *node {
+	t.Helper()
+	n := &node{name: cfg.Node, cfg: cfg, done: make(chan struct{}), log: filepath.Join(filepath.Dir(cfg.Data), cfg.Node+".log")}
+	n.cmd = startChildLog(t, cfg, n.log)
+	go func() { n.err = n.cmd.Wait(); close(n.done) }()
+	return n
+}
+
+func (n *node) kill(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-n.done
+}
+
+// status reads the node's /status (ok false if it does not answer).
+func (n *node) status(t *testing.T) (site.Status, bool) {
+	var st site.Status
+	in, err := site.ReadInfo(n.cfg.Data)
+	if err != nil || in.PID != n.cmd.Process.Pid {
+		return st, false
+	}
+	if err := getJSON(t, "http://"+in.Listen+"/status", &st); err != nil {
+		return st, false
+	}
+	return st, true
+}
+
+func (n *node) addr(t *testing.T) string {
+	t.Helper()
+	var a string
+	waitFor(t, 30*time.Second, n.name+" to answer", func() bool {
+		st, ok := n.status(t)
+		if ok {
+			in, _ := site.ReadInfo(n.cfg.Data)
+			a = in.Listen
+		}
+		return ok && st.Node == n.name
+	})
+	return a
+}
+
+func (n *node) tail(t *testing.T) {
+	b, _ := os.ReadFile(n.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	t.Logf("--- %s's log (tail):\n%s", n.name, b)
+}
+
+// TestNodesKilled crawls a realistic web with three nodes, each its own
+// process on real TCP. A follower is SIGKILLed mid-fetch: its parts go to
+// the others within 10 s; it restarts, rejoins and takes work again. Then
+// the leader is SIGKILLed mid-round: another node leads and finishes the
+// round; the old leader restarts and takes work again. The crawl ends on
+// every node by itself, with full coverage, no politeness breach, OPIC's
+// cash conserved after every round, and no URL fetched twice but those in
+// flight on the killed nodes.
+func TestNodesKilled(t *testing.T) {
+	w := startMultiWeb(t, 60, 16, 6, 33)
+	root := t.TempDir()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.NoSync = false
+	nodes := map[string]*node{}
+	defer func() {
+		for _, n := range nodes {
+			select {
+			case <-n.done:
+			default:
+				n.cmd.Process.Kill()
+				<-n.done
+			}
+		}
+		if t.Failed() {
+			for _, n := range nodes {
+				n.tail(t)
+			}
+		}
+	}()
+	nodes["n1"] = startNode(t, cfg1)
+	join := nodes["n1"].addr(t)
+	for _, name := range []string{"n2", "n3"} {
+		cfg := nodeConfig(t, w, root, name, join)
+		cfg.NoSync = false
+		nodes[name] = startNode(t, cfg)
+	}
+	leader := func() string {
+		for name, n := range nodes {
+			if st, ok := n.status(t); ok && st.Role == "leader" {
+				return name
+			}
+		}
+		return ""
+	}
+	// 1. A follower, mid-fetch.
+	var victim string
+	waitFor(t, 60*time.Second, "a follower fetching", func() bool {
+		for name, n := range nodes {
+			st, ok := n.status(t)
+			if ok && st.Role == "follower" && st.Rounds.Parts > 0 && st.Fetcher.InFlight > 0 && st.Fetcher.Done > 20 {
+				victim = name
+				return true
+			}
+		}
+		return false
+	})
+	killedAt := time.Now()
+	nodes[victim].kill(t)
+	kills := []kill{{victim, killedAt}}
+	var moved time.Time
+	waitFor(t, 30*time.Second, "the killed follower's parts to move", func() bool {
+		l := leader()
+		if l == "" {
+			return false
+		}
+		st, ok := nodes[l].status(t)
+		if !ok || st.Rounds.Replanned == "" {
+			return false
+		}
+		moved, _ = time.Parse("2006-01-02T15:04:05.000Z07:00", st.Rounds.Replanned)
+		return moved.After(killedAt)
+	})
+	t.Logf("follower %s killed; its parts moved %v later", victim, moved.Sub(killedAt).Round(time.Millisecond))
+	if d := moved.Sub(killedAt); d > 10*time.Second {
+		t.Errorf("the killed follower's parts moved after %v, want within 10 s", d)
+	}
+	cfg := nodes[victim].cfg
+	cfg.Join = ""
+	nodes[victim] = startNode(t, cfg)
+	waitFor(t, 60*time.Second, victim+" to take work again", func() bool {
+		st, ok := nodes[victim].status(t)
+		return ok && st.Fetcher.Done > 0
+	})
+
+	// 2. The leader, mid-round.
+	old := ""
+	var round uint64
+	waitFor(t, 60*time.Second, "the leader in a fetch phase", func() bool {
+		old = leader()
+		if old == "" {
+			return false
+		}
+		st, ok := nodes[old].status(t)
+		if ok && st.Phase == rounds.PhaseFetch && len(st.Rounds.Active) > 0 {
+			round = st.Rounds.Active[0].Round
+			return true
+		}
+		return false
+	})
+	kills = append(kills, kill{old, time.Now()})
+	nodes[old].kill(t)
+	t.Logf("leader %s killed in round %d", old, round)
+	waitFor(t, 60*time.Second, "a new leader to finish round "+itoa(round), func() bool {
+		for name, n := range nodes {
+			if name == old {
+				continue
+			}
+			if st, ok := n.status(t); ok && st.Role == "leader" && st.Rounds.Done >= round && !activeHas(st.Rounds.Active, round) {
+				return true
+			}
+		}
+		return false
+	})
+	cfg = nodes[old].cfg
+	cfg.Join = ""
+	nodes[old] = startNode(t, cfg)
+	waitFor(t, 60*time.Second, old+" to take work again", func() bool {
+		st, ok := nodes[old].status(t)
+		return ok && st.Fetcher.Done > 0
+	})
+
+	// Every node ends by itself.
+	for name, n := range nodes {
+		select {
+		case <-n.done:
+			if n.err != nil {
+				t.Fatalf("%s: %v", name, n.err)
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s did not end", name)
+		}
+	}
+	dirs := []string{filepath.Join(root, "n1"), filepath.Join(root, "n2"), filepath.Join(root, "n3")}
+	checkMultiCrawl(t, w, cfg1, dirs, kills)
+}
+
+func activeHas(as []rounds.Active, round uint64) bool {
+	for _, a := range as {
+		if a.Round == round {
+			return true
+		}
+	}
+	return false
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -1,0 +1,367 @@
+package site_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+// multiWeb is a websim for a site of several nodes: it runs in the test
+// (so it outlives any node), with a seeds file of every front page.
+type multiWeb struct {
+	sim   *websim.Server
+	seeds string
+	truth string
+}
+
+func startMultiWeb(t *testing.T, hosts, pages, ips int, seed uint64) *multiWeb {
+	t.Helper()
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "truth.jsonl")
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: hosts, Pages: pages, Seed: seed, IPs: ips, Profile: synth.Realistic},
+		DNSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", TruthPath: truth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	var b strings.Builder
+	for h := range sim.Web().Hosts() {
+		b.WriteString(sim.Web().FrontURL(h) + "\n")
+	}
+	seeds := filepath.Join(dir, "seeds.txt")
+	if err := os.WriteFile(seeds, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &multiWeb{sim: sim, seeds: seeds, truth: truth}
+}
+
+// nodeConfig is the configuration of node name of a test site crawling w.
+func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config {
+	cfg := site.DefaultConfig()
+	cfg.Region = "eu"
+	cfg.Node = name
+	cfg.Data = filepath.Join(root, name)
+	cfg.Join = join
+	cfg.Websim = "off"
+	if join == "" {
+		cfg.Seeds = w.seeds
+	}
+	cfg.DNS, cfg.AllowPrivate = w.sim.DNSAddr(), true
+	cfg.HostDelay, cfg.IPDelay, cfg.MaxCrawlDelay = 60*time.Millisecond, 10*time.Millisecond, 150*time.Millisecond
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Width, cfg.PerHost, cfg.Workers = 300, 4, 8
+	cfg.Progress = 0
+	cfg.Timeout = 3 * time.Second
+	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
+	cfg.FailTimeout = 1500 * time.Millisecond
+	cfg.CheckCash = true
+	return cfg
+}
+
+// kill is a node SIGKILLed at a time.
+type kill struct {
+	node string
+	at   time.Time
+}
+
+// checkMultiCrawl checks a finished crawl of w by the nodes in dirs:
+// coverage, robots, politeness in websim's statistics, URLs fetched twice
+// (only those a killed node had fetched and not yet staged when it was
+// killed: within rounds' stage interval, 2 s, before the kill), and OPIC's
+// invariant after every round and at the end.
+func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, kills []kill) {
+	t.Helper()
+	rep, err := crawlcheck.CheckData(context.Background(), dirs[0], w.truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("coverage %d/%d = %.4f; Spearman %.3f", rep.Coverage.Covered, rep.Coverage.Targets, rep.Coverage.Ratio, rep.Ranking.Spearman)
+	if rep.Coverage.Ratio < 0.99 || rep.Coverage.Targets < 100 {
+		t.Errorf("coverage %.4f of %d targets; missing e.g. %v", rep.Coverage.Ratio, rep.Coverage.Targets, rep.Coverage.Missing)
+	}
+	if rep.Coverage.Disallow != 0 {
+		t.Errorf("%d robots-disallowed URLs fetched", rep.Coverage.Disallow)
+	}
+	snap := w.sim.Stats().Snapshot()
+	if p := crawlcheck.Politeness(snap, cfg.HostDelay, cfg.IPDelay, crawlDelays(w.sim.Web(), cfg.MaxCrawlDelay)); len(p) > 0 {
+		t.Errorf("politeness breaches across the nodes: %v", p)
+	}
+	// Every node's WARC files, together.
+	byURL := map[string][]crawlcheck.Fetch{}
+	for _, d := range dirs {
+		recs, err := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			t.Errorf("node %s wrote no WARC responses", filepath.Base(d))
+		}
+		for _, r := range recs {
+			if r.Status >= 200 && r.Status < 300 {
+				byURL[r.URL] = append(byURL[r.URL], r)
+			}
+		}
+	}
+	twice, excused := 0, 0
+	for u, fs := range byURL {
+		if len(fs) < 2 {
+			continue
+		}
+		twice++
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Date.Before(fs[j].Date) })
+		first := fs[0]
+		ok := false
+		for _, k := range kills {
+			if strings.HasPrefix(first.File, "meridian-"+k.node+"-") && !first.Date.Before(k.at.Add(-4*time.Second)) && !first.Date.After(k.at.Add(time.Second)) {
+				ok = true
+			}
+		}
+		if ok {
+			excused++
+		} else if twice-excused <= 5 {
+			t.Errorf("%s fetched %d times (first %s by %s), not by a node killed within its stage interval", u, len(fs), first.Date.Format(time.TimeOnly), first.File)
+		}
+	}
+	t.Logf("%d URLs fetched twice with 2xx across the nodes, %d of them first by a node killed before it staged them", twice, excused)
+	// OPIC's invariant after every round, on whichever node led it.
+	seen := map[uint64]bool{}
+	for _, d := range dirs {
+		for _, l := range readRounds(t, d) {
+			seen[l.Round] = true
+			if l.CashError == nil {
+				t.Errorf("round %d (led by %s): no cash check", l.Round, l.Leader)
+			} else if math.Abs(*l.CashError) > 1e-9 {
+				t.Errorf("round %d (led by %s): cash off by %g of what was injected", l.Round, l.Leader, *l.CashError)
+			}
+		}
+	}
+	for r := uint64(1); r <= uint64(len(seen)); r++ {
+		if !seen[r] {
+			t.Errorf("round %d is in no node's rounds.jsonl (rounds %v)", r, keys(seen))
+		}
+	}
+	st, err := crawldb.OpenStore(filepath.Join(dirs[0], "crawldb"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	state, err := rounds.ReadState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state.Finished == nil || state.Finished.Reason != "exhausted" {
+		t.Errorf("the site's state does not say the crawl is exhausted: %+v", state.Finished)
+	}
+	checkConservation(t, st, rounds.Status{Virtual: state.Virtual, Injected: state.Injected, Spent: state.Spent})
+}
+
+func keys(m map[uint64]bool) []uint64 {
+	var out []uint64
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// TestNodesLeaveAndStop crawls with three nodes in this process: one
+// leaves the site mid-crawl, another is stopped (as by SIGTERM) and
+// started again. Nothing is lost: the crawl ends with full coverage, no
+// URL fetched twice and no politeness breach.
+func TestNodesLeaveAndStop(t *testing.T) {
+	w := startMultiWeb(t, 50, 12, 6, 21)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	type running struct {
+		s    *site.Site
+		stop context.CancelFunc
+		done chan error
+	}
+	start := func(cfg site.Config) *running {
+		t.Helper()
+		s, err := site.Start(ctx, cfg, nil)
+		if err != nil {
+			t.Fatalf("start %s: %v", cfg.Node, err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		r := &running{s: s, stop: stop, done: make(chan error, 1)}
+		go func() {
+			err := s.Run(rctx, nil)
+			if cerr := s.Close(); err == nil {
+				err = cerr
+			}
+			r.done <- err
+		}()
+		return r
+	}
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	n1 := start(cfg1)
+	n2 := start(nodeConfig(t, w, root, "n2", n1.s.Addr()))
+	cfg3 := nodeConfig(t, w, root, "n3", n1.s.Addr())
+	n3 := start(cfg3)
+
+	// Wait until n2 and n3 hold work, then take n2 out of the site.
+	waitFor(t, 60*time.Second, "n2 and n3 to hold parts", func() bool {
+		return n2.s.Crawler().Status().Parts > 0 && n3.s.Crawler().Status().Parts > 0
+	})
+	resp, err := http.Post("http://"+n2.s.Addr()+"/site/leave", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("leave: %s", resp.Status)
+	}
+	select {
+	case err := <-n2.done:
+		if err != nil {
+			t.Fatalf("n2 leaving: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("n2 did not leave")
+	}
+	in, err := site.ReadInfo(filepath.Join(root, "n2"))
+	if err != nil || !in.Left {
+		t.Fatalf("n2's site.json after leaving: %+v, %v", in, err)
+	}
+	if _, err := site.Start(ctx, nodeConfig(t, w, root, "n2", ""), nil); !errors.Is(err, site.ErrLeft) {
+		t.Errorf("starting a node that left: %v, want ErrLeft", err)
+	}
+
+	// Stop n3 (as SIGTERM does) while it holds work, and start it again.
+	waitFor(t, 60*time.Second, "n3 to hold parts", func() bool { return n3.s.Crawler().Status().Parts > 0 })
+	n3.stop()
+	if err := <-n3.done; err != nil {
+		t.Fatalf("n3 stopping: %v", err)
+	}
+	cfg3.Join = "" // it has its state: it restarts as a member
+	n3 = start(cfg3)
+
+	for _, r := range []*running{n1, n3} {
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Fatalf("%s: %v", r.s.Node(), err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the crawl did not end")
+		}
+	}
+	checkMultiCrawl(t, w, cfg1, []string{filepath.Join(root, "n1"), filepath.Join(root, "n2"), filepath.Join(root, "n3")}, nil)
+}
+
+// TestJoinRefused: a join to no site, a data directory of another region
+// and a node name the site has are refused with a clear error, and leave
+// nothing behind.
+func TestJoinRefused(t *testing.T) {
+	w := startMultiWeb(t, 4, 3, 2, 3)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n1, err := site.Start(ctx, nodeConfig(t, w, root, "n1", ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+
+	// Nobody listens at this address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	// A data directory of region "us".
+	usDir := filepath.Join(root, "us-node")
+	if err := os.MkdirAll(usDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(usDir, "site.json"), []byte(`{"region":"us","node":"u1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cfg  func() site.Config
+		want error
+		msg  string
+	}{
+		{"no site at the address", func() site.Config { return nodeConfig(t, w, root, "x1", dead) }, site.ErrNoSite, "no Meridian site answers"},
+		{"another region's data directory", func() site.Config {
+			c := nodeConfig(t, w, root, "u1", n1.Addr())
+			c.Data = usDir
+			return c
+		}, site.ErrWrongSite, `region "us", not "eu"`},
+		{"a site of another region", func() site.Config {
+			c := nodeConfig(t, w, root, "x2", n1.Addr())
+			c.Region = "us"
+			return c
+		}, site.ErrWrongSite, `is region "eu", not "us"`},
+		{"a name the site has", func() site.Config {
+			c := nodeConfig(t, w, root, "n1", n1.Addr())
+			c.Data = filepath.Join(root, "another-n1")
+			return c
+		}, site.ErrWrongSite, `already has a node named "n1"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg()
+			before := listDir(t, cfg.Data)
+			s, err := site.Start(ctx, cfg, nil)
+			if err == nil {
+				s.Close()
+				t.Fatal("started")
+			}
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("error %q, want %v with %q", err, c.want, c.msg)
+			}
+			if after := listDir(t, cfg.Data); after != before {
+				t.Fatalf("the data directory changed: %q → %q", before, after)
+			}
+		})
+	}
+	// The site still has its one node, and its name was not taken over.
+	m, err := n1.DB().Members()
+	if err != nil || len(m) != 1 || m["n1"] == "" {
+		t.Fatalf("members after the refused joins: %v, %v", m, err)
+	}
+}
+
+func listDir(t *testing.T, dir string) string {
+	t.Helper()
+	var names []string
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil {
+			names = append(names, fmt.Sprintf("%s:%d", p, info.Size()))
+		}
+		return nil
+	})
+	return strings.Join(names, ",")
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
