@@ -192,10 +192,10 @@ type Crawler struct {
 	// genDur is how long each round in flight took to generate (stats).
 	genDur map[uint64]time.Duration
 
-	hosts   *hostStore
-	links   *linkStore // outlinks of fetched pages for revisits (leader); nil → none
-	seenMu  sync.Mutex
-	seen    map[uint64]struct{} // content fingerprints fetched
+	hosts  *hostStore
+	links  *linkStore // outlinks of fetched pages for revisits (leader); nil → none
+	seenMu sync.Mutex
+	seen   map[uint64]struct{} // content fingerprints fetched
 
 	node *nodeSide
 

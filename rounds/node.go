@@ -79,7 +79,7 @@ type nodeSide struct {
 	paused   atomic.Bool
 	lastOK   atomic.Int64  // unix nanos of the last report the leader took
 	resumeAt atomic.Uint64 // paused: resume once the replica has applied this index
-	done     atomic.Int64 // page results this node fetched
+	done     atomic.Int64  // page results this node fetched
 	rate     rateMeter
 }
 

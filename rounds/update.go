@@ -293,7 +293,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	var stagedBytes int64
 	budget := map[string]int64{}
 	seen := map[string]bool{} // a URL's result counts once
-	var mu sync.Mutex // fold's state, for the parallel map of local results
+	var mu sync.Mutex         // fold's state, for the parallel map of local results
 	fold := func(b *stageBatch) error {
 		for _, t := range b.Credits {
 			if err := sh.Emit([]byte(t.url), t.credit); err != nil {
