@@ -80,6 +80,10 @@ func ReadInfo(data string) (Info, error) {
 }
 
 func writeInfo(data string, in Info) error {
+	// The PID alone, for `kill "$(cat DATA/site.pid)"`.
+	if err := os.WriteFile(filepath.Join(data, "site.pid"), fmt.Appendf(nil, "%d\n", in.PID), 0o644); err != nil {
+		return fmt.Errorf("site: write site.pid: %w", err)
+	}
 	b, _ := json.MarshalIndent(in, "", "  ")
 	tmp := InfoPath(data) + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {

@@ -81,6 +81,16 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 					return err
 				}
 			}
+			// A node restarted on its data directory keeps its region and
+			// its status address unless told otherwise.
+			if prev, err := site.ReadInfo(cfg.Data); err == nil {
+				if !fs.Changed("region") && prev.Region != "" {
+					cfg.Region = prev.Region
+				}
+				if !fs.Changed("listen") && prev.Listen != "" {
+					cfg.Listen = prev.Listen
+				}
+			}
 			cfg.WebsimSeed = uint64(websimSeed)
 			if (cfg.Seeds != "" || cfg.Join != "") && !fs.Changed("websim") {
 				cfg.Websim = "off" // given seeds, or joining a site: no in-vitro web of its own

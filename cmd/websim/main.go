@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -92,6 +93,7 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 		pageBytes int
 		truth     string
 		geoip     string
+		seedsOut  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -125,6 +127,17 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			web := srv.Web()
+			if seedsOut != "" {
+				var b strings.Builder
+				for h := range web.Hosts() {
+					b.WriteString(web.FrontURL(h))
+					b.WriteByte('\n')
+				}
+				if err := os.WriteFile(seedsOut, []byte(b.String()), 0o644); err != nil {
+					srv.Close()
+					return fmt.Errorf("--seeds-out: %w", err)
+				}
+			}
 			fmt.Fprintf(stdout, "websim: serving %d hosts (%s, seed %d) on %d addresses from %s, port %d; front page of host 0: %s at %s\n",
 				len(web.Hosts()), prof, seed, len(srv.IPs()), srv.IPs()[0], srv.Port(), web.FrontURL(0), web.Hosts()[0].IP)
 			return serveUntilSignal(cmd.Context(), stdout, srv, &c, start)
@@ -139,6 +152,7 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&pageBytes, "page-bytes", 10_000, "mean HTML page size in bytes")
 	f.StringVar(&truth, "truth", "", "write the ground truth (JSONL, one object per URL) to this file")
 	f.StringVar(&geoip, "geoip", "", "write a GeoIP2-City database of the hosts' addresses to this file")
+	f.StringVar(&seedsOut, "seeds-out", "", "write every host's front page URL to this file, one a line (a crawler's seeds)")
 	return cmd
 }
 
