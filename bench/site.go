@@ -961,18 +961,24 @@ func fetchSnapshot(ctx context.Context, admin string) (*websim.Snapshot, error) 
 // address delay and each host's robots crawl-delay (capped as the site
 // caps it).
 func (r *siteRun) politeness(res *SiteResult, snap *websim.Snapshot) {
+	res.Breaches, res.BreachSample = politenessBreaches(r.web, snap, r.cfg.HostDelay, r.cfg.IPDelay, r.cfg.MaxCrawlDelay)
+}
+
+// politenessBreaches counts the breaches in websim's statistics of web w
+// (each robots.txt violation counts) and lists up to maxBreachesKept.
+func politenessBreaches(w *synth.Web, snap *websim.Snapshot, hostDelay, ipDelay, maxCrawlDelay time.Duration) (int, []string) {
 	delays := map[string]time.Duration{}
-	for _, h := range r.web.Hosts() {
+	for _, h := range w.Hosts() {
 		if h.CrawlDelay > 0 {
-			delays[h.Name] = min(time.Duration(h.CrawlDelay)*time.Second, r.cfg.MaxCrawlDelay)
+			delays[h.Name] = min(time.Duration(h.CrawlDelay)*time.Second, maxCrawlDelay)
 		}
 	}
-	b := crawlcheck.Politeness(snap, r.cfg.HostDelay, r.cfg.IPDelay, func(host string) time.Duration { return delays[host] })
-	res.Breaches = len(b)
+	b := crawlcheck.Politeness(snap, hostDelay, ipDelay, func(host string) time.Duration { return delays[host] })
+	n := len(b)
 	if snap.RobotsViolationCount > 0 { // one line for them all: count each violation
-		res.Breaches += int(snap.RobotsViolationCount) - 1
+		n += int(snap.RobotsViolationCount) - 1
 	}
-	res.BreachSample = b[:min(len(b), maxBreachesKept)]
+	return n, b[:min(len(b), maxBreachesKept)]
 }
 
 // hostileReport lists the hosts with a hostile role: what websim saw of

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
@@ -16,6 +18,9 @@ import (
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
+
+// Every goroutine a crawler starts stops when Run returns and it is closed.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRecordRoundTrip(t *testing.T) {
 	for _, res := range []fetcher.Result{

@@ -62,4 +62,8 @@ echo "== crawling; status: $DIR/bin/site status --data $DIR/n1   websim: http://
 while pgrep -f -- "--data $DIR/n[123]( |\$)" >/dev/null || pgrep -f -- "--data $DIR/n[123]\$" >/dev/null; do sleep 1; done
 echo "== the crawl is over; checking it against websim's truth"
 go run ./cmd/bench check --data "$DIR/n1" --truth "$DIR/truth.jsonl"
-echo "== politeness as websim saw it: http://$ADMIN/_websim/stats (websim stops now)"
+# websim's view of politeness (per host and address: requests, least
+# interval between two, robots violations), kept before websim stops.
+if command -v curl >/dev/null; then
+	curl -s "http://$ADMIN/_websim/stats" >"$DIR/websim-stats.json" && echo "== websim's statistics: $DIR/websim-stats.json"
+fi

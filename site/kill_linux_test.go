@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
@@ -44,7 +46,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Every goroutine a site starts stops when it is closed.
+	goleak.VerifyTestMain(m)
 }
 
 func startChild(t *testing.T, cfg site.Config) *exec.Cmd {

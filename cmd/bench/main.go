@@ -5,6 +5,7 @@
 //	go run ./cmd/bench crawldb [--urls-small 1000000 --urls-large 10000000 --width 50000 --per-host 10,100 --writers 1,4,8]
 //	go run ./cmd/bench site [--hosts 10000 --rounds 10 --width 50000 --per-host 10 --host-delay 200ms --no-sync]
 //	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
+//	go run ./cmd/bench cluster [--hosts 10000 --rounds 10 --nodes 1,2,3 --kill-after 60s]
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 package main
@@ -41,7 +42,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|check|compare [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|check|compare [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -55,10 +56,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runSite(args[1:], stdout, stderr)
 	case "correctness":
 		return runCorrectness(args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(args[1:], stdout, stderr)
 	case "compare":
 		return runCompare(args[1:], stdout)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, check or compare)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, check or compare)", args[0])
 	}
 }
 
@@ -342,4 +345,93 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// clusterJSON is the one-line JSON result of bench cluster.
+type clusterJSON struct {
+	Benchmark string              `json:"benchmark"`
+	Profile   string              `json:"profile"`
+	Config    bench.ClusterConfig `json:"config"`
+	Result    bench.ClusterResult `json:"result"`
+	Commit    string              `json:"commit,omitempty"`
+	Load      [3]float64          `json:"load_average_start"`
+	LoadEnd   [3]float64          `json:"load_average_end"`
+	ElapsedS  float64             `json:"elapsed_s"`
+	NumCPU    int                 `json:"num_cpu"`
+	GoVersion string              `json:"go_version"`
+	Time      string              `json:"time"`
+	Error     string              `json:"error,omitempty"`
+}
+
+// runCluster is `bench cluster`: the same crawl by a site of 1, 2 and 3 nodes.
+func runCluster(args []string, stdout, stderr io.Writer) error {
+	cfg := bench.DefaultClusterConfig()
+	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Hosts, "hosts", cfg.Hosts, "websim hosts")
+	fs.IntVar(&cfg.Pages, "pages", cfg.Pages, "mean pages per host")
+	fs.IntVar(&cfg.PageBytes, "page-bytes", cfg.PageBytes, "mean HTML page size in bytes (0: websim's 10,000)")
+	fs.IntVar(&cfg.IPs, "ips", cfg.IPs, "loopback addresses the hosts are spread over")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "websim seed")
+	profile := fs.String("profile", cfg.Profile.String(), "websim profile: clean, realistic or hostile")
+	nodes := intList(cfg.Nodes)
+	fs.Var(&nodes, "nodes", "comma-separated numbers of nodes, one run each, in this order (default 1,2,3)")
+	fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "SIGKILL a follower this long after the first node is up, in runs of ≥ 3 nodes, and time the re-plan (0: none)")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "site up --rounds (0: until the crawl is exhausted)")
+	fs.IntVar(&cfg.Width, "width", cfg.Width, "site up --width: URLs per round")
+	fs.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "site up --per-host: URLs per host per round")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "site up --workers of every node: its concurrent fetches")
+	fs.DurationVar(&cfg.HostDelay, "host-delay", cfg.HostDelay, "site up --host-delay")
+	fs.DurationVar(&cfg.IPDelay, "ip-delay", cfg.IPDelay, "site up --ip-delay")
+	fs.DurationVar(&cfg.MaxCrawlDelay, "max-crawl-delay", cfg.MaxCrawlDelay, "site up --max-crawl-delay: robots Crawl-delay honoured up to this")
+	fs.BoolVar(&cfg.NoSync, "no-sync", cfg.NoSync, "site up --no-sync on every node: no fsync of the Raft log")
+	fs.DurationVar(&cfg.SampleEvery, "sample", cfg.SampleEvery, "interval of the /status, CPU and memory samples")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each run (its nodes are stopped with a fifth of it, at most 1m, left)")
+	siteFlags := fs.String("site-flags", "", "more `site up` flags for the first node, space-separated (e.g. \"--fail-timeout=2s\")")
+	fs.StringVar(&cfg.Dir, "dir", "", "where to make the run directory (default: the temporary directory)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (seeds, binaries, every node's data and log)")
+	fs.StringVar(&cfg.ModuleRoot, "module-root", "", "directory of Meridian's go.mod, where ./cmd/websim and ./cmd/site are built (default: found)")
+	fs.StringVar(&cfg.WebsimBinary, "websim-bin", "", "run this websim binary instead of building one")
+	fs.StringVar(&cfg.SiteBinary, "site-bin", "", "run this site binary instead of building one")
+	jsonPath := fs.String("json", "", "also write the JSON result to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	p, err := synth.ParseProfile(*profile)
+	if err != nil {
+		return fmt.Errorf("bench: --profile: %w", err)
+	}
+	cfg.Profile, cfg.Nodes, cfg.SiteFlags = p, nodes, strings.Fields(*siteFlags)
+	if cfg, err = cfg.WithDefaults(); err != nil {
+		return err
+	}
+	cfg.Progress = func(format string, args ...any) {
+		fmt.Fprintf(stderr, "  %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := clusterJSON{Benchmark: "cluster", Profile: p.String(), Commit: gitCommit(ctx, cfg.ModuleRoot), Load: loadAverage(),
+		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
+	fmt.Fprintf(stderr, "bench cluster: nodes %v, commit %s, load average %.2f %.2f %.2f\n", cfg.Nodes, out.Commit, out.Load[0], out.Load[1], out.Load[2])
+	start := time.Now()
+	res, err := bench.RunCluster(ctx, cfg)
+	if err != nil && len(res.Runs) == 0 {
+		return err
+	}
+	out.Config, out.Result, out.ElapsedS = cfg, res, time.Since(start).Seconds()
+	out.LoadEnd, out.Time = loadAverage(), time.Now().UTC().Format(time.RFC3339)
+	if err != nil {
+		out.Error = err.Error()
+	}
+	fmt.Fprint(stdout, res.Report(cfg))
+	fmt.Fprintf(stdout, "  load average %.2f %.2f %.2f at the start, %.2f %.2f %.2f at the end (%d CPUs); commit %s\n",
+		out.Load[0], out.Load[1], out.Load[2], out.LoadEnd[0], out.LoadEnd[1], out.LoadEnd[2], out.NumCPU, out.Commit)
+	if jerr := emitJSON(stdout, *jsonPath, out); jerr != nil {
+		return jerr
+	}
+	return err
 }
