@@ -53,6 +53,34 @@ func TestConfigFile(t *testing.T) {
 	if _, err := capture(t, "up", "--config", filepath.Join(dir, "missing.conf")); err == nil || !strings.Contains(err.Error(), "missing.conf") {
 		t.Errorf("missing config file: %v", err)
 	}
+	// A node of a site of several, from a file: its name, Raft address,
+	// the site to join, the failure timeout; joining turns websim off.
+	node := filepath.Join(dir, "node.conf")
+	os.WriteFile(node, []byte("node = eu-2\nraft = 127.0.0.1:7182\njoin = 127.0.0.1:7081\nfail-timeout = 5s\ncheck-cash = true\n"), 0o644)
+	cfg, err = capture(t, "up", "--config", node, "--data", filepath.Join(dir, "d2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Node != "eu-2" || cfg.Raft != "127.0.0.1:7182" || cfg.Join != "127.0.0.1:7081" || cfg.FailTimeout != 5*time.Second || !cfg.CheckCash || cfg.Websim != "off" {
+		t.Fatalf("node config %+v", cfg)
+	}
+}
+
+// TestLeaveCommand: `site leave` refuses a data directory with no node, and
+// a node that has left.
+func TestLeaveCommand(t *testing.T) {
+	dir := t.TempDir()
+	root := newRoot(io.Discard, io.Discard, nil)
+	root.SetArgs([]string{"leave", "--data", dir})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "no site state") {
+		t.Fatalf("leave of an empty directory: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "site.json"), []byte(`{"region":"eu","node":"n2","left":true}`), 0o644)
+	root = newRoot(io.Discard, io.Discard, nil)
+	root.SetArgs([]string{"leave", "--data", dir})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "already left") {
+		t.Fatalf("leave of a node that left: %v", err)
+	}
 }
 
 func TestSeedsTurnWebsimOff(t *testing.T) {
