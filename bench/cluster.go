@@ -206,13 +206,17 @@ type ClusterKill struct {
 	// AfterS: from the first node up; AtWindowS: from the first round's start.
 	AfterS    float64 `json:"after_s"`
 	AtWindowS float64 `json:"at_window_s"`
-	// Replanned is the leader's rounds.replanned seen first after the kill
-	// (its last part move: the dead node's parts move in one pass);
-	// ReplanS is it minus the kill time, -1 when no part moved. Moves is
-	// how many parts the leader moved after the kill.
-	Replanned string  `json:"replanned,omitempty"`
-	ReplanS   float64 `json:"replan_s"`
-	Moves     int     `json:"moves"`
+	// Replanned is the leader's rounds.replanned (the time of its latest
+	// part move) as first seen after the kill; ReplanS is it minus the
+	// kill time, -1 when no part moved. ReplanLastS is the same for the
+	// last value seen: later moves (a part of the dead node that the first
+	// pass did not move, or any other move) push it on. Moves is how many
+	// parts the leader moved after the kill.
+	Replanned     string  `json:"replanned,omitempty"`
+	ReplanS       float64 `json:"replan_s"`
+	ReplannedLast string  `json:"replanned_last,omitempty"`
+	ReplanLastS   float64 `json:"replan_last_s"`
+	Moves         int     `json:"moves"`
 }
 
 // ClusterRun is one configuration: a site of Nodes nodes crawling the web.
@@ -806,7 +810,7 @@ func (r *clusterRun) killOne(client *http.Client) {
 	<-victim.proc.exit
 	victim.exited = time.Now()
 	r.killed = &ClusterKill{Node: victim.name, Parts: vst.Rounds.Parts, Leader: leader,
-		AfterS: r.killAt.Sub(r.up).Seconds(), ReplanS: -1}
+		AfterS: r.killAt.Sub(r.up).Seconds(), ReplanS: -1, ReplanLastS: -1}
 	r.cfg.Progress("SIGKILLed %s (follower, %d parts, %d hosts) %.1fs after n1 was up; leader %s",
 		victim.name, vst.Rounds.Parts, vst.Rounds.Hosts, r.killed.AfterS, leader)
 }
@@ -823,16 +827,19 @@ func (r *clusterRun) watchReplan() {
 			r.replanBase, r.movesBase, r.killed.Leader = "", 0, nd.name
 		}
 		r.movesLast = st.Rounds.Moves
-		if r.killed.Replanned != "" || st.Rounds.Replanned == "" || st.Rounds.Replanned == r.replanBase {
+		k := r.killed
+		if st.Rounds.Replanned == "" || st.Rounds.Replanned == r.replanBase || st.Rounds.Replanned == k.ReplannedLast {
 			continue
 		}
 		at, err := time.Parse("2006-01-02T15:04:05.000Z07:00", st.Rounds.Replanned)
 		if err != nil || at.Before(r.killAt.Add(-time.Millisecond)) {
 			continue
 		}
-		r.killed.Replanned = st.Rounds.Replanned
-		r.killed.ReplanS = at.Sub(r.killAt).Seconds()
-		r.cfg.Progress("leader %s moved parts of %s %.2fs after the kill", nd.name, r.killed.Node, r.killed.ReplanS)
+		k.ReplannedLast, k.ReplanLastS = st.Rounds.Replanned, at.Sub(r.killAt).Seconds()
+		if k.Replanned == "" {
+			k.Replanned, k.ReplanS = k.ReplannedLast, k.ReplanLastS
+		}
+		r.cfg.Progress("leader %s moved parts %.2fs after the kill of %s (%d moves since)", nd.name, k.ReplanLastS, k.Node, st.Rounds.Moves-r.movesBase)
 	}
 }
 
@@ -1061,7 +1068,7 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 		if k := r.Kill; k != nil {
 			replan := "no part moved"
 			if k.ReplanS >= 0 {
-				replan = fmt.Sprintf("re-plan %.2fs after the kill (leader %s moved %d parts)", k.ReplanS, k.Leader, k.Moves)
+				replan = fmt.Sprintf("re-plan %.2fs after the kill, last move %.2fs after it (leader %s moved %d parts)", k.ReplanS, k.ReplanLastS, k.Leader, k.Moves)
 			}
 			p("  kill (%d nodes): %s SIGKILLed %.1fs after n1 was up (%.1fs into the window) holding %d parts; %s\n",
 				r.Nodes, k.Node, k.AfterS, k.AtWindowS, k.Parts, replan)

@@ -113,6 +113,13 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 	for _, h := range names {
 		if v, ok := l.last[h]; ok {
 			last[h] = v
+		}
+		for _, ip := range ips[h] { // an address another node fetched last is busy until its FreeAt
+			if v, ok := l.lastIP[ip]; ok && v.FreeAt.After(last[h].FreeAt) {
+				last[h] = v
+			}
+		}
+		if _, ok := last[h]; ok {
 			continue
 		}
 		// Fetched before, but not by a node this leader has heard of:

@@ -38,10 +38,11 @@ type leader struct {
 	mu      sync.Mutex
 	reports map[string]NodeReport
 
-	ips   map[string][]netip.Addr // host → addresses, for units by address
-	last  map[string]plan.Last    // host → node that fetched it last, and when it is free again
-	plans map[uint64]*roundPlan   // the parts of the rounds in flight
-	sent  []assignment            // parts given recently, not yet in their node's report
+	ips    map[string][]netip.Addr  // host → addresses, for units by address
+	last   map[string]plan.Last     // host → node that fetched it last, and when it is free again
+	lastIP map[netip.Addr]plan.Last // the same for addresses (units by address)
+	plans  map[uint64]*roundPlan    // the parts of the rounds in flight
+	sent   []assignment             // parts given recently, not yet in their node's report
 
 	// fetched is the page budget used per host, as of the updates applied:
 	// read from the crawl database the first time a host is generated in
@@ -204,7 +205,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), start: now, reports: map[string]NodeReport{},
-		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}}
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
 	b.PutUser(leaderKey, l.token)
@@ -642,9 +643,17 @@ func (l *leader) refreshRound(round uint64, rp *roundPlan) error {
 			return nil
 		}
 		p.done = true
+		last := plan.Last{Node: d.Node, FreeAt: d.FreeAt}
 		for _, h := range p.hosts {
 			if old, ok := l.last[h]; !ok || !d.FreeAt.Before(old.FreeAt) || old.Node == d.Node {
-				l.last[h] = plan.Last{Node: d.Node, FreeAt: d.FreeAt}
+				l.last[h] = last
+			}
+			// The addresses it was fetched at are busy until then too,
+			// for the hosts behind them that were not in this part.
+			for _, ip := range l.ips[h] {
+				if old, ok := l.lastIP[ip]; !ok || !d.FreeAt.Before(old.FreeAt) || old.Node == d.Node {
+					l.lastIP[ip] = last
+				}
 			}
 		}
 		return nil

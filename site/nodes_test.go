@@ -182,9 +182,9 @@ func keys(m map[uint64]bool) []uint64 {
 }
 
 // TestNodesLeaveAndStop crawls with three nodes in this process: one
-// leaves the site mid-crawl, another is stopped (as by SIGTERM) and
-// started again. Nothing is lost: the crawl ends with full coverage, no
-// URL fetched twice and no politeness breach.
+// leaves the site mid-crawl, a follower and then the leader are stopped (as
+// by SIGTERM) and started again. Nothing is lost: the crawl ends with full
+// coverage, no URL fetched twice and no politeness breach.
 func TestNodesLeaveAndStop(t *testing.T) {
 	w := startMultiWeb(t, 50, 12, 6, 21)
 	root := t.TempDir()
@@ -254,6 +254,19 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	}
 	cfg3.Join = "" // it has its state: it restarts as a member
 	n3 = start(cfg3)
+
+	// Stop the leader the same way: it hands the lead to n3 first.
+	waitFor(t, 60*time.Second, "n1 to lead and hold parts", func() bool {
+		st := n1.s.Crawler().Status()
+		return st.Leading && st.Parts > 0
+	})
+	n1.stop()
+	if err := <-n1.done; err != nil {
+		t.Fatalf("n1 stopping: %v", err)
+	}
+	waitFor(t, 30*time.Second, "n3 to lead", func() bool { return n3.s.Crawler().Status().Leading })
+	cfg1.Seeds = "" // seeded already
+	n1 = start(cfg1)
 
 	for _, r := range []*running{n1, n3} {
 		select {
