@@ -177,8 +177,9 @@ type ClusterNode struct {
 	Killed   bool   `json:"killed,omitempty"`
 	Stopped  bool   `json:"stopped,omitempty"`
 	// Pages is the node's fetcher.done at its last answered /status: the
-	// page jobs it answered.
-	Pages int64 `json:"pages"`
+	// page results it delivered, retried ones (Retries) included.
+	Pages   int64 `json:"pages"`
+	Retries int64 `json:"retries"`
 	// WindowCPUS is the node's CPU seconds over the measured window,
 	// interpolated between the samples (the last sample stands after the
 	// node exits); CPUS over its whole life (rusage). CPUPerPageUS is
@@ -259,7 +260,8 @@ type ClusterRun struct {
 	// rounds.jsonl (a leader change mid-update); the first is kept.
 	DuplicateRounds int          `json:"duplicate_rounds,omitempty"`
 	Kill            *ClusterKill `json:"kill,omitempty"`
-	StatusErrors    int          `json:"status_errors"` // /status samples of a running node that got no answer
+	KillNote        string       `json:"kill_note,omitempty"` // a kill was due in this run but did not happen
+	StatusErrors    int          `json:"status_errors"`       // /status samples of a running node that got no answer
 	Error           string       `json:"error,omitempty"`
 }
 
@@ -272,11 +274,16 @@ type ClusterTarget struct {
 
 // ClusterResult is what RunCluster measured.
 type ClusterResult struct {
-	Runs    []ClusterRun             `json:"runs"`
-	Websim  ProcStats                `json:"websim"`
-	Targets map[string]ClusterTarget `json:"targets"`
-	Dir     string                   `json:"dir,omitempty"` // the run directory, when kept
-	NumCPU  int                      `json:"num_cpu"`
+	Runs   []ClusterRun `json:"runs"`
+	Websim ProcStats    `json:"websim"`
+	// PrimedFlakyHosts: hosts whose robots.txt answers its first requests
+	// with 503 (synth.RobotsFlaky), asked for it that many times before
+	// the first run, so that every run sees the same web (websim keeps
+	// that count across a statistics reset).
+	PrimedFlakyHosts int                      `json:"primed_flaky_robots_hosts"`
+	Targets          map[string]ClusterTarget `json:"targets"`
+	Dir              string                   `json:"dir,omitempty"` // the run directory, when kept
+	NumCPU           int                      `json:"num_cpu"`
 }
 
 // RunCluster serves the web cfg describes with one websim and crawls it
@@ -322,6 +329,9 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterResult, error) {
 	res.Websim.PID = sr.sim.pid
 	seeds := filepath.Join(dir, "seeds.txt")
 	if err := writeSeeds(seeds, sr.web); err != nil {
+		return res, err
+	}
+	if res.PrimedFlakyHosts, err = primeFlakyRobots(ctx, sr.web); err != nil {
 		return res, err
 	}
 	var errs []error
@@ -495,15 +505,17 @@ func (r *clusterRun) run(ctx context.Context) (*ClusterRun, error) {
 	}
 	begin := time.Now()
 	r.grace = min(siteGrace, cfg.Timeout/5)
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
 	defer r.close()
 	if err := resetWebsimStats(ctx, r.sim.admin); err != nil {
 		return nil, err
 	}
 	r.samplePoint(time.Now()) // websim's CPU at the start
 	out := &ClusterRun{Nodes: r.n}
-	startErr := r.start(ctx)
+	// Starting is bounded by the run's timeout; the crawl stops its nodes
+	// with the grace left, and what follows is quick.
+	sctx, cancel := context.WithDeadline(ctx, begin.Add(cfg.Timeout))
+	startErr := r.start(sctx)
+	cancel()
 	ending := ""
 	if startErr == nil {
 		var err error
@@ -518,6 +530,9 @@ func (r *clusterRun) run(ctx context.Context) (*ClusterRun, error) {
 		ending = "failed"
 	}
 	r.samplePoint(time.Now())
+	if r.kill && r.killed == nil && startErr == nil {
+		out.KillNote = "no node was killed: the crawl ended before the kill was due, or no follower answered"
+	}
 	err := r.collect(ctx, out, ending)
 	if err != nil {
 		return out, err
@@ -826,7 +841,9 @@ func (r *clusterRun) watchReplan() {
 		if nd.name != r.killed.Leader { // a new leader: its own counters
 			r.replanBase, r.movesBase, r.killed.Leader = "", 0, nd.name
 		}
-		r.movesLast = st.Rounds.Moves
+		// A leader's status drops its moves when its lead ends (the crawl
+		// finished): the most seen stands.
+		r.movesLast = max(r.movesLast, st.Rounds.Moves)
 		k := r.killed
 		if st.Rounds.Replanned == "" || st.Rounds.Replanned == r.replanBase || st.Rounds.Replanned == k.ReplannedLast {
 			continue
@@ -935,7 +952,7 @@ func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string
 			cn.CPUS = (ps.UserTime() + ps.SystemTime()).Seconds()
 		}
 		if st := nd.last; st != nil {
-			cn.Role, cn.Pages = st.Role, st.Fetcher.Done
+			cn.Role, cn.Pages, cn.Retries = st.Role, st.Fetcher.Done, st.Fetcher.Retries
 			cn.RaftSent, cn.RaftReceived = st.Traffic.RaftSent, st.Traffic.RaftReceived
 			cn.APISent, cn.APIReceived = st.Traffic.APISent, st.Traffic.APIReceived
 		}
@@ -1003,6 +1020,64 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
+// primeFlakyRobots asks every RobotsFlaky host of w (served by websim) for
+// its robots.txt until it has answered synth.RobotsFailures times: websim
+// counts those failures per host for its whole life, and not statistics
+// reset, so without this only the first run would meet them. It returns
+// the number of such hosts.
+func primeFlakyRobots(ctx context.Context, w *synth.Web) (int, error) {
+	var hosts []synth.Host
+	for _, h := range w.Hosts() {
+		if h.Robots == synth.RobotsFlaky && h.Role == synth.RoleNone {
+			hosts = append(hosts, h)
+		}
+	}
+	port := w.Options().Port
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	get := func(h synth.Host) error {
+		for range synth.RobotsFailures {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.IP.String()+":"+strconv.Itoa(port)+"/robots.txt", nil)
+			if err != nil {
+				return err
+			}
+			req.Host = h.Name + ":" + strconv.Itoa(port)
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return fmt.Errorf("robots.txt of %s: %s, want 503", h.Name, resp.Status)
+			}
+		}
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, h := range hosts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() { // owner: primeFlakyRobots, which waits for it
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := get(h); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("bench: prime websim's flaky robots.txt hosts: %w", errors.Join(errs[:min(len(errs), 3)]...))
+	}
+	return len(hosts), nil
+}
+
 // resetWebsimStats clears websim's visitor statistics.
 func resetWebsimStats(ctx context.Context, admin string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -1046,7 +1121,7 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 			r.Nodes, r.Exit, len(r.Rounds), r.WindowS, r.Pages, r.PagesPerSec, rt, r.SiteCPUS, r.SiteCPUPerPageUS,
 			r.NodeBytesPerPage, r.StagedBytesPerPage, r.WebsimWindowCPUS, r.Breaches)
 	}
-	p("\n  nodes  node  roles seen        exit              pages  share   CPU s (window)  µs/page  CPU s (all)  peak RSS  raft sent  api sent   led rounds\n")
+	p("\n  nodes  node  roles seen                  exit                      pages  share   CPU s (window)  µs/page  CPU s (all)  peak RSS  raft sent  api sent   led rounds\n")
 	for _, r := range res.Runs {
 		var total int64
 		for _, n := range r.NodeList {
@@ -1057,13 +1132,15 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 			exit := n.Exit
 			if n.Killed {
 				exit += " (bench)"
+			} else if n.Stopped {
+				exit += " (stopped)"
 			}
-			p("  %5d  %-4s  %-16s  %-16s  %7d  %5.1f%%  %14.1f  %7.0f  %11.1f  %8s  %9s  %9s  %10d\n",
+			p("  %5d  %-4s  %-26s  %-24s  %7d  %5.1f%%  %14.1f  %7.0f  %11.1f  %8s  %9s  %9s  %10d\n",
 				r.Nodes, n.Name, role, exit, n.Pages, 100*ratio(float64(n.Pages), float64(total)), n.WindowCPUS, n.CPUPerPageUS,
 				n.CPUS, mib(n.PeakRSS), mibf(n.RaftSent), mibf(n.APISent), n.RoundsLed)
 		}
 	}
-	p("  (roles: in the node's /status samples, in order of first sight; pages: its fetcher.done at its last sample)\n")
+	p("  (roles: in the node's /status samples, in order of first sight; pages: its fetcher.done at its last sample, retries included)\n")
 	for _, r := range res.Runs {
 		if k := r.Kill; k != nil {
 			replan := "no part moved"
@@ -1072,6 +1149,9 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 			}
 			p("  kill (%d nodes): %s SIGKILLed %.1fs after n1 was up (%.1fs into the window) holding %d parts; %s\n",
 				r.Nodes, k.Node, k.AfterS, k.AtWindowS, k.Parts, replan)
+		}
+		if r.KillNote != "" {
+			p("  kill (%d nodes): %s\n", r.Nodes, r.KillNote)
 		}
 		if r.Error != "" {
 			p("  error (%d nodes): %s\n", r.Nodes, firstLine(r.Error))
@@ -1089,7 +1169,8 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 		}
 		p("  %d node(s): %s\n", r.Nodes, strings.Join(cells, " | "))
 	}
-	p("\n  websim       CPU %.1fs over all runs; peak RSS %s\n", res.Websim.CPUS, mib(res.Websim.PeakRSS))
+	p("\n  websim       CPU %.1fs over all runs; peak RSS %s; %d flaky robots.txt hosts primed before the first run (every run sees the same web)\n",
+		res.Websim.CPUS, mib(res.Websim.PeakRSS), res.PrimedFlakyHosts)
 	keys := make([]string, 0, len(res.Targets))
 	for k := range res.Targets {
 		keys = append(keys, k)

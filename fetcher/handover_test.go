@@ -530,3 +530,48 @@ func TestHandoverPauseMidCrawl(t *testing.T) {
 		t.Errorf("%d requests, want %d", got, n+1)
 	}
 }
+
+// TestHandoverFreshRobots: a host whose robots.txt is stored is not asked
+// for it again, unless a job says FreshRobots (its node died before the
+// sitemaps named there were kept); and a fetcher that fetched robots.txt
+// itself does not fetch it again for a later FreshRobots job.
+func TestHandoverFreshRobots(t *testing.T) {
+	s := startHoServer(t, nil)
+	stored := crawl.HostRecord{Robots: []byte("User-agent: *\nAllow: /\n"), RobotsStatus: 200, RobotsExpiry: time.Now().Add(time.Hour)}
+	hosts := newMemHosts()
+	hosts.m["a.test"], hosts.m["b.test"] = stored, stored
+	c := &hoResults{}
+	f, err := New(Options{Workers: 4, HostDelay: time.Millisecond, AllowPrivate: true, Resolver: s.res,
+		OnResult: c.onResult, Hosts: hosts, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHo(t, f)
+	f.Submit([]Job{{URL: s.url("a.test", "/1"), Host: "a.test"}, {URL: s.url("b.test", "/1"), Host: "b.test", FreshRobots: true}})
+	waitIdle(t, f, c, 2)
+	if s.saw("a.test", "/robots.txt") {
+		t.Error("a.test's stored robots.txt was fetched again without FreshRobots")
+	}
+	if !s.saw("b.test", "/robots.txt") {
+		t.Error("b.test's robots.txt was not fetched again for a FreshRobots job")
+	}
+	robots := func(host string) int {
+		n := 0
+		for _, a := range s.arrivals() {
+			if a.host == host && a.path == "/robots.txt" {
+				n++
+			}
+		}
+		return n
+	}
+	// b.test's robots.txt was fetched here: a later FreshRobots job does
+	// not fetch it a second time; a.test's still comes from the store.
+	f.Submit([]Job{{URL: s.url("b.test", "/2"), Host: "b.test", FreshRobots: true}, {URL: s.url("a.test", "/2"), Host: "a.test"}})
+	waitIdle(t, f, c, 4)
+	if n := robots("b.test"); n != 1 {
+		t.Errorf("b.test's robots.txt fetched %d times, want once", n)
+	}
+	if n := robots("a.test"); n != 0 {
+		t.Errorf("a.test's robots.txt fetched %d times, want never", n)
+	}
+}

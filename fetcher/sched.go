@@ -83,6 +83,9 @@ type host struct {
 	rec      crawl.HostRecord
 	loaded   bool           // setup ran once
 	policy   *robots.Policy // nil: robots.txt not known yet
+	// robotsHere: this fetcher fetched the host's robots.txt itself;
+	// freshRobots: a job asked for it to be fetched again (Job.FreshRobots).
+	robotsHere, freshRobots bool
 
 	robotsURL  string // robots.txt URL after redirects; "" → origin + "/robots.txt"
 	robotsHops int
@@ -198,6 +201,9 @@ func (s *scheduler) takeSubmitted() {
 		h.lastUsed = now
 		if j.NotBefore.After(h.next) {
 			h.next = j.NotBefore
+		}
+		if j.FreshRobots && !h.robotsHere && !h.freshRobots {
+			h.freshRobots, h.policy = true, nil
 		}
 		if h.policy != nil && !s.needsRobots(h, now) && !h.policy.Allowed(urlnorm.PathQuery(j.URL)) {
 			s.answer(*j, crawl.StatusRobotsDenied, false, "", now)
@@ -514,7 +520,7 @@ func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
 		h.loaded = true
 		if t.recOK {
 			h.rec = t.rec
-			if t.policy != nil {
+			if t.policy != nil && !h.freshRobots {
 				h.policy = t.policy
 				h.delay = s.hostDelay(h.rec.CrawlDelay)
 				s.f.c.robotsDB.Add(1)
@@ -585,6 +591,7 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 		return
 	}
 	h.policy = p
+	h.robotsHere, h.freshRobots = true, false
 	h.rec.Robots, h.rec.RobotsExpiry, h.rec.CrawlDelay = t.body, now.Add(s.o.RobotsTTL), p.CrawlDelay()
 	h.rec.Failures, h.rec.BackoffUntil = 0, time.Time{}
 	h.delay = s.hostDelay(p.CrawlDelay())

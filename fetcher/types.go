@@ -27,6 +27,11 @@ type Job struct {
 	// NotBefore, if set, is the earliest start of any request to the job's
 	// host (the host was fetched by another node until shortly before).
 	NotBefore time.Time
+	// FreshRobots asks for the host's robots.txt (and so its sitemaps) to
+	// be fetched again rather than taken from the HostStore, unless this
+	// fetcher fetched it itself: the node that stored it may have died
+	// before the URLs of its sitemaps were kept.
+	FreshRobots bool
 }
 
 // Kind says what a Result is about.

@@ -78,6 +78,10 @@ type partOwner struct {
 	// NotBefore: the part's hosts may not be fetched before this (the node
 	// that held them last would have allowed its next request then).
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Lost: the part moved from a node that died; what that node fetched
+	// and had not staged is lost, its hosts' sitemaps included, so their
+	// robots.txt is fetched again.
+	Lost bool `json:"lost,omitempty"`
 }
 
 func (o partOwner) encode() []byte {

@@ -679,9 +679,9 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 		lastSeen[n.ID] = l.det.LastSeen(n.ID)
 	}
 	reports := l.reports
-	takes := map[string]bool{}
+	takes, alive := map[string]bool{}, map[string]bool{}
 	for _, n := range nodes {
-		takes[n.ID] = n.TakesWork()
+		takes[n.ID], alive[n.ID] = n.TakesWork(), n.Alive
 	}
 	for round, rp := range l.plans {
 		for _, p := range rp.parts {
@@ -723,7 +723,20 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 	moves := plan.Reassign(held, nodes, lastSeen, ips)
 	for _, m := range moves {
 		p := l.plans[m.Round].parts[m.ID]
-		o := partOwner{Node: m.To, Gen: p.owner.Gen + 1, NotBefore: m.NotBefore}
+		// A host of the part that another node fetched since (a part of
+		// another round, moved or done meanwhile) is busy until that
+		// node's free time too.
+		for _, h := range p.hosts {
+			if v, ok := l.last[h]; ok && v.Node != m.To && v.FreeAt.After(m.NotBefore) {
+				m.NotBefore = v.FreeAt
+			}
+			for _, ip := range ips[h] {
+				if v, ok := l.lastIP[ip]; ok && v.Node != m.To && v.FreeAt.After(m.NotBefore) {
+					m.NotBefore = v.FreeAt
+				}
+			}
+		}
+		o := partOwner{Node: m.To, Gen: p.owner.Gen + 1, NotBefore: m.NotBefore, Lost: !alive[m.From] || p.owner.Lost}
 		b := c.newBatch()
 		b.Guard(doneKey(m.Round, m.ID), nil)
 		b.Guard(ownKey(m.Round, m.ID), p.ownerRaw)

@@ -465,7 +465,8 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 		if want[e.URL] == nil {
 			continue
 		}
-		jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: ref.round, Part: uint32(ref.id), Depth: e.Depth, Cash: e.Cash, NotBefore: notBefore[e.Host]})
+		jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: ref.round, Part: uint32(ref.id), Depth: e.Depth, Cash: e.Cash,
+			NotBefore: notBefore[e.Host], FreshRobots: o.Lost})
 	}
 	p.pending.Store(int64(len(jobs)))
 	if len(jobs) == 0 {
@@ -1157,45 +1158,53 @@ func (m *rateMeter) observe(now time.Time, count int64) float64 {
 }
 
 // Drain stops this node's share of the site cleanly: it takes no new part,
-// pauses its fetcher, waits (up to wait) for the requests in flight, stages
+// pauses its fetcher, waits (up to 5 s) for the requests in flight, stages
 // every result it has and reports when its parts' hosts are free, so the
-// leader gives them to other nodes at once; then it waits until they are
-// gone (or wait is up).
-func (c *Crawler) Drain(ctx context.Context, f Fetcher, wait time.Duration) error {
+// leader gives them to other nodes at once; then it waits (up to twice the
+// fail timeout) until they are gone. It gives up waiting when no leader
+// takes its reports (the whole site is stopping): its parts then move when
+// a leader finds it dead, and what it staged is kept.
+func (c *Crawler) Drain(ctx context.Context, f Fetcher) error {
 	n := c.node
 	n.draining.Store(true)
 	if p, ok := f.(pauser); ok {
 		p.Pause(true)
 	}
-	deadline := c.o.Now().Add(wait)
+	deadline := c.o.Now().Add(5 * time.Second)
 	for f.Stats().InFlight > 0 && c.o.Now().Before(deadline) {
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
+	deadline = c.o.Now().Add(2 * c.o.FailTimeout)
 	for {
 		err := n.stage(ctx, true)
 		if err == nil && n.unstaged() == 0 {
 			break
 		}
 		if c.o.Now().After(deadline) {
-			return fmt.Errorf("rounds: drain: results not staged after %v: %v", wait, err)
+			return fmt.Errorf("rounds: drain: results not staged in time: %v", err)
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
+	deadline = c.o.Now().Add(2 * c.o.FailTimeout)
 	for c.o.Now().Before(deadline) {
 		r := n.report(f)
+		var err error
 		if c.db.IsLeader() {
-			c.heard(r)
+			_, err = c.heard(r)
 		} else if c.o.Report != nil {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			c.o.Report(rctx, r)
+			_, err = c.o.Report(rctx, r)
 			cancel()
 		}
 		if r.Parts == 0 {
 			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("rounds: drain: no leader takes this node's report: %w", err)
 		}
 		if err := n.watch(ctx, f); err != nil {
 			var fin finished
@@ -1208,7 +1217,7 @@ func (c *Crawler) Drain(ctx context.Context, f Fetcher, wait time.Duration) erro
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("rounds: drain: parts still held after %v", wait)
+	return fmt.Errorf("rounds: drain: parts still held after %v", 2*c.o.FailTimeout)
 }
 
 func (n *nodeSide) unstaged() int {

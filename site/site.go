@@ -589,7 +589,7 @@ func (s *Site) handOff(leaving bool) error {
 			s.log.Warn("site: hand the lead over", "err", err)
 		}
 	}
-	if err := s.crawler.Drain(ctx, s.fetch, 20*time.Second); err != nil {
+	if err := s.crawler.Drain(ctx, s.fetch); err != nil {
 		s.log.Warn("site: drain", "err", err)
 	}
 	if !leaving {
