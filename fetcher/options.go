@@ -76,11 +76,13 @@ type Options struct {
 	// jobs decided without a request), so it must be quick and must not wait
 	// for the Fetcher. The Result belongs to the callee.
 	OnResult func(*Result)
-	// Skip, if set, is asked before a job's request starts; true drops the
-	// job: it is answered without a request (Retry, NoRequest) and its
-	// caller is expected to ignore that answer (the job's work moved to
-	// another node). It is called from the scheduler goroutine and must be
-	// quick.
+	// Skip, if set, is asked before a job's request starts, and before its
+	// host's setup or robots.txt request; true drops the job: it is
+	// answered without a request (Retry, NoRequest) and its caller is
+	// expected to ignore that answer (the job's work moved to another
+	// node). A host whose jobs are all dropped gets no request. It is
+	// called from the scheduler goroutine, possibly several times per job,
+	// and must be quick.
 	Skip func(*Job) bool
 	// Logger receives debug and warning messages. nil → discard.
 	Logger *slog.Logger

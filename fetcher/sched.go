@@ -332,6 +332,21 @@ func (s *scheduler) dispatch(now time.Time) {
 // nextTask returns the next task of a ready host, or nil if it has no work
 // left (jobs that robots.txt denies are answered on the way).
 func (s *scheduler) nextTask(h *host, now time.Time) *task {
+	if s.o.Skip != nil && (s.needsSetup(h, now) || s.needsRobots(h, now)) {
+		// Jobs the caller dropped must not cost the host a request, not
+		// even robots.txt: their host may be another node's by now.
+		h.jobs.filter(func(j *Job) bool {
+			if s.o.Skip(j) {
+				s.answer(*j, crawl.StatusError, true, "fetcher: job dropped by its caller", now)
+				return false
+			}
+			return true
+		})
+		if h.jobs.len() == 0 && len(h.sitemaps) == 0 {
+			h.jobs.release()
+			return nil
+		}
+	}
 	if s.needsSetup(h, now) {
 		t := s.newTask(taskSetup, h)
 		t.load = !h.loaded

@@ -16,7 +16,10 @@ import (
 //	r/<round>/part/<id>       a part's URLs (encodePart)
 //	r/<round>/own/<id>        the part's owner (partOwner): the guard of its stage commands
 //	r/<round>/done/<id>       the part is fetched (partDone)
-//	r/<round>/res/<id>/<node>/<seq>   a staged batch of the part's results (stageBatch)
+//	r/<round>/res/<id>/<taker>/<seq>  a staged batch of the part's results (stageBatch);
+//	                          taker names the node and its take of the part (a
+//	                          node that takes a part again never writes over
+//	                          what it staged before)
 //	r/<round>/rev             the update's revisits, staged before any update command
 //
 // Round numbers and part ids are zero-padded so that keys sort by them.
@@ -38,8 +41,8 @@ func resPrefix(round uint64) string { return roundPrefix(round) + "res/" }
 func resPartPrefix(round uint64, id int) string {
 	return fmt.Sprintf("%s%06d/", resPrefix(round), id)
 }
-func resKey(round uint64, id int, node string, seq uint64) string {
-	return fmt.Sprintf("%s%s/%09d", resPartPrefix(round, id), node, seq)
+func resKey(round uint64, id int, taker string, seq uint64) string {
+	return fmt.Sprintf("%s%s/%09d", resPartPrefix(round, id), taker, seq)
 }
 func revKey(round uint64) string { return roundPrefix(round) + "rev" }
 

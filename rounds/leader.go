@@ -439,7 +439,7 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 	for id := range members {
 		n := plan.Node{ID: id, Alive: l.det.Alive(id, now)}
 		if r, ok := l.reports[id]; ok {
-			n.Draining = r.Draining
+			n.Draining, n.Keeps = r.Draining, r.Draining && !r.HandedBack
 			n.Load = int(r.Queued + r.InFlight)
 		}
 		out = append(out, n)
@@ -689,12 +689,17 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 				continue
 			}
 			h := plan.Held{Round: round, ID: p.id, Node: p.owner.Node, Hosts: p.hosts, URLs: p.urls}
-			if r, ok := reports[p.owner.Node]; ok && r.Draining {
-				if t, ok := r.FreeAt[partRef{round, p.id}.String()]; ok {
-					h.FreeAt = t
-				} else if !takes[p.owner.Node] {
-					continue // draining, but not yet reporting its parts' free times
+			if r, ok := reports[p.owner.Node]; ok && r.Draining && alive[p.owner.Node] && r.HandedBack {
+				// From the part's free time; a part it never took may
+				// share hosts with one it fetched: the latest of them.
+				t, ok := r.FreeAt[partRef{round, p.id}.String()]
+				if !ok {
+					t = r.At
+					for _, f := range r.FreeAt {
+						t = later(t, f)
+					}
 				}
+				h.FreeAt = t
 			}
 			held = append(held, h)
 		}
@@ -879,4 +884,11 @@ func (c *Crawler) setPhase(p Phase) {
 	c.mu.Lock()
 	c.phase = p
 	c.mu.Unlock()
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -53,13 +53,13 @@ type nodePart struct {
 
 	mu       sync.Mutex
 	results  []*fetcher.Result // not mapped yet
-	lastEnd  map[string]time.Time
-	complete bool // every job has a result
+	complete bool              // every job has a result
 	done     bool // its done marker is staged
 
 	// Owned by the stage pass (stageMu):
 	acc      *stageAcc // mapped and combined, not staged yet
 	accSince time.Time // when acc got its oldest results
+	taker    string    // this node and this take of the part: its batches' keys
 	seq      uint64    // next staged batch number
 }
 
@@ -71,12 +71,14 @@ type nodeSide struct {
 
 	mu       sync.Mutex
 	parts    map[partRef]*nodePart
+	lastEnd  map[string]time.Time // host → when its last request here ended (any part, robots.txt and sitemaps too)
 	wal      map[uint64]*segment.Writer
 	recover  map[uint64]bool   // rounds whose write-ahead segment was read at this start
 	orphans  []*fetcher.Result // sitemap results that came with no part open
 	failed   error             // a write-ahead segment write failed
-	draining atomic.Bool
-	paused   atomic.Bool
+	draining   atomic.Bool
+	handedBack atomic.Bool // draining, and every result staged (see NodeReport)
+	paused     atomic.Bool
 	lastOK   atomic.Int64  // unix nanos of the last report the leader took
 	resumeAt atomic.Uint64 // paused: resume once the replica has applied this index
 	done     atomic.Int64  // page results this node fetched
@@ -84,7 +86,8 @@ type nodeSide struct {
 }
 
 func newNodeSide(c *Crawler) *nodeSide {
-	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{}}
+	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},
+		lastEnd: map[string]time.Time{}}
 	n.lastOK.Store(c.o.Now().UnixNano())
 	return n
 }
@@ -115,7 +118,11 @@ const maxOrphans = 10_000
 // is called from fetch workers.
 func (c *Crawler) OnResult(res *fetcher.Result) {
 	n := c.node
+	now := c.o.Now()
 	n.mu.Lock()
+	if res.Host != "" && !res.NoRequest {
+		n.lastEnd[res.Host] = now
+	}
 	p := n.parts[partRef{res.Round, int(res.Part)}]
 	if res.Kind != fetcher.KindPage && (p == nil || p.revoked.Load() || p.isDone()) {
 		// A robots.txt or sitemap fetch can finish after the part that
@@ -146,13 +153,9 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 			return
 		}
 	}
-	now := c.o.Now()
 	p.mu.Lock()
 	if !p.local.Load() {
 		p.results = append(p.results, res)
-	}
-	if res.Host != "" {
-		p.lastEnd[res.Host] = now
 	}
 	complete := false
 	if res.Kind == fetcher.KindPage && p.pending.Add(-1) == 0 {
@@ -341,8 +344,16 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 			}
 		}
 	}
-	// Forget the parts and segments of retired rounds.
+	// Forget the parts and segments of retired rounds, and request ends
+	// long past any delay.
 	n.mu.Lock()
+	if len(n.lastEnd) > 4096 {
+		for h, t := range n.lastEnd {
+			if c.o.Now().Sub(t) > time.Minute+c.o.MaxCrawlDelay {
+				delete(n.lastEnd, h)
+			}
+		}
+	}
 	for ref := range n.parts {
 		if !live[ref.round] {
 			delete(n.parts, ref)
@@ -417,7 +428,8 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	if err != nil {
 		return fmt.Errorf("rounds: read staged results of part %s: %w", ref, err)
 	}
-	p := &nodePart{ref: ref, owner: owner, threshold: head.LinkThreshold, lastEnd: map[string]time.Time{}}
+	p := &nodePart{ref: ref, owner: owner, threshold: head.LinkThreshold,
+		taker: fmt.Sprintf("%s-%x", c.id, time.Now().UnixNano())}
 	p.local.Store(n.alone())
 	want := map[string]*genEntry{}
 	for i := range pp.Entries {
@@ -686,7 +698,7 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 			b.Guard(ownKey(ref.round, ref.id), s.p.owner)
 			b.Guard(doneKey(ref.round, ref.id), nil)
 			if s.value != nil {
-				b.PutUser(resKey(ref.round, ref.id, c.id, s.p.seq), s.value)
+				b.PutUser(resKey(ref.round, ref.id, s.p.taker, s.p.seq), s.value)
 			}
 			if s.final {
 				b.PutUser(doneKey(ref.round, ref.id), s.done)
@@ -713,7 +725,7 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 			ref := s.p.ref
 			var applied bool
 			if s.value != nil {
-				v, _ := c.st.User(resKey(ref.round, ref.id, c.id, s.p.seq))
+				v, _ := c.st.User(resKey(ref.round, ref.id, s.p.taker, s.p.seq))
 				applied = bytes.Equal(v, s.value)
 			} else {
 				v, _ := c.st.User(doneKey(ref.round, ref.id))
@@ -810,14 +822,18 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// freeAt is when this node would allow the next request to any of p's hosts.
+// freeAt is when this node would allow the next request to any of p's
+// hosts: the end of its last request to each (for any part, robots.txt
+// and sitemaps included) plus the host's delay.
 func (n *nodeSide) freeAt(p *nodePart, now time.Time) time.Time {
-	p.mu.Lock()
-	ends := make(map[string]time.Time, len(p.lastEnd))
-	for h, t := range p.lastEnd {
-		ends[h] = t
+	n.mu.Lock()
+	ends := make(map[string]time.Time, len(p.hosts))
+	for _, h := range p.hosts {
+		if t, ok := n.lastEnd[h]; ok {
+			ends[h] = t
+		}
 	}
-	p.mu.Unlock()
+	n.mu.Unlock()
 	free := now
 	for h, t := range ends {
 		if f := t.Add(n.c.hostDelay(h)); f.After(free) {
@@ -1033,9 +1049,12 @@ type NodeReport struct {
 	Hosts    int       `json:"hosts"`    // hosts of the parts held
 	Unstaged int       `json:"unstaged"` // results not staged yet
 	Draining bool      `json:"draining,omitempty"`
-	// FreeAt, when draining: per part ("round/id") when its hosts may be
-	// fetched by another node.
-	FreeAt map[string]time.Time `json:"free_at,omitempty"`
+	// HandedBack: draining, the node has staged every result it had and
+	// starts no request: its parts may go to other nodes, each from its
+	// FreeAt (per part, "round/id": when its hosts may be fetched by
+	// another node).
+	HandedBack bool                 `json:"handed_back,omitempty"`
+	FreeAt     map[string]time.Time `json:"free_at,omitempty"`
 }
 
 // report builds this node's report.
@@ -1043,7 +1062,7 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 	c := n.c
 	now := c.o.Now()
 	st := f.Stats()
-	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load()}
+	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load(), HandedBack: n.handedBack.Load()}
 	r.Rate = n.rate.observe(now, r.Done)
 	n.mu.Lock()
 	parts := make([]*nodePart, 0, len(n.parts))
@@ -1064,7 +1083,7 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 		}
 		r.Parts++
 		r.Hosts += len(p.hosts)
-		if r.Draining {
+		if r.HandedBack {
 			if r.FreeAt == nil {
 				r.FreeAt = map[string]time.Time{}
 			}
@@ -1189,6 +1208,7 @@ func (c *Crawler) Drain(ctx context.Context, f Fetcher) error {
 			return ctx.Err()
 		}
 	}
+	n.handedBack.Store(true)
 	deadline = c.o.Now().Add(2 * c.o.FailTimeout)
 	for c.o.Now().Before(deadline) {
 		r := n.report(f)

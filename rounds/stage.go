@@ -34,7 +34,11 @@ func (p *partPlan) encode() []byte {
 	for i, h := range p.Hosts {
 		idx[h.Name] = i
 		dst = appendString(dst, h.Name)
-		dst = appendTime(dst, h.NotBefore)
+		nb := h.NotBefore
+		if !nb.IsZero() {
+			nb = nb.Add(time.Millisecond - 1) // to the ms, rounded up: never earlier than asked
+		}
+		dst = appendTime(dst, nb)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.Entries)))
 	for _, e := range p.Entries {

@@ -48,6 +48,9 @@ type RoundStats struct {
 	StagedBytes int64 `json:"staged_bytes"`
 	// Leader is the node that ran the round's update.
 	Leader string `json:"leader"`
+	// Unanswered counts the round's URLs that had no result when its update
+	// was prepared (sent back to the frontier); 0 unless something went wrong.
+	Unanswered int `json:"unanswered,omitempty"`
 	// CashError, with Options.CheckCash, is OPIC's invariant after the
 	// round: (cash of all pages + virtual − injected) / injected.
 	CashError *float64 `json:"cash_error,omitempty"`

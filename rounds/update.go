@@ -75,6 +75,8 @@ type updateTrailer struct {
 	Stats *stageStats `json:"stats,omitempty"`
 	// Staged is the size of the staged batches read, in bytes.
 	Staged int64 `json:"staged_bytes"`
+	// Unanswered: URLs of the plan without a result, sent back to the frontier.
+	Unanswered int `json:"unanswered,omitempty"`
 	// Budget counts, per host, the fetch results that use its page budget.
 	Budget map[string]int64 `json:"budget,omitempty"`
 }
@@ -187,7 +189,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	st.UpdateSeconds = st.Ended.Sub(start).Seconds()
 	st.Targets, st.NewURLs, st.Virtual = tr.Targets, newURLs, tr.Virtual
 	st.Revisits, st.RevisitCash = tr.Revisits, tr.RevisitCash
-	st.StagedBytes = tr.Staged
+	st.StagedBytes, st.Unanswered = tr.Staged, tr.Unanswered
 	st.Leader = c.id
 	st.TroubledCount = len(st.Troubled)
 	if c.o.CheckCash {
@@ -415,6 +417,34 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			return err
 		}
 	}
+	// Every URL of the plan has an answer; one without goes back to the
+	// frontier rather than stay generated for ever (it should not happen:
+	// it is logged).
+	var unanswered []string
+	err = c.st.UserScan(roundPrefix(round)+"part/", func(k string, v []byte) error {
+		pp, err := decodePart(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		for _, e := range pp.Entries {
+			if !seen[e.URL] {
+				seen[e.URL] = true
+				unanswered = append(unanswered, e.URL)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rounds: round %d: read plan: %w", round, err)
+	}
+	if len(unanswered) > 0 {
+		c.log.Error("rounds: URLs of the round without a result go back to the frontier", "round", round, "urls", len(unanswered), "e.g.", unanswered[:min(5, len(unanswered))])
+	}
+	for _, u := range unanswered {
+		if err := add(func(b *store.Batch) { b.Requeue(u) }); err != nil {
+			return err
+		}
+	}
 	for _, p := range parts {
 		c.links.credit(p, each)
 		for _, t := range p {
@@ -429,7 +459,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 	}
 	tr, _ := json.Marshal(updateTrailer{Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
-		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget})
+		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget, Unanswered: len(unanswered)})
 	part := filepath.Join(dir, updateFile+".part")
 	os.Remove(part)
 	w, err := segment.Create(part)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,12 +69,23 @@ func (n *node) addr(t *testing.T) string {
 	return a
 }
 
+// tail logs the node's events that matter for a failure: parts taken,
+// moved or given away, leadership, pauses, warnings and errors.
 func (n *node) tail(t *testing.T) {
 	b, _ := os.ReadFile(n.log)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, k := range []string{"took part", "moved", "given to another", "leading", "lost", "paused", "resumed", "again", "level=WARN", "level=ERROR", "site: up"} {
+			if strings.Contains(l, k) {
+				keep = append(keep, l)
+				break
+			}
+		}
 	}
-	t.Logf("--- %s's log (tail):\n%s", n.name, b)
+	if len(keep) > 300 {
+		keep = keep[len(keep)-300:]
+	}
+	t.Logf("--- %s's log (events):\n%s", n.name, strings.Join(keep, "\n"))
 }
 
 // TestNodesKilled crawls a realistic web with three nodes, each its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -100,8 +101,9 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 		t.Errorf("%d robots-disallowed URLs fetched", rep.Coverage.Disallow)
 	}
 	snap := w.sim.Stats().Snapshot()
-	if p := crawlcheck.Politeness(snap, cfg.HostDelay, cfg.IPDelay, crawlDelays(w.sim.Web(), cfg.MaxCrawlDelay)); len(p) > 0 {
-		t.Errorf("politeness breaches across the nodes: %v", p)
+	breaches := crawlcheck.Politeness(snap, cfg.HostDelay, cfg.IPDelay, crawlDelays(w.sim.Web(), cfg.MaxCrawlDelay))
+	if len(breaches) > 0 {
+		t.Errorf("politeness breaches across the nodes: %v", breaches)
 	}
 	// Every node's WARC files, together.
 	byURL := map[string][]crawlcheck.Fetch{}
@@ -119,6 +121,19 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 			// may not have been kept): pages only.
 			if r.Status >= 200 && r.Status < 300 && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.Contains(r.URL, "/sitemap") {
 				byURL[r.URL] = append(byURL[r.URL], r)
+			}
+		}
+	}
+	// For a breach, which nodes fetched the host, what and when (WARC
+	// dates are to the second).
+	for _, b := range breaches {
+		host, _, _ := strings.Cut(strings.TrimPrefix(b, "host "), ":")
+		for _, d := range dirs {
+			recs, _ := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
+			for _, r := range recs {
+				if strings.Contains(r.URL, "//"+host+":") {
+					t.Logf("  %s %s %d %s", r.Date.Format(time.TimeOnly), r.File, r.Status, r.URL)
+				}
 			}
 		}
 	}
@@ -148,6 +163,9 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 	for _, d := range dirs {
 		for _, l := range readRounds(t, d) {
 			seen[l.Round] = true
+			if l.Unanswered > 0 {
+				t.Errorf("round %d (led by %s): %d URLs without a result at its update", l.Round, l.Leader, l.Unanswered)
+			}
 			if l.CashError == nil {
 				t.Errorf("round %d (led by %s): no cash check", l.Round, l.Leader)
 			} else if math.Abs(*l.CashError) > 1e-9 {
@@ -198,9 +216,25 @@ func TestNodesLeaveAndStop(t *testing.T) {
 		stop context.CancelFunc
 		done chan error
 	}
+	var logs []*os.File
+	defer func() {
+		for _, f := range logs {
+			f.Close()
+		}
+		if t.Failed() {
+			for _, name := range []string{"n1", "n2", "n3"} {
+				(&node{name: name, log: filepath.Join(root, name+".log")}).tail(t)
+			}
+		}
+	}()
 	start := func(cfg site.Config) *running {
 		t.Helper()
-		s, err := site.Start(ctx, cfg, nil)
+		lf, err := os.OpenFile(filepath.Join(root, cfg.Node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, lf)
+		s, err := site.Start(ctx, cfg, slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 		if err != nil {
 			t.Fatalf("start %s: %v", cfg.Node, err)
 		}

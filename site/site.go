@@ -584,6 +584,9 @@ func (s *Site) handOff(leaving bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// No new request from here on: this node's hosts are about to go to
+	// others (Drain waits for the requests in flight).
+	s.fetch.Pause(true)
 	if s.db.IsLeader() {
 		if err := s.db.TransferLeadership(ctx); err != nil {
 			s.log.Warn("site: hand the lead over", "err", err)

@@ -108,6 +108,10 @@ type Node struct {
 	// Draining: stopping or leaving; it takes no new work, and its parts
 	// not done are handed to others.
 	Draining bool
+	// Keeps: draining, but not ready to hand its parts over yet (its
+	// results are not all staged): they stay where they are for now, and
+	// hold their hosts.
+	Keeps bool
 	// Load is the URLs it holds without a result yet.
 	Load int
 }
@@ -376,7 +380,7 @@ type Move struct {
 }
 
 // Reassign moves the parts held by nodes that take no work (dead or
-// draining) to nodes that do. A part goes to a node that already holds one
+// draining, but not those that keep their parts for now) to nodes that do. A part goes to a node that already holds one
 // of its hosts or addresses, if one does; else to the least loaded node.
 // lastSeen gives when each node was last heard of. Parts that cannot move
 // yet (no node takes work, or two hold their hosts) are left where they are.
@@ -393,10 +397,16 @@ func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[
 		return nil
 	}
 	slices.Sort(live)
+	keeps := map[string]bool{}
+	for _, n := range nodes {
+		if n.Alive && n.Keeps {
+			keeps[n.ID] = true
+		}
+	}
 	holds := NewHolds()
 	var orphans []Held
 	for _, p := range held {
-		if _, ok := load[p.Node]; ok {
+		if _, ok := load[p.Node]; ok || keeps[p.Node] {
 			holds.Add(p.Node, p.Hosts, ips)
 		} else {
 			orphans = append(orphans, p)
@@ -414,8 +424,8 @@ func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[
 	var moves []Move
 	for _, p := range orphans {
 		to, conflict := holds.holder(p.Hosts, ips)
-		if conflict {
-			continue
+		if conflict || keeps[to] {
+			continue // its hosts are with a node that cannot take it: later
 		}
 		if to == "" {
 			to = live[0]

@@ -1038,6 +1038,16 @@ func TestReassign(t *testing.T) {
 			want:  nil,
 		},
 		{
+			name: "a node that keeps its parts (stopping, results not staged) moves none, and holds its hosts",
+			held: []Held{
+				{Round: 1, ID: 1, Node: "K", Hosts: []string{"x.com"}, URLs: 1},
+				{Round: 1, ID: 2, Node: "D", Hosts: []string{"x.com"}, URLs: 1},
+				{Round: 1, ID: 3, Node: "D", Hosts: []string{"y.com"}, URLs: 1},
+			},
+			nodes: []Node{live("A", 0), {ID: "K", Alive: true, Draining: true, Keeps: true}, dead("D")},
+			want:  []Move{{Round: 1, ID: 3, From: "D", To: "A", NotBefore: t0.Add(-30 * time.Second)}},
+		},
+		{
 			name: "parts of live nodes never move",
 			held: []Held{
 				{Round: 1, ID: 1, Node: "A", Hosts: []string{"x.com"}, URLs: 1000},
