@@ -54,7 +54,7 @@ type nodePart struct {
 	mu       sync.Mutex
 	results  []*fetcher.Result // not mapped yet
 	complete bool              // every job has a result
-	done     bool // its done marker is staged
+	done     bool              // its done marker is staged
 
 	// Owned by the stage pass (stageMu):
 	acc      *stageAcc // mapped and combined, not staged yet
@@ -69,20 +69,20 @@ type nodeSide struct {
 	wake    chan struct{}
 	stageMu sync.Mutex // one stage pass at a time
 
-	mu       sync.Mutex
-	parts    map[partRef]*nodePart
-	lastEnd  map[string]time.Time // host → when its last request here ended (any part, robots.txt and sitemaps too)
-	wal      map[uint64]*segment.Writer
-	recover  map[uint64]bool   // rounds whose write-ahead segment was read at this start
-	orphans  []*fetcher.Result // sitemap results that came with no part open
-	failed   error             // a write-ahead segment write failed
+	mu         sync.Mutex
+	parts      map[partRef]*nodePart
+	lastEnd    map[string]time.Time // host → when its last request here ended (any part, robots.txt and sitemaps too)
+	wal        map[uint64]*segment.Writer
+	recover    map[uint64]bool   // rounds whose write-ahead segment was read at this start
+	orphans    []*fetcher.Result // sitemap results that came with no part open
+	failed     error             // a write-ahead segment write failed
 	draining   atomic.Bool
 	handedBack atomic.Bool // draining, and every result staged (see NodeReport)
 	paused     atomic.Bool
-	lastOK   atomic.Int64  // unix nanos of the last report the leader took
-	resumeAt atomic.Uint64 // paused: resume once the replica has applied this index
-	done     atomic.Int64  // page results this node fetched
-	rate     rateMeter
+	lastOK     atomic.Int64  // unix nanos of the last report the leader took
+	resumeAt   atomic.Uint64 // paused: resume once the replica has applied this index
+	done       atomic.Int64  // page results this node fetched
+	rate       rateMeter
 }
 
 func newNodeSide(c *Crawler) *nodeSide {
