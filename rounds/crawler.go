@@ -41,7 +41,7 @@ type Options struct {
 	NodeID     string
 	Width      int    // URLs generated per round; 0 → 10,000
 	PerHost    int    // URLs per host per round (k); 0 → 10
-	MaxDepth   uint32 // links deeper than this are not followed; 0 → 32
+	MaxDepth   uint32 // links deeper than this are not followed (a redirect target is as deep as its source); 0 → 32
 	HostBudget int    // pages fetched per host at most; 0 → 20,000
 	MaxRetries int    // transient failures before a URL is given up; 0 → 3
 	// MaxRedirects is the longest chain of redirects followed; 0 → 10.

@@ -132,7 +132,7 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 	units := plan.Units(hosts, byIP)
 	parts, deferred, err := plan.Split(units, nodes, holds, last, ips, plan.SplitOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("rounds: generate %d: %w", round, err)
+		return 0, fmt.Errorf("rounds: generate %d: %w", round, err) // plan.ErrNoNode: the caller waits
 	}
 	if len(deferred) > 0 {
 		skip := map[string]bool{}

@@ -348,8 +348,14 @@ func (l *leader) run(ctx context.Context) error {
 // step is one pass of the leader: nodes, moves, finished fetches, generate.
 func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	c := l.c
+	// Reports wait for the moves only (Heard): generate may take seconds.
 	l.stepMu.Lock()
-	defer l.stepMu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			l.stepMu.Unlock()
+		}
+	}()
 	now := c.o.Now()
 	nodes, err := l.nodes(now)
 	if err != nil {
@@ -370,6 +376,8 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if err := l.reassign(ctx, nodes, now); err != nil {
 		return err
 	}
+	l.stepMu.Unlock()
+	locked = false
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
@@ -414,6 +422,10 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	c.setPhase(PhaseGenerate)
 	defer c.setPhase(PhaseFetch)
 	r, err := l.generate(ctx, nodes)
+	if errors.Is(err, plan.ErrNoNode) {
+		c.log.Warn("rounds: no node takes work: generate waits", "nodes", len(nodes))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -437,7 +449,9 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 	defer l.mu.Unlock()
 	out := make([]plan.Node, 0, len(members))
 	for id := range members {
-		n := plan.Node{ID: id, Alive: l.det.Alive(id, now)}
+		// This node leads: it is alive whatever its reports (they may
+		// wait for a step).
+		n := plan.Node{ID: id, Alive: id == l.c.id || l.det.Alive(id, now)}
 		if r, ok := l.reports[id]; ok {
 			n.Draining, n.Keeps = r.Draining, r.Draining && !r.HandedBack
 			n.Load = int(r.Queued + r.InFlight)

@@ -914,7 +914,14 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 				b.Hops = append(b.Hops, redirectHop{res.RedirectTo, hops + 1})
 			}
 		}
-		if res.Depth+1 > c.o.MaxDepth {
+		// A link is one deeper than its page; a redirect target is the
+		// same page moved, as deep as the URL that redirected (chains
+		// are bounded by MaxRedirects, not by depth).
+		depth := res.Depth + 1
+		if res.Status == store.StatusRedirect {
+			depth = res.Depth
+		}
+		if depth > c.o.MaxDepth {
 			links = nil
 		}
 		damping := 1.0 // a redirect passes all of its cash on
@@ -927,7 +934,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 				}
 			}
 		}
-		acc.virtual.Add(distribute(emit, res.Cash, damping, links, res.Depth+1))
+		acc.virtual.Add(distribute(emit, res.Cash, damping, links, depth))
 	}
 	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) - n0)
 	return nil

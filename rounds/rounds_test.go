@@ -272,3 +272,38 @@ func mustResolver(t *testing.T, addr string) *dnscache.Resolver {
 	}
 	return r
 }
+
+// TestRedirectChainNotCutByDepth crawls the hostile web's redirect chain
+// with a depth limit smaller than the redirect limit: a redirect target is
+// the same page moved, as deep as the URL that redirected, so the chain is
+// cut by MaxRedirects alone, whatever depth its first hop was found at.
+func TestRedirectChainNotCutByDepth(t *testing.T) {
+	ts := startSite(t, synth.Hostile, 12, 6)
+	const maxRedirects = 4
+	newCrawler(t, ts, Options{Width: 200, PerHost: 10, MaxDepth: 1, MaxRedirects: maxRedirects})
+	defer ts.c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var chain string
+	for _, h := range ts.sim.Web().Hosts() {
+		if h.Role == synth.RoleChain {
+			chain = h.Name
+		}
+	}
+	if chain == "" {
+		t.Fatal("the hostile web has no redirect chain host")
+	}
+	if _, err := ts.c.Seed(ctx, []string{ts.sim.Web().FrontURL(10)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.run(t, ctx, 0); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("run: %v", err)
+	}
+	v := ts.sim.Stats().Snapshot().Hosts[chain]
+	if v == nil {
+		t.Fatalf("%s was never visited", chain)
+	}
+	if got := v.Statuses[302]; got != maxRedirects+1 {
+		t.Errorf("%s answered 302 %d times (%v), want the first hop and %d followed", chain, got, v.Statuses, maxRedirects)
+	}
+}
