@@ -49,6 +49,7 @@ func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(upCmd(stderr, up), statusCmd(stdout), leaveCmd(stdout))
+	root.AddCommand(certsCmd(stdout))
 	return root
 }
 
