@@ -60,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runCluster(args[1:], stdout, stderr)
 	case "compare":
 		return runCompare(args[1:], stdout)
+	case "partition":
+		return runPartition(args[1:], stdout, stderr)
 	default:
 		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, check or compare)", args[0])
 	}
