@@ -98,6 +98,12 @@ type Options struct {
 	// round's statistics (cash_error). A debugging aid: costs a full scan.
 	CheckCash bool
 
+	// Router, for a site in a federation, names the site that owns each
+	// host: the update sends URLs of other sites to their outboxes instead
+	// of the frontier, and the crawl ends only when the federation's does.
+	// nil: every URL is this site's.
+	Router Router
+
 	// OnRound, if set, receives each round's statistics when it completes,
 	// on the node that led the round's update, before the next update
 	// begins (it must not block for long).
@@ -160,6 +166,32 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
+// Remote is a URL that another site owns, with the cash and depth its
+// links gave it in one update.
+type Remote struct {
+	URL   string
+	Cash  float64
+	Depth uint32
+}
+
+// Router is what the rounds need of a federation.
+type Router interface {
+	// Owners returns the site that owns each host; a host absent from the
+	// map (or mapped to "") is this site's. It may locate hosts first
+	// (DNS, GeoIP); the answer for a host must not change with the
+	// federation's liveness (the outbox deals with sites that are down).
+	Owners(ctx context.Context, hosts []string) (map[string]string, error)
+	// Payloads encodes URLs for their owner into outbox entries.
+	Payloads(owner string, puts []Remote) ([][]byte, error)
+	// Inbound returns the cash other sites have sent this site so far, in
+	// all: on URLs (already in the crawl database) and for the virtual
+	// page (taken into it by the next update).
+	Inbound() (puts, virtual float64, err error)
+	// Finished reports whether the federation's crawl has ended; asked
+	// while this site has nothing left to do.
+	Finished() bool
+}
+
 // Sentinel errors.
 var (
 	// ErrExhausted is returned by Run when a round generates nothing and
@@ -198,6 +230,11 @@ type Crawler struct {
 	seen   map[uint64]struct{} // content fingerprints fetched
 
 	node *nodeSide
+
+	// idleIndex is the crawl database's applied index as of the leader's
+	// last look at a frontier with nothing to generate and no round in
+	// flight; 0 while the site has work (see IdleIndex).
+	idleIndex atomic.Uint64
 
 	statsMu sync.Mutex
 	// afterCommand, if set (tests), runs after each update command is
@@ -334,3 +371,9 @@ func (c *Crawler) hostDelay(host string) time.Duration {
 	}
 	return max(d, c.o.IPDelay)
 }
+
+// IdleIndex returns the crawl database's applied index as of the moment
+// this node, leading, last found nothing to generate, no round in flight
+// and no host to wait for; 0 while the site has work or this node does not
+// lead. URLs that arrive in a command after that index are not covered.
+func (c *Crawler) IdleIndex() uint64 { return c.idleIndex.Load() }

@@ -50,6 +50,7 @@ type leader struct {
 	fetched map[string]int64
 
 	frontierEmpty bool
+	genIndex      uint64 // the applied index before the generate that found nothing
 	retryAt       time.Time
 	replanned     time.Time // when parts last moved (status)
 	resets        []partRef // local parts of another node whose done marker is to go
@@ -219,6 +220,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 		c.mu.Lock()
 		c.lead = nil
 		c.mu.Unlock()
+		c.idleIndex.Store(0)
 	}()
 	s, err := loadState(c.st)
 	if err != nil {
@@ -402,13 +404,26 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if active == 0 && limit {
 		return l.finish(ctx, "rounds")
 	}
+	if active > 0 {
+		c.idleIndex.Store(0)
+	}
 	if active == 0 && l.frontierEmpty && l.retryAt.IsZero() {
 		waiting, err := c.backingOff()
 		if err != nil {
 			return err
 		}
 		if !waiting {
-			return l.finish(ctx, "exhausted")
+			if c.o.Router == nil {
+				return l.finish(ctx, "exhausted")
+			}
+			// In a federation the crawl ends when every site's does:
+			// until then URLs may still arrive here.
+			c.idleIndex.Store(max(l.genIndex, 1))
+			if c.o.Router.Finished() {
+				return l.finish(ctx, "exhausted")
+			}
+		} else {
+			c.idleIndex.Store(0)
 		}
 		l.retryAt = now.Add(backoffPoll)
 	}
@@ -421,6 +436,7 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	}
 	c.setPhase(PhaseGenerate)
 	defer c.setPhase(PhaseFetch)
+	genIndex := c.st.AppliedIndex() // what this generate sees at least
 	r, err := l.generate(ctx, nodes)
 	if errors.Is(err, plan.ErrNoNode) {
 		c.log.Warn("rounds: no node takes work: generate waits", "nodes", len(nodes))
@@ -430,7 +446,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		return err
 	}
 	if r == 0 {
-		l.frontierEmpty, l.retryAt = true, time.Time{}
+		l.frontierEmpty, l.retryAt, l.genIndex = true, time.Time{}, genIndex
+	} else {
+		c.idleIndex.Store(0)
 	}
 	return nil
 }

@@ -29,6 +29,13 @@ type State struct {
 	Injected float64  `json:"injected"` // cash injected by seeds in all
 	Spent    float64  `json:"spent"`    // cash distributed by fetches in all (= total history)
 	Done     uint64   `json:"done"`     // rounds completed
+	// Sent is the cash of the URLs sent to other sites (their outboxes);
+	// PutsIn and VirtualIn the cash other sites sent here, on URLs and
+	// for the virtual page, as of the last update (a federation's
+	// accounts: see Crawler.cashError).
+	Sent      float64 `json:"sent,omitempty"`
+	PutsIn    float64 `json:"puts_in,omitempty"`
+	VirtualIn float64 `json:"virtual_in,omitempty"`
 	// StopAt is the last round the site generates (0: no limit): set by
 	// the leader from its --rounds when the site's run begins.
 	StopAt uint64 `json:"stop_at,omitempty"`

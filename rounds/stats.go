@@ -51,6 +51,15 @@ type RoundStats struct {
 	// Unanswered counts the round's URLs that had no result when its update
 	// was prepared (sent back to the frontier); 0 unless something went wrong.
 	Unanswered int `json:"unanswered,omitempty"`
+	// RemoteURLs and RemoteCash: the URLs the update put in other sites'
+	// outboxes (a federation), and their cash.
+	RemoteURLs int     `json:"remote_urls,omitempty"`
+	RemoteCash float64 `json:"remote_cash,omitempty"`
+	// SentCacheHits and SentCacheLookups: the URL-sent cache's counts so
+	// far on this node (URLs not sent again to their owner), and the rate.
+	SentCacheHits    int64   `json:"sent_cache_hits,omitempty"`
+	SentCacheLookups int64   `json:"sent_cache_lookups,omitempty"`
+	SentCacheHitRate float64 `json:"sent_cache_hit_rate,omitempty"`
 	// CashError, with Options.CheckCash, is OPIC's invariant after the
 	// round: (cash of all pages + virtual − injected) / injected.
 	CashError *float64 `json:"cash_error,omitempty"`

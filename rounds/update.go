@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,6 +80,10 @@ type updateTrailer struct {
 	Unanswered int `json:"unanswered,omitempty"`
 	// Budget counts, per host, the fetch results that use its page budget.
 	Budget map[string]int64 `json:"budget,omitempty"`
+	// Sent is the cash of the URLs put in other sites' outboxes; SentURLs
+	// how many.
+	Sent     float64 `json:"sent,omitempty"`
+	SentURLs int     `json:"sent_urls,omitempty"`
 }
 
 // update folds a fetched round into the crawl database: it prepares the
@@ -159,6 +164,19 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	s.remove(round)
 	s.Virtual = tr.Virtual
 	s.Spent += tr.Spent
+	s.Sent += tr.Sent
+	if r := c.o.Router; r != nil {
+		// Cash other sites sent for the virtual page joins it now.
+		puts, virt, err := r.Inbound()
+		if err != nil {
+			return RoundStats{}, fmt.Errorf("rounds: round %d: %w", round, err)
+		}
+		if virt > s.VirtualIn {
+			s.Virtual += virt - s.VirtualIn
+			s.VirtualIn = virt
+		}
+		s.PutsIn = puts
+	}
 	s.Done++
 	b := c.newBatch()
 	b.PutUser(progressKey(round), nil)
@@ -190,6 +208,13 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	st.Targets, st.NewURLs, st.Virtual = tr.Targets, newURLs, tr.Virtual
 	st.Revisits, st.RevisitCash = tr.Revisits, tr.RevisitCash
 	st.StagedBytes, st.Unanswered = tr.Staged, tr.Unanswered
+	st.RemoteURLs, st.RemoteCash = tr.SentURLs, tr.Sent
+	if cs, ok := c.o.Router.(interface{ CacheStats() (hits, lookups int64) }); ok {
+		st.SentCacheHits, st.SentCacheLookups = cs.CacheStats()
+		if st.SentCacheLookups > 0 {
+			st.SentCacheHitRate = float64(st.SentCacheHits) / float64(st.SentCacheLookups)
+		}
+	}
 	st.Leader = c.id
 	st.TroubledCount = len(st.Troubled)
 	if c.o.CheckCash {
@@ -209,19 +234,81 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 
 // cashError is how far the crawl database is from OPIC's invariant: (the
 // cash of all pages + the virtual page's − the cash injected) / injected.
+//
+// In a federation the site's accounts also hold the cash sent to other
+// sites and received from them: cash + virtual = injected + received on
+// URLs + received for the virtual page (taken in) − sent. Cash may arrive
+// during the scan: the scan is taken again (a few times) until the cash
+// received on URLs is the same before and after it.
 func (c *Crawler) cashError(s State) (float64, error) {
-	var cash opic.Sum
-	if err := c.st.ScanURLs(func(r store.URLRecord) error {
-		cash.Add(r.Cash)
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("rounds: check cash: %w", err)
+	var off float64
+	for attempt := 0; attempt < 5; attempt++ {
+		var before, after float64
+		if r := c.o.Router; r != nil {
+			var err error
+			if before, _, err = r.Inbound(); err != nil {
+				return 0, fmt.Errorf("rounds: check cash: %w", err)
+			}
+		}
+		var cash opic.Sum
+		if err := c.st.ScanURLs(func(r store.URLRecord) error {
+			cash.Add(r.Cash)
+			return nil
+		}); err != nil {
+			return 0, fmt.Errorf("rounds: check cash: %w", err)
+		}
+		cash.Add(s.Virtual)
+		if r := c.o.Router; r != nil {
+			after, _, _ = r.Inbound()
+		}
+		in := s.Injected + after + s.VirtualIn - s.Sent
+		if in == 0 {
+			return 0, nil
+		}
+		off = (cash.Value() - in) / in
+		if before == after {
+			break
+		}
 	}
-	cash.Add(s.Virtual)
-	if s.Injected == 0 {
-		return 0, nil
+	return off, nil
+}
+
+// route takes the targets of other sites' hosts out of parts (in place)
+// and returns them by owner, with their cash in all.
+func (c *Crawler) route(ctx context.Context, parts [][]target) (map[string][]Remote, float64, error) {
+	r := c.o.Router
+	if r == nil {
+		return nil, 0, nil
 	}
-	return (cash.Value() - s.Injected) / s.Injected, nil
+	seen := map[string]bool{}
+	var hosts []string
+	for _, p := range parts {
+		for _, t := range p {
+			if h := hostOf(t.url); !seen[h] {
+				seen[h] = true
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	owners, err := r.Owners(ctx, hosts)
+	if err != nil {
+		return nil, 0, fmt.Errorf("route: %w", err)
+	}
+	remote := map[string][]Remote{}
+	var sent opic.Sum
+	for i, p := range parts {
+		kept := p[:0]
+		for _, t := range p {
+			if o := owners[hostOf(t.url)]; o != "" {
+				remote[o] = append(remote[o], Remote{URL: t.url, Cash: t.cash, Depth: t.depth})
+				sent.Add(t.cash)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		parts[i] = kept
+	}
+	return remote, sent.Value(), nil
 }
 
 // readUpdate reads a prepared update file; nil commands means none yet.
@@ -357,6 +444,11 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	if err != nil {
 		return fmt.Errorf("rounds: round %d: update reduce: %w", round, err)
 	}
+	// URLs of other sites' hosts go to their outboxes, with their cash.
+	remote, sent, err := c.route(ctx, parts)
+	if err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
+	}
 	var n int64
 	for _, p := range parts {
 		n += int64(len(p))
@@ -453,12 +545,32 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			}
 		}
 	}
+	sentURLs := 0
+	for _, owner := range slices.Sorted(maps.Keys(remote)) {
+		payloads, err := c.o.Router.Payloads(owner, remote[owner])
+		if err != nil {
+			return fmt.Errorf("rounds: round %d: URLs for site %s: %w", round, owner, err)
+		}
+		sentURLs += len(remote[owner])
+		for _, pl := range payloads {
+			// An outbox entry is large: one to a command.
+			if b.Len() > 1 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			b.OutboxEnqueue(owner, pl)
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
 	if b.Len() > 1 {
 		if err := flush(); err != nil {
 			return err
 		}
 	}
-	tr, _ := json.Marshal(updateTrailer{Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
+	tr, _ := json.Marshal(updateTrailer{Sent: sent, SentURLs: sentURLs, Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
 		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget, Unanswered: len(unanswered)})
 	part := filepath.Join(dir, updateFile+".part")
 	os.Remove(part)

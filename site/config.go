@@ -57,6 +57,9 @@ type Config struct {
 	Damping       float64       // share of a page's distributed cash that follows its links (the rest: virtual page)
 	Revisits      int           // stored pages per update that pass on cash received after their fetch (0: width/16, -1: none)
 	LinkMemory    int64         // bytes of outlinks kept for revisits
+	Federation    string        // federation file ("" → this site crawls alone)
+	Certs         string        // directory of the federation's certificates (site certs)
+	GeoIP         string        // GeoIP2/GeoLite2 City database, for the distance partitioner
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local
@@ -141,6 +144,12 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			bad("%s %q: want host:port: %v", a.flag, a.addr, err)
 		}
+	}
+	if c.Federation != "" && c.Certs == "" {
+		bad("--federation needs --certs DIR: sites authenticate each other (make them with: site certs --dir DIR --sites NAME,...)")
+	}
+	if c.Federation != "" && c.Websim != "" && c.Websim != "off" {
+		bad("--federation with --websim: the sites of a federation crawl one web; start websim on its own and give every site its --dns")
 	}
 	switch c.Websim {
 	case "", "off", "clean", "realistic", "hostile":

@@ -22,10 +22,12 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
+	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -108,6 +110,11 @@ type Site struct {
 	started time.Time
 	metrics *metrics
 	client  *http.Client
+
+	fed          *federation.Fed // nil: not in a federation
+	fedLn        net.Listener
+	geo          *geoip.DB
+	crawlerReady atomic.Pointer[rounds.Crawler]
 
 	ready   atomic.Bool // Start is done: every field is set (for the HTTP handlers)
 	mu      sync.Mutex
@@ -266,6 +273,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	if err != nil {
 		return nil, fmt.Errorf("site: resolver: %w", err)
 	}
+	var router rounds.Router
+	if cfg.Federation != "" {
+		if err := s.startFederation(res); err != nil {
+			return nil, err
+		}
+		if seeds, err = s.ownSeeds(ctx, seeds); err != nil {
+			return nil, err
+		}
+		router = s.fed
+	}
 	s.crawler, err = rounds.New(rounds.Options{
 		DB: s.db, Dir: cfg.Data, NodeID: cfg.Node, Width: cfg.Width, PerHost: cfg.PerHost,
 		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
@@ -275,12 +292,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 			ips, _, err := res.Lookup(ctx, host)
 			return ips, err
 		},
-		Report: s.report, FailTimeout: cfg.FailTimeout, Seeds: seeds, CheckCash: cfg.CheckCash,
+		Report: s.report, FailTimeout: cfg.FailTimeout, Seeds: seeds, CheckCash: cfg.CheckCash, Router: router,
 		Logger: log.With("part", "rounds", "node", cfg.Node), OnRound: s.metrics.round,
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.crawlerReady.Store(s.crawler)
 	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site: warc: %w", err)
@@ -543,6 +561,10 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.progress(pctx, progress) }()
 	}
+	if s.fed != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.fed.Run(pctx) }() // owner: Run
+	}
 	err := s.crawler.Run(rctx, s.fetch, s.cfg.Rounds)
 	stopProgress()
 	wg.Wait()
@@ -643,8 +665,18 @@ func (s *Site) close() error {
 		s.http.Shutdown(ctx)
 		cancel()
 	}
+	if s.fed != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.fed.Shutdown(ctx)
+		cancel()
+	} else if s.fedLn != nil {
+		s.fedLn.Close()
+	}
 	if s.crawler != nil {
 		errs = append(errs, s.crawler.Close())
+	}
+	if s.geo != nil {
+		errs = append(errs, s.geo.Close())
 	}
 	if s.warc != nil {
 		errs = append(errs, s.warc.Close())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,6 +37,8 @@ type Status struct {
 	Nodes []rounds.NodeView `json:"nodes,omitempty"`
 	// Traffic is what this node's crawl database sent and received.
 	Traffic crawldb.Traffic `json:"traffic"`
+	// Federation is the federation as this node sees it (with --federation).
+	Federation *federation.Status `json:"federation,omitempty"`
 }
 
 type fetcherStatus struct {
@@ -78,6 +81,10 @@ func (s *Site) Status() Status {
 	}
 	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
 		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs, Traffic: s.db.Traffic()}
+	if s.fed != nil {
+		fs := s.fed.Status()
+		st.Federation = &fs
+	}
 	st.Nodes = s.nodes()
 	if rs.Next > 0 {
 		st.Round = rs.Next - 1

@@ -1,0 +1,196 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds"
+)
+
+// testFile is a three-site federation on the consistent ring.
+func testFile() File {
+	return File{Partitioner: "consistent", Replicas: 100, Sites: []SiteSpec{
+		{Name: "eu", Lat: 53.55, Lon: 9.99, Endpoint: "127.0.0.1:1"},
+		{Name: "us", Lat: 40.71, Lon: -74.01, Endpoint: "127.0.0.1:2"},
+		{Name: "asia", Lat: 1.35, Lon: 103.82, Endpoint: "127.0.0.1:3"},
+	}}
+}
+
+// newTestFed opens a one-node crawl database and the federation layer of
+// site self over it (no endpoint: the tests call it directly).
+func newTestFed(t *testing.T, self string) *Fed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(t.TempDir(), "crawldb"), NodeID: self + "-1", RaftAddr: "127.0.0.1:0", FastTimeouts: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Options{File: testFile(), Self: self, DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Shutdown(context.Background()) })
+	return f
+}
+
+// hostsOf returns n host names that site owns (unresolved: keyed by name).
+func hostsOwnedBy(t *testing.T, f *Fed, site string, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n && i < 10000; i++ {
+		h := fmt.Sprintf("h%d.example.test", i)
+		if f.primary(h, location{key: h}) == site {
+			out = append(out, h)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("found %d hosts of %s", len(out), site)
+	}
+	return out
+}
+
+func batchFor(from, to string, hosts []string, seq uint64) *Batch {
+	b := &Batch{From: from, To: to, Seq: seq, Virtual: 0.25}
+	for i, h := range hosts {
+		b.Puts = append(b.Puts, Put{URL: "http://" + h + "/p/" + fmt.Sprint(i), Cash: 0.5, Depth: 2})
+		b.Hosts = append(b.Hosts, HostLoc{Host: h, Key: h})
+	}
+	return b
+}
+
+// TestPutRefusesForeignURLs: a batch holding one URL the receiver does not
+// own is refused whole, and the crawl database does not change.
+func TestPutRefusesForeignURLs(t *testing.T) {
+	f := newTestFed(t, "eu")
+	ctx := context.Background()
+	mine := hostsOwnedBy(t, f, "eu", 3)
+	theirs := hostsOwnedBy(t, f, "asia", 1)
+	before := f.st.Counts()
+	cases := []struct {
+		name string
+		from string
+		b    *Batch
+		want error
+	}{
+		{"a URL of another site's host", "us", batchFor("us", "eu", append(mine, theirs...), 1), ErrNotOwner},
+		{"a host without its location", "us", &Batch{From: "us", To: "eu", Seq: 1, Puts: []Put{{URL: "http://" + mine[0] + "/", Cash: 1}}}, ErrRefused},
+		{"a site not in the file", "mars", batchFor("mars", "eu", mine, 1), ErrRefused},
+		{"itself", "eu", batchFor("eu", "eu", mine, 1), ErrRefused},
+	}
+	for _, c := range cases {
+		err := f.Put(ctx, c.from, c.b)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	after := f.st.Counts()
+	if after.URLs != before.URLs || after.Applied != before.Applied {
+		t.Errorf("refused batches changed the crawl database: %+v → %+v", before, after)
+	}
+	if puts, virt, err := f.Inbound(); err != nil || puts != 0 || virt != 0 {
+		t.Errorf("inbound after refusals: %v %v %v", puts, virt, err)
+	}
+}
+
+// TestPutAppliesOnce: a batch is applied once; a retry (same sequence
+// number) changes nothing; the cash received is counted.
+func TestPutAppliesOnce(t *testing.T) {
+	f := newTestFed(t, "eu")
+	ctx := context.Background()
+	mine := hostsOwnedBy(t, f, "eu", 4)
+	b := batchFor("us", "eu", mine, 7)
+	for i := 0; i < 2; i++ {
+		if err := f.Put(ctx, "us", b); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if n := f.st.Counts().URLs; n != 4 {
+		t.Errorf("%d URLs after the put and its retry, want 4", n)
+	}
+	puts, virt, err := f.Inbound()
+	if err != nil || puts != 2 || virt != 0.25 {
+		t.Errorf("inbound %v %v %v, want 2 and 0.25", puts, virt, err)
+	}
+	rec, ok, err := f.st.Get(b.Puts[0].URL)
+	if err != nil || !ok || rec.Cash != 0.5 || rec.Depth != 2 {
+		t.Errorf("%s: %+v %v %v", b.Puts[0].URL, rec, ok, err)
+	}
+	// A later batch with a known URL adds its cash (a known URL's cash
+	// still arrives).
+	b2 := batchFor("us", "eu", mine[:1], 9)
+	if err := f.Put(ctx, "us", b2); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := f.st.Get(b.Puts[0].URL); rec.Cash != 1 {
+		t.Errorf("cash %v after a second put of a known URL, want 1", rec.Cash)
+	}
+	// The host locations came with the batch: they are not looked up again.
+	if _, ok, err := f.cachedLoc(mine[0]); err != nil || !ok {
+		t.Errorf("location of %s not recorded: %v %v", mine[0], ok, err)
+	}
+}
+
+// TestOutboxSentCache: URLs delivered once are not sent again; their cash
+// goes with the next batch to the owner's virtual page.
+func TestOutboxSentCache(t *testing.T) {
+	f := newTestFed(t, "eu")
+	ctx := context.Background()
+	hosts := hostsOwnedBy(t, f, "us", 3)
+	if _, err := f.Owners(ctx, hosts); err != nil { // locate them (by name: no resolver)
+		t.Fatal(err)
+	}
+	var puts []rounds.Remote
+	for i, h := range hosts {
+		puts = append(puts, rounds.Remote{URL: "http://" + h + "/x" + fmt.Sprint(i), Cash: 1, Depth: 1})
+	}
+	enqueue := func() {
+		payloads, err := f.Payloads("us", puts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := store.NewBatch()
+		for _, p := range payloads {
+			b.OutboxEnqueue("us", p)
+		}
+		if err := f.apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := f.peers["us"]
+	enqueue()
+	pd, err := f.nextBatch(p)
+	if err != nil || pd == nil {
+		t.Fatalf("first batch: %v %v", pd, err)
+	}
+	if len(pd.batch.Puts) != 3 || pd.batch.Virtual != 0 || pd.hits != 0 {
+		t.Fatalf("first batch: %d puts, virtual %v, %d hits", len(pd.batch.Puts), pd.batch.Virtual, pd.hits)
+	}
+	if err := f.acked(ctx, p, pd); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.st.Counts().Outbox; n != 0 {
+		t.Fatalf("%d outbox entries after the ack", n)
+	}
+	enqueue()
+	pd, err = f.nextBatch(p)
+	if err != nil || pd == nil {
+		t.Fatalf("second batch: %v %v", pd, err)
+	}
+	if len(pd.batch.Puts) != 0 || pd.batch.Virtual != 3 || pd.hits != 3 {
+		t.Errorf("second batch: %d puts, virtual %v, %d hits; want 0, 3, 3", len(pd.batch.Puts), pd.batch.Virtual, pd.hits)
+	}
+	if pd.batch.Seq <= 0 || pd.batch.First > pd.batch.Seq {
+		t.Errorf("sequence %d..%d", pd.batch.First, pd.batch.Seq)
+	}
+}

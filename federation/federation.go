@@ -1,0 +1,248 @@
+package federation
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/partition"
+	"github.com/meridian-crawler/meridian/partition/geoip"
+)
+
+// Options configures a site's federation layer.
+type Options struct {
+	File File   // the federation file
+	Self string // this site's name in it (its --region)
+	DB   *crawldb.DB
+	// ServerTLS and ClientTLS authenticate the federation endpoint and
+	// this site's calls to its peers (certs.Load).
+	ServerTLS, ClientTLS *tls.Config
+	// Resolve gives a host's addresses (the partition key, the GeoIP
+	// location); nil: hosts are keyed by name.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// GeoIP locates addresses for the distance partitioner; nil: no host
+	// is located (the consistent ring decides).
+	GeoIP *geoip.DB
+	// Idle is the crawl database's applied index as of the moment the
+	// site last found nothing to do (rounds.Crawler.IdleIndex); 0: busy.
+	Idle func() uint64
+	// SentCache is the URL-sent cache's capacity in fingerprints; 0 → 4 Mi.
+	SentCache uint64
+	// ProbeEvery is how often peers are probed; 0 → 250 ms.
+	ProbeEvery time.Duration
+	// SuspectAfter: a peer silent this long is suspect; 0 → 2 s. Its hosts
+	// move after the file's grace period more.
+	SuspectAfter time.Duration
+	// Timeout of one call to a peer; 0 → 10 s.
+	Timeout time.Duration
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Fed is a site's federation layer: the rounds' Router, the endpoint's
+// Receiver, and the loop that delivers the outbox and watches the peers.
+type Fed struct {
+	o      Options
+	st     *store.Store
+	part   partition.Partitioner
+	client *Client
+	server *Server
+	log    *slog.Logger
+
+	locs  locations
+	stats stats
+
+	mu    sync.Mutex
+	peers map[string]*peer
+	down  atomic.Pointer[map[string]bool] // sites down past their grace period
+
+	lastRecv   atomic.Uint64 // the applied index of the last batch received
+	terminated atomic.Bool   // the federation's crawl has ended
+	ended      atomic.Bool   // and this site may stop (the coordinator told the others)
+	waves      []wave        // the coordinator's last waves
+}
+
+// stats are the node's counters since it started.
+type stats struct {
+	hits, lookups            atomic.Int64
+	sentURLs, sentBatches    atomic.Int64
+	recvURLs, recvBatches    atomic.Int64
+	dupBatches               atomic.Int64
+	deliveries, deliveryNano atomic.Int64
+}
+
+func (s *stats) observe(d time.Duration) {
+	s.deliveries.Add(1)
+	s.deliveryNano.Add(int64(d))
+}
+
+// New checks the options and builds the federation layer of site o.Self.
+func New(o Options) (*Fed, error) {
+	if o.DB == nil {
+		return nil, errors.New("federation: no crawl database")
+	}
+	if _, ok := o.File.Site(o.Self); !ok {
+		return nil, fmt.Errorf("federation: site %q (--region) is not in the federation file", o.Self)
+	}
+	part, err := o.File.partitioner()
+	if err != nil {
+		return nil, fmt.Errorf("federation: %w", err)
+	}
+	if o.SentCache == 0 {
+		o.SentCache = 4 << 20
+	}
+	if o.ProbeEvery <= 0 {
+		o.ProbeEvery = 250 * time.Millisecond
+	}
+	if o.SuspectAfter <= 0 {
+		o.SuspectAfter = 2 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	f := &Fed{o: o, st: o.DB.Store(), part: part, log: o.Logger, peers: map[string]*peer{}, locs: locations{m: map[string]location{}}}
+	f.down.Store(&map[string]bool{})
+	now := o.Now()
+	for _, s := range o.File.Sites {
+		if s.Name != o.Self {
+			f.peers[s.Name] = &peer{name: s.Name, spec: s, lastOK: now}
+		}
+	}
+	f.client = NewClient(ClientOptions{Site: o.Self, TLS: o.ClientTLS, Timeout: o.Timeout})
+	f.server = NewServer(ServerOptions{Site: o.Self, TLS: o.ServerTLS, Receiver: f, Log: o.Logger})
+	return f, nil
+}
+
+// Serve serves the federation endpoint on ln until Shutdown.
+func (f *Fed) Serve(ln net.Listener) error { return f.server.Serve(ln) }
+
+// Shutdown stops the endpoint and closes the connections to the peers.
+func (f *Fed) Shutdown(ctx context.Context) error {
+	return errors.Join(f.server.Shutdown(ctx), f.client.Close())
+}
+
+// Finished reports whether the federation's crawl has ended (see
+// rounds.Router).
+func (f *Fed) Finished() bool { return f.ended.Load() }
+
+// CacheStats returns the URL-sent cache's hits and lookups on this node.
+func (f *Fed) CacheStats() (hits, lookups int64) { return f.stats.hits.Load(), f.stats.lookups.Load() }
+
+// Traffic returns the bytes exchanged with each peer by this node's calls.
+func (f *Fed) Traffic() map[string]Traffic { return f.client.Traffic() }
+
+func (f *Fed) isDown(site string) bool { return (*f.down.Load())[site] }
+
+func (f *Fed) noteReceived(index uint64, urls int) {
+	for {
+		old := f.lastRecv.Load()
+		if index <= old || f.lastRecv.CompareAndSwap(old, index) {
+			break
+		}
+	}
+	f.stats.recvBatches.Add(1)
+	f.stats.recvURLs.Add(int64(urls))
+}
+
+// apply applies b through the site's Raft group.
+func (f *Fed) apply(ctx context.Context, b *store.Batch) error {
+	res, err := f.o.DB.Apply(ctx, b)
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err != nil {
+		return fmt.Errorf("federation: apply: %w", err)
+	}
+	return nil
+}
+
+// Run delivers the outbox, probes the peers, hands over the hosts of sites
+// down past the grace period and detects the federation's termination,
+// while this node leads its site's crawl database, until ctx is done.
+func (f *Fed) Run(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var lastProbe time.Time
+	probes := make(chan struct{}, 1)
+	probes <- struct{}{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		now := f.o.Now()
+		if now.Sub(lastProbe) >= f.o.ProbeEvery {
+			select {
+			case <-probes: // one probe round at a time
+				lastProbe = now
+				wg.Go(func() { // owner: Run; bounded by the calls' timeouts
+					defer func() { probes <- struct{}{} }()
+					f.probeAll(ctx)
+				})
+			default:
+			}
+		}
+		if !f.o.DB.IsLeader() {
+			continue
+		}
+		f.mu.Lock()
+		peers := make([]*peer, 0, len(f.peers))
+		for _, p := range f.peers {
+			peers = append(peers, p)
+		}
+		f.mu.Unlock()
+		for _, p := range peers {
+			if ctx.Err() != nil {
+				return nil
+			}
+			f.tend(ctx, p, now)
+		}
+	}
+}
+
+// tend moves p's outbox on: hand-over, sync, or one delivery.
+func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
+	f.mu.Lock()
+	down, synced, applied, known := p.down, p.synced, p.state.Recv[f.o.Self], p.heard
+	f.mu.Unlock()
+	switch {
+	case down:
+		for ctx.Err() == nil {
+			did, err := f.handOver(ctx, p)
+			if err != nil {
+				f.log.Error("federation: hand over", "peer", p.name, "err", err)
+				return
+			}
+			if !did {
+				return
+			}
+		}
+	case !synced:
+		if !known {
+			return // wait for its first answer
+		}
+		if err := f.sync(ctx, p, applied); err != nil {
+			f.log.Error("federation: sync with peer", "peer", p.name, "err", err)
+		}
+	default:
+		f.deliver(ctx, p, now)
+	}
+}

@@ -1,0 +1,171 @@
+package federation
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/partition"
+)
+
+// inPrefix keys, per sending site, what it has delivered here: the last
+// batch applied (batches are applied in their sequence order, once) and
+// the totals, in the crawl database's node table.
+const inPrefix = "fed/in/"
+
+// inbound is what one site has delivered here so far.
+type inbound struct {
+	Seq     uint64  // the last batch applied
+	Batches uint64  // batches applied
+	URLs    uint64  // puts received
+	Cash    float64 // cash on the puts
+	Virtual float64 // cash for the virtual page
+}
+
+func (in inbound) encode() []byte {
+	b := binary.AppendUvarint(nil, in.Seq)
+	b = binary.AppendUvarint(b, in.Batches)
+	b = binary.AppendUvarint(b, in.URLs)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(in.Cash))
+	return binary.BigEndian.AppendUint64(b, math.Float64bits(in.Virtual))
+}
+
+func decodeInbound(b []byte) (inbound, error) {
+	var in inbound
+	if len(b) == 0 {
+		return in, nil
+	}
+	var vals [3]uint64
+	for i := range vals {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return in, fmt.Errorf("federation: inbound record: bad counter %d", i)
+		}
+		vals[i], b = v, b[n:]
+	}
+	if len(b) != 16 {
+		return in, errors.New("federation: inbound record: bad cash")
+	}
+	in.Seq, in.Batches, in.URLs = vals[0], vals[1], vals[2]
+	in.Cash = math.Float64frombits(binary.BigEndian.Uint64(b))
+	in.Virtual = math.Float64frombits(binary.BigEndian.Uint64(b[8:]))
+	return in, nil
+}
+
+// Put applies a batch another site sent (see Receiver): the URLs this site
+// does not know are inserted with their cash, the cash of known ones is
+// added, and the virtual page's share is counted for the next update. A
+// batch whose URLs this site does not own is refused whole (ErrNotOwner),
+// as is one from a site not in the federation file; a batch applied before
+// (a retry) is acknowledged without a change.
+func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
+	if _, ok := f.o.File.Site(from); !ok || from == f.o.Self {
+		return fmt.Errorf("%w: site %q is not a peer in the federation file", ErrRefused, from)
+	}
+	locs := make(map[string]location, len(b.Hosts))
+	for _, h := range b.Hosts {
+		locs[h.Host] = location{key: h.Key, loc: locOf(h)}
+	}
+	for i, p := range b.Puts {
+		h := hostOf(p.URL)
+		l, ok := locs[h]
+		if !ok {
+			return fmt.Errorf("%w: put %d (%.200s): no location for host %q in the batch", ErrRefused, i, p.URL, h)
+		}
+		if f.owner(h, l) != f.o.Self && f.primary(h, l) != f.o.Self {
+			return fmt.Errorf("%w: put %d: %.200s belongs to site %s", ErrNotOwner, i, p.URL, f.owner(h, l))
+		}
+	}
+	key := inPrefix + from
+	for attempt := 0; ; attempt++ {
+		old, err := f.st.User(key)
+		if err != nil {
+			return fmt.Errorf("federation: inbound state of %s: %w", from, err)
+		}
+		in, err := decodeInbound(old)
+		if err != nil {
+			return err
+		}
+		if b.Seq <= in.Seq {
+			f.stats.dupBatches.Add(1)
+			return nil // applied before: the sender missed the answer
+		}
+		if b.First != 0 && b.First <= in.Seq {
+			// Part of it was applied in an earlier batch: the sender
+			// learns what from a probe and sends the rest.
+			return fmt.Errorf("%w: batch %d..%d from %s overlaps what was applied (up to %d)", ErrRefused, b.First, b.Seq, from, in.Seq)
+		}
+		cmd := store.NewBatch()
+		cmd.Guard(key, old)
+		var cash float64
+		for _, p := range b.Puts {
+			cmd.UpsertCash(p.URL, p.Cash, p.Depth)
+			cash += p.Cash
+		}
+		for h, l := range locs {
+			if _, known, err := f.cachedLoc(h); err != nil {
+				return err
+			} else if !known {
+				cmd.PutUser(locPrefix+h, encodeLocation(l))
+			}
+		}
+		in.Seq, in.Batches, in.URLs = b.Seq, in.Batches+1, in.URLs+uint64(len(b.Puts))
+		in.Cash += cash
+		in.Virtual += b.Virtual
+		cmd.PutUser(key, in.encode())
+		res, err := f.o.DB.Apply(ctx, cmd)
+		if err == nil && res.Err != nil {
+			err = res.Err
+		}
+		if errors.Is(err, store.ErrGuard) && attempt < 5 {
+			continue // the same sender's retry raced this one
+		}
+		if errors.Is(err, store.ErrBadOp) {
+			return fmt.Errorf("%w: %v", ErrRefused, err)
+		}
+		if err != nil {
+			return fmt.Errorf("federation: apply batch %d from %s: %w", b.Seq, from, err)
+		}
+		for h, l := range locs {
+			f.remember(h, l)
+		}
+		f.noteReceived(res.Index, len(b.Puts))
+		return nil
+	}
+}
+
+func locOf(h HostLoc) partition.Location {
+	return partition.Location{Lat: h.Lat, Lon: h.Lon, Known: h.Known}
+}
+
+// Inbound returns the cash other sites have sent here so far (see
+// rounds.Router).
+func (f *Fed) Inbound() (puts, virtual float64, err error) {
+	err = f.st.UserScan(inPrefix, func(k string, v []byte) error {
+		in, err := decodeInbound(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		puts += in.Cash
+		virtual += in.Virtual
+		return nil
+	})
+	return puts, virtual, err
+}
+
+// received returns the batches applied here so far, from every site.
+func (f *Fed) received() (uint64, error) {
+	var n uint64
+	err := f.st.UserScan(inPrefix, func(k string, v []byte) error {
+		in, err := decodeInbound(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		n += in.Batches
+		return nil
+	})
+	return n, err
+}

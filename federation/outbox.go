@@ -1,0 +1,377 @@
+package federation
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+)
+
+const (
+	// outPrefix keys, per peer, what this site delivered to it: the last
+	// outbox entry it acknowledged and the totals.
+	outPrefix = "fed/out/"
+	// sentPrefix keys the outbox entries delivered to a peer, kept so that
+	// their URLs can go to the peer's hosts' next owners if it is gone for
+	// good (fed/sent/PEER/SEQ).
+	sentPrefix = "fed/sent/"
+	// maxBatchPuts bounds a batch on the wire (several outbox entries).
+	maxBatchPuts = 16384
+	// outboxScan is how many outbox entries a delivery looks at.
+	outboxScan = 64
+)
+
+// outbound is what this site delivered to one peer so far.
+type outbound struct {
+	Acked   uint64 // the last outbox entry acknowledged
+	Batches uint64
+	URLs    uint64
+	Hits    uint64 // URLs not sent again (the sent cache)
+}
+
+func (o outbound) encode() []byte {
+	b := binary.AppendUvarint(nil, o.Acked)
+	b = binary.AppendUvarint(b, o.Batches)
+	b = binary.AppendUvarint(b, o.URLs)
+	return binary.AppendUvarint(b, o.Hits)
+}
+
+func decodeOutbound(b []byte) (outbound, error) {
+	var vals [4]uint64
+	if len(b) == 0 {
+		return outbound{}, nil
+	}
+	for i := range vals {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return outbound{}, fmt.Errorf("federation: outbound record: bad counter %d", i)
+		}
+		vals[i], b = v, b[n:]
+	}
+	return outbound{vals[0], vals[1], vals[2], vals[3]}, nil
+}
+
+func (f *Fed) outboundOf(peer string) (outbound, error) {
+	v, err := f.st.User(outPrefix + peer)
+	if err != nil {
+		return outbound{}, fmt.Errorf("federation: outbound state of %s: %w", peer, err)
+	}
+	return decodeOutbound(v)
+}
+
+func sentKey(peer string, seq uint64) string { return fmt.Sprintf("%s%s/%020d", sentPrefix, peer, seq) }
+
+// pending is a batch on its way to a peer: retried as it is until the peer
+// answers, so that a batch the peer applied but whose answer was lost is
+// recognised as applied (same sequence number).
+type pending struct {
+	batch   *Batch
+	entries []store.OutboxEntry
+	fps     []uint64
+	hits    int
+}
+
+// deliver sends one batch of peer p's outbox, if it has one and its
+// back-off allows. It reports whether it did anything.
+func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
+	if now.Before(p.nextTry) {
+		return false
+	}
+	if p.pend == nil {
+		pd, err := f.nextBatch(p)
+		if err != nil {
+			f.log.Error("federation: outbox", "peer", p.name, "err", err)
+			p.backoff(now, 5*time.Second)
+			return false
+		}
+		if pd == nil {
+			return false
+		}
+		f.mu.Lock()
+		p.pend = pd
+		f.mu.Unlock()
+	}
+	pd := p.pend
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
+	err := f.client.Put(cctx, p.spec.Endpoint, p.name, pd.batch)
+	cancel()
+	switch {
+	case err == nil:
+		if err := f.acked(ctx, p, pd); err != nil {
+			f.log.Error("federation: acknowledge delivered batch", "peer", p.name, "seq", pd.batch.Seq, "err", err)
+			p.backoff(now, time.Second)
+			return false
+		}
+		f.mu.Lock()
+		p.pend = nil
+		f.mu.Unlock()
+		p.ok(now)
+		f.stats.observe(time.Since(start))
+		return true
+	case errors.Is(err, ErrRefused):
+		// The peer does not own some of these URLs (its view of the
+		// federation differs) or has applied part of them: learn what it
+		// applied, and send again later, re-routed.
+		f.log.Warn("federation: batch refused", "peer", p.name, "seq", pd.batch.Seq, "err", err)
+		f.mu.Lock()
+		p.pend = nil
+		f.mu.Unlock()
+		p.synced = false
+		p.backoff(now, time.Second)
+	case errors.Is(err, ErrRejected):
+		f.log.Error("federation: batch rejected (a bug or a misconfiguration)", "peer", p.name, "seq", pd.batch.Seq, "err", err)
+		p.backoff(now, 10*time.Second)
+	default:
+		p.fail(now)
+		f.mu.Lock()
+		p.lastErr = err.Error()
+		f.mu.Unlock()
+	}
+	return false
+}
+
+// nextBatch merges the oldest outbox entries for p into one batch: URLs
+// already sent to p (the sent cache) are left out and their cash goes to
+// the batch's virtual share.
+func (f *Fed) nextBatch(p *peer) (*pending, error) {
+	entries, err := f.st.Outbox(p.name, 0, outboxScan)
+	if err != nil || len(entries) == 0 {
+		return nil, err
+	}
+	pd := &pending{batch: &Batch{From: f.o.Self, To: p.name}}
+	seen := map[uint64]bool{}
+	hosts := map[string]HostLoc{}
+	used := map[string]bool{}
+	for _, e := range entries {
+		eb, err := Decode(e.Payload, Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("outbox entry %d for %s: %w", e.Seq, p.name, err)
+		}
+		if len(pd.entries) > 0 && len(pd.batch.Puts)+len(eb.Puts) > maxBatchPuts {
+			break
+		}
+		for _, h := range eb.Hosts {
+			hosts[h.Host] = h
+		}
+		for _, put := range eb.Puts {
+			fp := store.Fingerprint(put.URL)
+			hit := seen[fp]
+			if !hit {
+				if hit, err = f.st.SentContains(fp); err != nil {
+					return nil, err
+				}
+			}
+			if hit {
+				pd.batch.Virtual += put.Cash
+				pd.hits++
+				continue
+			}
+			seen[fp] = true
+			pd.fps = append(pd.fps, fp)
+			pd.batch.Puts = append(pd.batch.Puts, put)
+			used[hostOf(put.URL)] = true
+		}
+		pd.batch.Virtual += eb.Virtual
+		pd.batch.Seq = e.Seq
+		if pd.batch.First == 0 {
+			pd.batch.First = e.Seq
+		}
+		pd.entries = append(pd.entries, e)
+	}
+	for h := range used {
+		pd.batch.Hosts = append(pd.batch.Hosts, hosts[h])
+	}
+	return pd, nil
+}
+
+// acked records a delivered batch: its entries leave the outbox (kept
+// under fed/sent/ for a handover), its URLs enter the sent cache.
+func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
+	out, err := f.outboundOf(p.name)
+	if err != nil {
+		return err
+	}
+	b := store.NewBatch()
+	for _, e := range pd.entries {
+		b.OutboxAck(p.name, e.Seq)
+		b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+	}
+	for _, fp := range pd.fps {
+		b.SentCheckAdd(fp, f.o.SentCache)
+	}
+	out.Acked = max(out.Acked, pd.batch.Seq)
+	out.Batches++
+	out.URLs += uint64(len(pd.batch.Puts))
+	out.Hits += uint64(pd.hits)
+	b.PutUser(outPrefix+p.name, out.encode())
+	if err := f.apply(ctx, b); err != nil {
+		return err
+	}
+	f.stats.hits.Add(int64(pd.hits))
+	f.stats.lookups.Add(int64(pd.hits + len(pd.batch.Puts)))
+	f.stats.sentURLs.Add(int64(len(pd.batch.Puts)))
+	f.stats.sentBatches.Add(1)
+	return nil
+}
+
+// sync learns from p's answer to a probe which of this site's batches it
+// has applied, and acknowledges the outbox entries they covered (a batch
+// applied whose answer was lost, before a restart or a change of leader).
+func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
+	for {
+		entries, err := f.st.Outbox(p.name, 0, outboxScan)
+		if err != nil {
+			return err
+		}
+		b := store.NewBatch()
+		n := 0
+		for _, e := range entries {
+			if e.Seq > applied {
+				break
+			}
+			b.OutboxAck(p.name, e.Seq)
+			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+			n++
+		}
+		if n == 0 {
+			p.synced = true
+			return nil
+		}
+		out, err := f.outboundOf(p.name)
+		if err != nil {
+			return err
+		}
+		out.Acked = max(out.Acked, applied)
+		b.PutUser(outPrefix+p.name, out.encode())
+		if err := f.apply(ctx, b); err != nil {
+			return err
+		}
+		f.log.Info("federation: outbox entries the peer had applied acknowledged", "peer", p.name, "entries", n, "applied", applied)
+	}
+}
+
+// handOver moves p's outbox, and the URLs delivered to it before, to the
+// next owners of its hosts: p has been suspect past the grace period. URLs
+// delivered before go with no cash (p had it); they are new to their next
+// owner unless it found them itself.
+func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
+	entries, err := f.st.Outbox(p.name, 0, 16)
+	if err != nil {
+		return false, err
+	}
+	var self inbound // what comes back to this site
+	if len(entries) > 0 {
+		b := store.NewBatch()
+		for _, e := range entries {
+			if err := f.reroute(b, e.Payload, false, &self); err != nil {
+				return false, fmt.Errorf("hand over outbox entry %d of %s: %w", e.Seq, p.name, err)
+			}
+			b.OutboxAck(p.name, e.Seq)
+		}
+		return true, f.applySelf(ctx, b, self)
+	}
+	var keys []string
+	var payloads [][]byte
+	err = f.st.UserScan(sentPrefix+p.name+"/", func(k string, v []byte) error {
+		if len(keys) < 16 {
+			keys = append(keys, k)
+			payloads = append(payloads, append([]byte(nil), v...))
+		}
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return false, err
+	}
+	b := store.NewBatch()
+	for i, k := range keys {
+		if err := f.reroute(b, payloads[i], true, &self); err != nil {
+			return false, fmt.Errorf("hand over %s: %w", k, err)
+		}
+		b.PutUser(k, nil)
+	}
+	return true, f.applySelf(ctx, b, self)
+}
+
+// applySelf applies b with what it gives back to this site added to the
+// site's own inbound record (cash it had counted as sent).
+func (f *Fed) applySelf(ctx context.Context, b *store.Batch, self inbound) error {
+	if self.URLs > 0 || self.Cash > 0 || self.Virtual > 0 {
+		key := inPrefix + f.o.Self
+		old, err := f.st.User(key)
+		if err != nil {
+			return err
+		}
+		in, err := decodeInbound(old)
+		if err != nil {
+			return err
+		}
+		in.URLs += self.URLs
+		in.Cash += self.Cash
+		in.Virtual += self.Virtual
+		b.Guard(key, old)
+		b.PutUser(key, in.encode())
+	}
+	return f.apply(ctx, b)
+}
+
+// reroute adds to b what re-sends an outbox payload to its hosts' owners
+// as this site sees the federation now: new outbox entries, or puts into
+// this site's own crawl database for hosts it now owns. noCash sends the
+// URLs without their cash (it was delivered already).
+func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound) error {
+	eb, err := Decode(payload, Limits{})
+	if err != nil {
+		return err
+	}
+	locs := map[string]location{}
+	for _, h := range eb.Hosts {
+		locs[h.Host] = location{key: h.Key, loc: locOf(h)}
+	}
+	by := map[string][]Put{}
+	var virtual float64
+	for _, p := range eb.Puts {
+		if noCash {
+			p.Cash = 0
+		}
+		h := hostOf(p.URL)
+		o := f.owner(h, locs[h])
+		if o == "" {
+			o = f.o.Self // every site down: keep it here
+		}
+		by[o] = append(by[o], p)
+	}
+	if !noCash {
+		virtual = eb.Virtual
+	}
+	for o, puts := range by {
+		if o == f.o.Self {
+			for _, p := range puts {
+				b.UpsertCash(p.URL, p.Cash, p.Depth)
+				self.Cash += p.Cash
+			}
+			self.URLs += uint64(len(puts))
+			continue
+		}
+		nb := &Batch{From: f.o.Self, To: o, Puts: puts}
+		for h := range hostsOf(puts) {
+			if l, ok := locs[h]; ok {
+				nb.Hosts = append(nb.Hosts, l.hostLoc(h))
+			}
+		}
+		b.OutboxEnqueue(o, nb.Append(nil))
+	}
+	self.Virtual += virtual // the virtual share stays here
+	return nil
+}
+
+func hostsOf(puts []Put) map[string]bool {
+	m := map[string]bool{}
+	for _, p := range puts {
+		m[hostOf(p.URL)] = true
+	}
+	return m
+}

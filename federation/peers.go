@@ -1,0 +1,388 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// peer is another site as this node sees it.
+type peer struct {
+	name string
+	spec SiteSpec
+
+	// Delivery (the Run goroutine only).
+	pend     *pending
+	nextTry  time.Time
+	failures int
+	synced   bool // outbox entries the peer applied are acknowledged
+
+	// Detection (under Fed.mu).
+	lastOK  time.Time // its last answer
+	suspect bool
+	down    bool // suspect past the grace period: its hosts have moved
+	heard   bool // state is from its answer
+	state   probeMsg
+	lastErr string
+}
+
+func (p *peer) backoff(now time.Time, d time.Duration) { p.nextTry = now.Add(d) }
+
+func (p *peer) ok(now time.Time) { p.failures, p.nextTry = 0, time.Time{} }
+
+// fail backs off exponentially: 100 ms, doubling, at most 5 s.
+func (p *peer) fail(now time.Time) {
+	p.failures++
+	d := 100 * time.Millisecond << min(p.failures-1, 6)
+	p.nextTry = now.Add(min(d, 5*time.Second))
+}
+
+// probeMsg is what sites tell each other in probes, both ways: enough for
+// the failure detector (any answer) and the termination waves.
+type probeMsg struct {
+	Site    string `json:"site"`
+	Passive bool   `json:"passive"` // nothing to do, nothing to send
+	// Sent is, per peer, the last outbox entry sent to it (acknowledged,
+	// or in flight); Recv, per peer, the last one applied from it.
+	Sent       map[string]uint64 `json:"sent"`
+	Recv       map[string]uint64 `json:"recv"`
+	Down       []string          `json:"down,omitempty"`
+	Terminated bool              `json:"terminated,omitempty"`
+}
+
+// local returns this node's own probe state.
+func (f *Fed) local() (probeMsg, error) {
+	m := probeMsg{Site: f.o.Self, Sent: map[string]uint64{}, Recv: map[string]uint64{}, Terminated: f.terminated.Load()}
+	idle := uint64(0)
+	if f.o.Idle != nil {
+		idle = f.o.Idle()
+	}
+	f.mu.Lock()
+	pending := false
+	for name, p := range f.peers {
+		if p.pend != nil {
+			pending = true
+			m.Sent[name] = p.pend.batch.Seq
+		}
+		if p.down {
+			m.Down = append(m.Down, name)
+		}
+	}
+	f.mu.Unlock()
+	for _, s := range f.o.File.Sites {
+		if s.Name == f.o.Self {
+			continue
+		}
+		if _, ok := m.Sent[s.Name]; !ok {
+			out, err := f.outboundOf(s.Name)
+			if err != nil {
+				return m, err
+			}
+			m.Sent[s.Name] = out.Acked
+		}
+		v, err := f.st.User(inPrefix + s.Name)
+		if err != nil {
+			return m, err
+		}
+		in, err := decodeInbound(v)
+		if err != nil {
+			return m, err
+		}
+		m.Recv[s.Name] = in.Seq
+	}
+	m.Passive = idle > 0 && idle >= f.lastRecv.Load() && f.st.Counts().Outbox == 0 && !pending && f.o.DB.IsLeader()
+	return m, nil
+}
+
+// Probe answers a peer's probe with this node's state (see Receiver).
+func (f *Fed) Probe(ctx context.Context, from string, body []byte) ([]byte, error) {
+	if _, ok := f.o.File.Site(from); !ok || from == f.o.Self {
+		return nil, fmt.Errorf("%w: site %q is not a peer in the federation file", ErrRefused, from)
+	}
+	var in probeMsg
+	if err := json.Unmarshal(body, &in); err != nil || in.Site != from {
+		return nil, fmt.Errorf("%w: probe from %s: %v", ErrRefused, from, err)
+	}
+	if in.Terminated {
+		f.setTerminated(from)
+	}
+	f.heardFrom(from, in, f.o.Now())
+	m, err := f.local()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// setTerminated records that a peer announced the federation's end.
+func (f *Fed) setTerminated(by string) {
+	f.terminated.Store(true)
+	if !f.ended.Swap(true) {
+		f.log.Info("federation: the federation's crawl has ended", "detected_by", by)
+	}
+}
+
+// heardFrom records a peer's state from its probe or answer.
+func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.peers[name]
+	if p == nil {
+		return
+	}
+	p.lastOK, p.state, p.heard, p.lastErr = now, m, true, ""
+	if p.down {
+		f.log.Warn("federation: site is back: its hosts are its own again", "site", name)
+	}
+	if p.suspect || p.down {
+		p.suspect, p.down = false, false
+		f.publishDown()
+	}
+}
+
+// probeAll probes every peer at once, runs the failure detector, and, on
+// the coordinator, a termination wave.
+func (f *Fed) probeAll(ctx context.Context) {
+	me, err := f.local()
+	if err != nil {
+		f.log.Error("federation: local state", "err", err)
+		return
+	}
+	body, _ := json.Marshal(me)
+	f.mu.Lock()
+	peers := slices.Collect(maps.Values(f.peers))
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	answered := make([]bool, len(peers))
+	for i, p := range peers {
+		wg.Go(func() { // owner: probeAll; bounded by the call's timeout
+			cctx, cancel := context.WithTimeout(ctx, max(f.o.SuspectAfter/2, 500*time.Millisecond))
+			defer cancel()
+			reply, err := f.client.Probe(cctx, p.spec.Endpoint, p.name, body)
+			var m probeMsg
+			if err == nil {
+				err = json.Unmarshal(reply, &m)
+			}
+			if err == nil && m.Site != p.name {
+				err = fmt.Errorf("answer from %q", m.Site)
+			}
+			if err != nil {
+				f.mu.Lock()
+				p.lastErr = err.Error()
+				f.mu.Unlock()
+				return
+			}
+			if m.Terminated {
+				f.setTerminated(p.name)
+			}
+			f.heardFrom(p.name, m, f.o.Now())
+			answered[i] = true
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	now := f.o.Now()
+	grace := f.o.File.GraceOr()
+	f.mu.Lock()
+	changed := false
+	for _, p := range peers {
+		silent := now.Sub(p.lastOK)
+		if !p.suspect && silent > f.o.SuspectAfter {
+			p.suspect = true
+			f.log.Warn("federation: site suspect", "site", p.name, "silent", silent.Round(time.Millisecond), "err", p.lastErr)
+		}
+		if p.suspect && !p.down && silent > f.o.SuspectAfter+grace {
+			p.down, changed = true, true
+			f.log.Warn("federation: site down past the grace period: its hosts go to their next owner", "site", p.name, "grace", grace)
+		}
+	}
+	if changed {
+		f.publishDown()
+	}
+	states := map[string]probeMsg{f.o.Self: me}
+	complete := true
+	for i, p := range peers {
+		if p.down {
+			continue
+		}
+		if !answered[i] {
+			complete = false
+		}
+		states[p.name] = p.state
+	}
+	coordinator := f.o.Self
+	for name := range states {
+		coordinator = min(coordinator, name)
+	}
+	f.mu.Unlock()
+	if coordinator != f.o.Self || f.terminated.Load() {
+		return
+	}
+	if !complete {
+		f.waves = nil
+		return
+	}
+	w := waveOf(states)
+	f.waves = append(f.waves, w)
+	if len(f.waves) > 2 {
+		f.waves = f.waves[1:]
+	}
+	if len(f.waves) == 2 && f.waves[0].quiet && f.waves[1].quiet && f.waves[0].key == f.waves[1].key {
+		f.terminated.Store(true)
+		f.log.Info("federation: the federation's crawl has ended: telling the peers", "waves", 2)
+		f.announce(ctx, peers)
+		f.ended.Store(true)
+	}
+}
+
+// announce tells the live peers that the federation's crawl has ended,
+// trying each for a few seconds (a peer that misses it learns it from the
+// next probe it sends to a site that knows).
+func (f *Fed) announce(ctx context.Context, peers []*peer) {
+	me, err := f.local()
+	if err != nil {
+		return
+	}
+	body, _ := json.Marshal(me)
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		f.mu.Lock()
+		down := p.down
+		f.mu.Unlock()
+		if down {
+			continue
+		}
+		wg.Go(func() { // owner: announce; bounded in time
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := f.client.Probe(cctx, p.spec.Endpoint, p.name, body)
+				cancel()
+				if err == nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// publishDown publishes the set of sites down (under f.mu).
+func (f *Fed) publishDown() {
+	m := map[string]bool{}
+	for name, p := range f.peers {
+		if p.down {
+			m[name] = true
+		}
+	}
+	f.down.Store(&m)
+}
+
+// wave is one round of the coordinator's termination probes.
+type wave struct {
+	quiet bool   // every live site passive, and every batch sent applied
+	key   string // the counters, to compare consecutive waves
+}
+
+// waveOf sums up the states of the live sites (Mattern's four counters,
+// per pair of sites).
+func waveOf(states map[string]probeMsg) wave {
+	w := wave{quiet: true}
+	names := slices.Sorted(maps.Keys(states))
+	for _, a := range names {
+		sa := states[a]
+		if !sa.Passive {
+			w.quiet = false
+		}
+		for _, b := range names {
+			if a == b {
+				continue
+			}
+			sent, recv := sa.Sent[b], states[b].Recv[a]
+			if sent != recv {
+				w.quiet = false
+			}
+			w.key += fmt.Sprintf("%s>%s:%d/%d;", a, b, sent, recv)
+		}
+	}
+	return w
+}
+
+// Status is the federation as this node sees it (site status, /status).
+type Status struct {
+	Site        string       `json:"site"`
+	Partitioner string       `json:"partitioner"`
+	Terminated  bool         `json:"terminated"`
+	Passive     bool         `json:"passive"`
+	Outbox      uint64       `json:"outbox_entries"`
+	SentCache   uint64       `json:"sent_cache_size"`
+	CacheHits   int64        `json:"sent_cache_hits"`
+	CacheLookup int64        `json:"sent_cache_lookups"`
+	CacheRate   float64      `json:"sent_cache_hit_rate"`
+	SentURLs    int64        `json:"sent_urls"`
+	SentBatches int64        `json:"sent_batches"`
+	RecvURLs    int64        `json:"received_urls"`
+	RecvBatches int64        `json:"received_batches"`
+	Peers       []PeerStatus `json:"peers"`
+}
+
+// PeerStatus is one peer in Status.
+type PeerStatus struct {
+	Name     string  `json:"name"`
+	Endpoint string  `json:"endpoint"`
+	State    string  `json:"state"` // "up", "suspect", "down" (its hosts moved), "unknown"
+	Silent   float64 `json:"silent_s"`
+	Outbox   int     `json:"outbox_pending"` // entries waiting (up to a scan's worth)
+	Sent     uint64  `json:"sent_seq"`
+	Recv     uint64  `json:"recv_seq"`
+	BytesOut int64   `json:"bytes_out"`
+	BytesIn  int64   `json:"bytes_in"`
+	LastErr  string  `json:"last_error,omitempty"`
+}
+
+// Status returns the federation's state as this node sees it.
+func (f *Fed) Status() Status {
+	me, _ := f.local()
+	c := f.st.Counts()
+	s := Status{Site: f.o.Self, Partitioner: f.o.File.Partitioner, Terminated: f.terminated.Load(), Passive: me.Passive,
+		Outbox: c.Outbox, SentCache: c.Sent, CacheHits: f.stats.hits.Load(), CacheLookup: f.stats.lookups.Load(),
+		SentURLs: f.stats.sentURLs.Load(), SentBatches: f.stats.sentBatches.Load(),
+		RecvURLs: f.stats.recvURLs.Load(), RecvBatches: f.stats.recvBatches.Load()}
+	if s.CacheLookup > 0 {
+		s.CacheRate = float64(s.CacheHits) / float64(s.CacheLookup)
+	}
+	traffic := f.client.Traffic()
+	now := f.o.Now()
+	f.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(f.peers)) {
+		p := f.peers[name]
+		ps := PeerStatus{Name: name, Endpoint: p.spec.Endpoint, Silent: now.Sub(p.lastOK).Seconds(), Sent: me.Sent[name], Recv: me.Recv[name], LastErr: p.lastErr}
+		switch {
+		case p.down:
+			ps.State = "down"
+		case p.suspect:
+			ps.State = "suspect"
+		case p.heard:
+			ps.State = "up"
+		default:
+			ps.State = "unknown"
+		}
+		t := traffic[name]
+		ps.BytesOut, ps.BytesIn = int64(t.WireSent), int64(t.WireReceived)
+		s.Peers = append(s.Peers, ps)
+	}
+	f.mu.Unlock()
+	for i := range s.Peers {
+		if e, err := f.st.Outbox(s.Peers[i].Name, 0, outboxScan); err == nil {
+			s.Peers[i].Outbox = len(e)
+		}
+	}
+	return s
+}

@@ -1,0 +1,116 @@
+package site
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/meridian-crawler/meridian/certs"
+	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/partition/geoip"
+)
+
+// startFederation opens the site's federation layer when --federation is
+// set: the file, the certificates, the GeoIP database, and the endpoint the
+// file names for this site (served from here on, so that peers can deliver
+// as soon as the site is up).
+func (s *Site) startFederation(res *dnscache.Resolver) error {
+	cfg := s.cfg
+	file, err := federation.ReadFile(cfg.Federation)
+	if err != nil {
+		return err
+	}
+	spec, ok := file.Site(cfg.Region)
+	if !ok {
+		return fmt.Errorf("site: --region %q is not a site of the federation file %s", cfg.Region, cfg.Federation)
+	}
+	if cfg.Certs == "" {
+		return fmt.Errorf("site: --federation needs --certs DIR (make them with: site certs --dir DIR --sites NAME,...)")
+	}
+	serverTLS, clientTLS, err := certs.Load(cfg.Certs, cfg.Region)
+	if err != nil {
+		return fmt.Errorf("site: federation certificates: %w", err)
+	}
+	if cfg.GeoIP != "" {
+		if s.geo, err = geoip.Open(cfg.GeoIP); err != nil {
+			return fmt.Errorf("site: --geoip: %w", err)
+		}
+	} else if file.Partitioner == "distance" {
+		s.log.Warn("site: the distance partitioner without --geoip locates no host: every host is placed by consistent hashing")
+	}
+	s.fed, err = federation.New(federation.Options{
+		File: file, Self: cfg.Region, DB: s.db, ServerTLS: serverTLS, ClientTLS: clientTLS,
+		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			ips, _, err := res.Lookup(ctx, host)
+			return ips, err
+		},
+		GeoIP: s.geo,
+		Idle: func() uint64 {
+			if c := s.crawlerReady.Load(); c != nil {
+				return c.IdleIndex()
+			}
+			return 0
+		},
+		Logger: s.log.With("part", "federation"),
+	})
+	if err != nil {
+		return err
+	}
+	s.fedLn, err = net.Listen("tcp", spec.ListenAddr())
+	if err != nil {
+		return fmt.Errorf("site: federation endpoint %s (from %s): %w", spec.ListenAddr(), cfg.Federation, err)
+	}
+	go s.fed.Serve(s.fedLn) // owner: Site; stopped by Close
+	s.log.Info("site: federation endpoint up", "site", cfg.Region, "endpoint", spec.Endpoint, "listen", spec.ListenAddr(), "partitioner", file.Partitioner, "peers", len(file.Sites)-1)
+	return nil
+}
+
+// ownSeeds keeps the seeds whose hosts this site owns: every site of a
+// federation may be given the same seed list.
+func (s *Site) ownSeeds(ctx context.Context, seeds []string) ([]string, error) {
+	if s.fed == nil || len(seeds) == 0 {
+		return seeds, nil
+	}
+	hosts := make([]string, 0, len(seeds))
+	seen := map[string]bool{}
+	for _, u := range seeds {
+		if h := hostOfURL(u); !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	owners, err := s.fed.Owners(lctx, hosts)
+	if err != nil {
+		return nil, fmt.Errorf("site: place the seeds: %w", err)
+	}
+	var own []string
+	for _, u := range seeds {
+		if owners[hostOfURL(u)] == "" {
+			own = append(own, u)
+		}
+	}
+	s.log.Info("site: seeds of this site's hosts", "kept", len(own), "of", len(seeds))
+	return own, nil
+}
+
+// hostOfURL is the host name of an absolute URL, as the rounds name hosts.
+func hostOfURL(u string) string {
+	for _, p := range []string{"http://", "https://"} {
+		if len(u) > len(p) && u[:len(p)] == p {
+			u = u[len(p):]
+			break
+		}
+	}
+	for i := 0; i < len(u); i++ {
+		switch u[i] {
+		case '/', ':', '?', '#':
+			return u[:i]
+		}
+	}
+	return u
+}

@@ -1,0 +1,355 @@
+package site_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/certs"
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/partition"
+	"github.com/meridian-crawler/meridian/partition/geoip"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+// fedWeb is a websim for a federation test, with its GeoIP database, a
+// seeds file of every front page, and the federation's certificates.
+type fedWeb struct {
+	*multiWeb
+	geoip string
+	certs string
+}
+
+func startFedWeb(t *testing.T, hosts, pages, ips int, seed uint64, sites []string) *fedWeb {
+	t.Helper()
+	dir := t.TempDir()
+	w := &fedWeb{multiWeb: &multiWeb{truth: filepath.Join(dir, "truth.jsonl")}, geoip: filepath.Join(dir, "geoip.mmdb"), certs: filepath.Join(dir, "certs")}
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: hosts, Pages: pages, Seed: seed, IPs: ips, Profile: synth.Realistic},
+		DNSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", TruthPath: w.truth, GeoIPPath: w.geoip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	w.sim = sim
+	var b strings.Builder
+	for h := range sim.Web().Hosts() {
+		b.WriteString(sim.Web().FrontURL(h) + "\n")
+	}
+	w.seeds = filepath.Join(dir, "seeds.txt")
+	if err := os.WriteFile(w.seeds, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.Init(w.certs); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		if err := certs.IssueSite(w.certs, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// fedSites are the three test sites, where UniCrawl's were.
+var fedSites = []federation.SiteSpec{
+	{Name: "eu", Lat: 53.55, Lon: 9.99},
+	{Name: "us", Lat: 40.71, Lon: -74.01},
+	{Name: "asia", Lat: 1.35, Lon: 103.82},
+}
+
+// writeFedFile writes a federation file with a free loopback endpoint per
+// site.
+func writeFedFile(t *testing.T, dir, kind string, grace time.Duration) (string, federation.File) {
+	t.Helper()
+	f := federation.File{Partitioner: kind, Replicas: 200, Grace: federation.Duration(grace)}
+	for _, s := range fedSites {
+		ln, err := netListen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Endpoint = ln
+		f.Sites = append(f.Sites, s)
+	}
+	b, _ := json.MarshalIndent(f, "", "  ")
+	path := filepath.Join(dir, "federation.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, f
+}
+
+func fedConfig(w *fedWeb, root, fedFile, name string) site.Config {
+	cfg := nodeConfig(nil, w.multiWeb, root, name+"-1", "")
+	cfg.Region = name
+	cfg.Data = filepath.Join(root, name)
+	cfg.Federation, cfg.Certs, cfg.GeoIP = fedFile, w.certs, w.geoip
+	cfg.FailTimeout = 3 * time.Second
+	return cfg
+}
+
+// owners computes each host's owner the way the federation must: its
+// smallest address is its key; GeoIP locates it for the distance
+// partitioner.
+func owners(t *testing.T, w *fedWeb, f federation.File) map[string]string {
+	t.Helper()
+	var sites []partition.Site
+	for _, s := range f.Sites {
+		sites = append(sites, partition.Site{Name: s.Name, Lat: s.Lat, Lon: s.Lon, Capacity: s.Capacity})
+	}
+	p, err := partition.New(f.Partitioner, sites, f.Replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := geoip.Open(w.geoip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]string{}
+	for _, h := range w.sim.Web().Hosts() {
+		loc := db.Locate(h.IP)
+		out[h.Name] = p.Owner(partition.Host{Name: h.Name, Key: partition.Key(h.Name, []netip.Addr{h.IP}), Loc: loc}, nil)
+	}
+	return out
+}
+
+// TestFederation crawls one realistic web with three sites, once per
+// partitioner: every URL is fetched by the site that owns its host and by
+// no other, the web is covered, politeness holds across the sites, OPIC's
+// cash is conserved federation-wide, and every site exits by itself when
+// the federation's crawl has ended.
+func TestFederation(t *testing.T) {
+	for _, kind := range []string{"consistent", "distance"} {
+		t.Run(kind, func(t *testing.T) {
+			w := startFedWeb(t, 45, 10, 12, 11, []string{"eu", "us", "asia"})
+			root := t.TempDir()
+			fedFile, file := writeFedFile(t, root, kind, 30*time.Second)
+			var cfgs []site.Config
+			for _, s := range fedSites {
+				cfgs = append(cfgs, fedConfig(w, root, fedFile, s.Name))
+			}
+			runFederation(t, cfgs)
+			checkFederation(t, w, file, cfgs)
+		})
+	}
+}
+
+// runFederation starts the sites and waits until every one has exited by
+// itself.
+func runFederation(t *testing.T, cfgs []site.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(cfgs))
+	start := time.Now()
+	for i, cfg := range cfgs {
+		wg.Go(func() {
+			errs[i] = site.Up(ctx, cfg, testLogger(t, cfg.Region), nil)
+		})
+	}
+	wg.Wait()
+	t.Logf("federation crawl took %v", time.Since(start).Round(time.Millisecond))
+	if ctx.Err() != nil {
+		t.Fatalf("the sites did not all end within the test's time: %v", errs)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("site %s: %v", cfgs[i].Region, err)
+		}
+	}
+}
+
+func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.Config) {
+	t.Helper()
+	own := owners(t, w, file)
+	hostsOf := map[string]int{}
+	for _, o := range own {
+		hostsOf[o]++
+	}
+	t.Logf("hosts per site (%s): %v", file.Partitioner, hostsOf)
+	// WARC files: every response by its host's owner, no URL by two sites.
+	by := map[string]string{}
+	perSite := map[string]int{}
+	for _, cfg := range cfgs {
+		recs, err := crawlcheck.ResponseRecords(filepath.Join(cfg.Data, "warc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		perSite[cfg.Region] = len(recs)
+		wrong := 0
+		for _, r := range recs {
+			h := hostName(r.URL)
+			if o := own[h]; o != cfg.Region {
+				if wrong++; wrong <= 5 {
+					t.Errorf("site %s fetched %s, a URL of site %s's host", cfg.Region, r.URL, o)
+				}
+			}
+			if prev, ok := by[r.URL]; ok && r.Status >= 200 && r.Status < 300 {
+				t.Errorf("%s fetched by %s and by %s", r.URL, prev, cfg.Region)
+			}
+			if r.Status >= 200 && r.Status < 300 {
+				by[r.URL] = cfg.Region
+			}
+		}
+	}
+	t.Logf("WARC responses per site: %v", perSite)
+	for _, cfg := range cfgs {
+		if perSite[cfg.Region] == 0 {
+			t.Errorf("site %s fetched nothing", cfg.Region)
+		}
+	}
+	// Coverage: a target is covered if any site fetched it.
+	truth, err := crawlcheck.ReadTruth(w.truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stores []*store.Store
+	for _, cfg := range cfgs {
+		st, err := crawldb.OpenStore(filepath.Join(cfg.Data, "crawldb"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stores = append(stores, st)
+	}
+	targets, covered := 0, 0
+	var missing []string
+	for i := range truth {
+		r := &truth[i]
+		if !crawlcheck.Target(r) {
+			continue
+		}
+		targets++
+		u := r.URL
+		if r.Canonical != "" {
+			u = r.Canonical
+		}
+		found := false
+		for _, st := range stores {
+			if rec, ok, err := st.Get(u); err != nil {
+				t.Fatal(err)
+			} else if ok && rec.Status >= store.StatusFetched {
+				found = true
+			}
+		}
+		if found {
+			covered++
+		} else if len(missing) < 10 {
+			missing = append(missing, u)
+		}
+	}
+	ratio := float64(covered) / float64(max(targets, 1))
+	t.Logf("coverage %d/%d = %.4f", covered, targets, ratio)
+	if ratio < 0.99 || targets < 100 {
+		t.Errorf("coverage %.4f of %d targets; missing e.g. %v", ratio, targets, missing)
+	}
+	snap := w.sim.Stats().Snapshot()
+	if b := crawlcheck.Politeness(snap, cfgs[0].HostDelay, cfgs[0].IPDelay, crawlDelays(w.sim.Web(), cfgs[0].MaxCrawlDelay)); len(b) > 0 {
+		t.Errorf("politeness breaches across the federation: %v", b)
+	}
+	// OPIC's cash, federation-wide: what the seeds injected is in pages
+	// and virtual pages (every outbox is empty).
+	var cash, injected opic.Sum
+	sent := 0
+	for i, st := range stores {
+		if n := st.Counts().Outbox; n != 0 {
+			t.Errorf("site %s ended with %d outbox entries", cfgs[i].Region, n)
+		}
+		state, err := rounds.ReadState(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state.Finished == nil || state.Finished.Reason != "exhausted" {
+			t.Errorf("site %s: the crawl did not end as exhausted: %+v", cfgs[i].Region, state.Finished)
+		}
+		st.ScanURLs(func(r store.URLRecord) error { cash.Add(r.Cash); return nil })
+		cash.Add(state.Virtual)
+		injected.Add(state.Injected)
+		// Cash for the virtual page received after the last update.
+		pending := 0.0
+		st.UserScan("fed/in/", func(k string, v []byte) error {
+			pending += inboundVirtual(t, v)
+			return nil
+		})
+		cash.Add(pending - state.VirtualIn)
+		if state.Sent > 0 {
+			sent++
+		}
+	}
+	if off := (cash.Value() - injected.Value()) / injected.Value(); math.Abs(off) > 1e-9 {
+		t.Errorf("federation-wide cash off by %g of the %v injected", off, injected.Value())
+	}
+	if sent < 2 {
+		t.Errorf("only %d sites sent URLs to others", sent)
+	}
+	for _, cfg := range cfgs {
+		ls := readRounds(t, cfg.Data)
+		if len(ls) == 0 {
+			t.Errorf("site %s has no rounds.jsonl", cfg.Region)
+			continue
+		}
+		last := ls[len(ls)-1]
+		t.Logf("site %s: %d rounds; URL-sent cache %d/%d hits", cfg.Region, len(ls), last.SentCacheHits, last.SentCacheLookups)
+	}
+}
+
+// inboundVirtual reads the virtual-page cash of a fed/in/ record (its last
+// 8 bytes).
+func inboundVirtual(t *testing.T, v []byte) float64 {
+	t.Helper()
+	if len(v) < 16 {
+		t.Fatalf("inbound record of %d bytes", len(v))
+	}
+	return math.Float64frombits(uint64(v[len(v)-8])<<56 | uint64(v[len(v)-7])<<48 | uint64(v[len(v)-6])<<40 | uint64(v[len(v)-5])<<32 |
+		uint64(v[len(v)-4])<<24 | uint64(v[len(v)-3])<<16 | uint64(v[len(v)-2])<<8 | uint64(v[len(v)-1]))
+}
+
+func hostName(u string) string {
+	u = strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
+	if i := strings.IndexAny(u, "/:?#"); i >= 0 {
+		u = u[:i]
+	}
+	return u
+}
+
+var _ = fmt.Sprint
+
+// netListen returns a free loopback address.
+func netListen() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// testLogger logs a site's warnings and errors to the test's log.
+func testLogger(t *testing.T, name string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("site", name)
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
