@@ -57,6 +57,10 @@ type Options struct {
 	// RaftAddr is the Raft TCP address to listen on ("127.0.0.1:0" picks a
 	// port). Required unless Transport is set.
 	RaftAddr string
+	// RaftAdvertise, if set, is the Raft address the other nodes are given
+	// and dial (host:port: a proxy or a NAT in front of RaftAddr); default
+	// RaftAddr's bound address.
+	RaftAdvertise string
 	// APIAddr is where the node serves forwarded writes and joins over HTTP
 	// ("127.0.0.1:0" picks a port); empty: no listener of its own (see
 	// AdvertiseAPI), or no API at all (a single node that will never have
@@ -116,6 +120,13 @@ func (o Options) Validate() error {
 	}
 	if o.APIAddr != "" && o.AdvertiseAPI != "" {
 		errs = append(errs, errors.New("crawldb: set APIAddr (own listener) or AdvertiseAPI (mounted handler), not both"))
+	}
+	if o.RaftAdvertise != "" {
+		if host, port, err := net.SplitHostPort(o.RaftAdvertise); err != nil || port == "" || port == "0" {
+			errs = append(errs, fmt.Errorf("crawldb: RaftAdvertise %q must be host:port", o.RaftAdvertise))
+		} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("crawldb: RaftAdvertise %q must name a host the other nodes can reach, not a wildcard", o.RaftAdvertise))
+		}
 	}
 	if o.AdvertiseAPI != "" {
 		if host, port, err := net.SplitHostPort(o.AdvertiseAPI); err != nil || port == "" || port == "0" {
@@ -229,7 +240,13 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	db.trans = o.Transport
 	if db.trans == nil {
-		tcp, err := newTCPTransport(o.RaftAddr, &db.traffic, hlog)
+		var tcp *raft.NetworkTransport
+		var err error
+		if o.RaftAdvertise != "" {
+			tcp, err = newAdvertisedTransport(o.RaftAddr, o.RaftAdvertise, &db.traffic, hlog)
+		} else {
+			tcp, err = newTCPTransport(o.RaftAddr, &db.traffic, hlog)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("crawldb: raft listen on %s: %w", o.RaftAddr, err)
 		}
@@ -278,6 +295,34 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	ok = true
 	return db, nil
 }
+
+// newAdvertisedTransport is newTCPTransport (the same counted stream layer,
+// pool and timeout) whose address, as the other nodes are given it and dial
+// it, is advertise (Options.RaftAdvertise: a proxy or a NAT in front of
+// bindAddr), as raft.NewTCPTransport's advertise argument does.
+func newAdvertisedTransport(bindAddr, advertise string, c *counters, log hclog.Logger) (*raft.NetworkTransport, error) {
+	adv, err := net.ResolveTCPAddr("tcp", advertise)
+	if err != nil {
+		return nil, fmt.Errorf("advertise %s: %w", advertise, err)
+	}
+	ln, err := net.Listen("tcp", bindAddr)
+	if err != nil {
+		return nil, err
+	}
+	s := &streamLayer{ln: ln, c: c, conns: map[*trackedConn]struct{}{}}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: advertisedStream{s, adv}, MaxPool: 4, Timeout: 10 * time.Second, Logger: log,
+	}), nil
+}
+
+// advertisedStream is a stream layer that names another address as its own.
+type advertisedStream struct {
+	*streamLayer
+	addr net.Addr
+}
+
+// Addr implements net.Listener: the advertised address.
+func (s advertisedStream) Addr() net.Addr { return s.addr }
 
 // RaftAddr is the node's Raft address.
 func (db *DB) RaftAddr() string { return string(db.trans.LocalAddr()) }

@@ -20,6 +20,8 @@ type Config struct {
 	Data          string        // data directory: crawldb/, warc/, stats/, rounds/
 	Node          string        // this node's name in its site ("" → region-1, or region-<raft port> for a node that joins)
 	Raft          string        // this node's Raft address ("" → the one it had, or a free loopback port)
+	RaftAdvertise string        // the Raft address the site's other nodes dial ("" → Raft's bound address); a proxy in front of Raft
+	Advertise     string        // the --listen address the site's other nodes call ("" → Listen's bound address); a proxy in front of it
 	Join          string        // --listen address of a node of the site to join ("" → start or restart a site)
 	FailTimeout   time.Duration // a node silent this long is dead and its hosts go to the others
 	CheckCash     bool          // check OPIC's invariant after every round (a full scan: debugging)
@@ -143,6 +145,16 @@ func (c Config) Validate() error {
 		}
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			bad("%s %q: want host:port: %v", a.flag, a.addr, err)
+		}
+	}
+	for _, a := range []struct{ flag, addr string }{{"--raft-advertise", c.RaftAdvertise}, {"--advertise", c.Advertise}} {
+		if a.addr == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(a.addr); err != nil || port == "" || port == "0" {
+			bad("%s %q: want host:port with a port the other nodes can dial", a.flag, a.addr)
+		} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			bad("%s %q: want a host the other nodes can reach, not a wildcard", a.flag, a.addr)
 		}
 	}
 	if c.Federation != "" && c.Certs == "" {

@@ -234,8 +234,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	if !hasState {
 		join = cfg.Join
 	}
+	advertise := s.ln.Addr().String()
+	if cfg.Advertise != "" {
+		advertise = cfg.Advertise
+	}
 	s.db, err = crawldb.Open(ctx, crawldb.Options{
-		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: raftAddr, AdvertiseAPI: s.ln.Addr().String(), Join: join,
+		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: raftAddr, RaftAdvertise: cfg.RaftAdvertise,
+		AdvertiseAPI: advertise, Join: join,
 		NoSync: cfg.NoSync, Logger: slog.New(quietHandler{log.Handler()}).With("part", "crawldb"),
 	})
 	if err != nil {

@@ -112,6 +112,8 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&cfg.Data, "data", cfg.Data, "data directory (crawl database, WARC files, statistics)")
 	f.StringVar(&cfg.Node, "node", cfg.Node, "this node's name in its site (default: REGION-1, or REGION-<raft port> for a node that joins; kept in --data)")
 	f.StringVar(&cfg.Raft, "raft", cfg.Raft, "this node's Raft address, host:port (default: the one it had, or a free loopback port; kept in --data)")
+	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", cfg.RaftAdvertise, "the Raft address the site's other nodes dial, when not --raft's (a proxy or NAT in front of it)")
+	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "the --listen address the site's other nodes call, when not --listen's (a proxy or NAT in front of it)")
 	f.StringVar(&cfg.Join, "join", cfg.Join, "join the site of the node listening at this --listen address (the site's crawl settings are taken from it)")
 	f.DurationVar(&cfg.FailTimeout, "fail-timeout", cfg.FailTimeout, "a node silent this long is taken for dead and its hosts go to the other nodes")
 	f.BoolVar(&cfg.CheckCash, "check-cash", cfg.CheckCash, "check OPIC's cash invariant after every round (a full scan of the crawl database: for debugging)")
