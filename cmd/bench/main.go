@@ -6,6 +6,8 @@
 //	go run ./cmd/bench site [--hosts 10000 --rounds 10 --width 50000 --per-host 10 --host-delay 200ms --no-sync]
 //	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
 //	go run ./cmd/bench cluster [--hosts 10000 --rounds 10 --nodes 1,2,3 --kill-after 60s]
+//	go run ./cmd/bench partition [--hosts 10000 --ips 64 --replicas 100,200,1000]
+//	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms]
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 package main
@@ -42,7 +44,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|check|compare [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|check|compare [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -62,8 +64,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runCompare(args[1:], stdout)
 	case "partition":
 		return runPartition(args[1:], stdout, stderr)
+	case "federation":
+		return runFederation(args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, check or compare)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, partition, federation, check or compare)", args[0])
 	}
 }
 
