@@ -19,12 +19,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/wan"
 	"github.com/meridian-crawler/meridian/websim/geodb"
+	"github.com/meridian-crawler/meridian/websim/replay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -115,6 +117,15 @@ type FederationConfig struct {
 	// SiteFlags are more `site up` flags for every site (federated) and
 	// the first node (stretched).
 	SiteFlags []string `json:"site_flags,omitempty"`
+	// Replay, if set, are WARC files (or globs of them) that `websim
+	// replay` serves as the web instead of a synthetic one (issue 10,
+	// benchmark 5): every archived URL on the port it was recorded with,
+	// the hosts spread over IPs loopback addresses. The seeds are each
+	// archived host's front page (or its first URL); the GeoIP file places
+	// the addresses where the synthetic web of Seed places them. Hosts,
+	// Pages and Profile are then unused, and only the host and address
+	// delays are checked in websim's statistics.
+	Replay []string `json:"replay,omitempty"`
 	// Dir, Keep, ModuleRoot, WebsimBinary, SiteBinary and Progress are as
 	// in ClusterConfig.
 	Dir          string                           `json:"-"`
@@ -153,7 +164,7 @@ func (c *FederationConfig) siteConfig() SiteConfig {
 // with it.
 func (c FederationConfig) WithDefaults() (FederationConfig, error) {
 	c.Delays, c.Stretched = slices.Clone(c.Delays), slices.Clone(c.Stretched)
-	c.SiteFlags = slices.Clone(c.SiteFlags)
+	c.SiteFlags, c.Replay = slices.Clone(c.SiteFlags), slices.Clone(c.Replay)
 	if c.Partitioner == "" {
 		c.Partitioner = "consistent"
 	}
@@ -335,10 +346,20 @@ type FederationResult struct {
 	Loss20to80 float64 `json:"loss_20_to_80"`
 	// Comparisons: each stretched run against the first federated run at
 	// its delay.
-	Comparisons []FederationComparison   `json:"comparisons,omitempty"`
-	Targets     map[string]ClusterTarget `json:"targets"`
-	Dir         string                   `json:"dir,omitempty"`
-	NumCPU      int                      `json:"num_cpu"`
+	Comparisons []FederationComparison `json:"comparisons,omitempty"`
+	// Replayed: with FederationConfig.Replay, what websim replays.
+	Replayed *FederationReplay        `json:"replayed,omitempty"`
+	Targets  map[string]ClusterTarget `json:"targets"`
+	Dir      string                   `json:"dir,omitempty"`
+	NumCPU   int                      `json:"num_cpu"`
+}
+
+// FederationReplay is the archive a replayed web serves.
+type FederationReplay struct {
+	Files int `json:"files"`
+	URLs  int `json:"urls"`
+	Hosts int `json:"hosts"`
+	Port  int `json:"port"`
 }
 
 // FederationComparison is benchmark 2: federated against stretched at one
@@ -388,17 +409,28 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 	sc := cfg.siteConfig()
 	sr := &siteRun{cfg: &sc, dir: dir}
 	defer sr.close() // websim
-	cfg.Progress("starting websim: %d %s hosts × %d pages on %d addresses", cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs)
-	if err := sr.startSim(ctx, simBin); err != nil {
-		return res, err
-	}
-	res.Websim.PID = sr.sim.pid
-	env := &fedEnv{cfg: &cfg, sim: sr.sim, web: sr.web, bin: siteBin, dir: dir,
+	env := &fedEnv{cfg: &cfg, bin: siteBin, dir: dir,
 		seeds: filepath.Join(dir, "seeds.txt"), geoip: filepath.Join(dir, "geoip.mmdb"), certs: filepath.Join(dir, "certs")}
-	if err := env.prepare(); err != nil {
-		return res, err
+	if len(cfg.Replay) > 0 {
+		if res.Replayed, err = env.startReplay(ctx, sr, simBin); err != nil {
+			return res, err
+		}
+	} else {
+		cfg.Progress("starting websim: %d %s hosts × %d pages on %d addresses", cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs)
+		if err := sr.startSim(ctx, simBin); err != nil {
+			return res, err
+		}
+		env.web = sr.web
+		if err := writeSeeds(env.seeds, env.web); err != nil {
+			return res, err
+		}
+		if res.PrimedFlakyHosts, err = primeFlakyRobots(ctx, sr.web); err != nil {
+			return res, err
+		}
 	}
-	if res.PrimedFlakyHosts, err = primeFlakyRobots(ctx, sr.web); err != nil {
+	env.sim = sr.sim
+	res.Websim.PID = sr.sim.pid
+	if err := env.prepare(); err != nil {
 		return res, err
 	}
 	type spec struct {
@@ -442,7 +474,7 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 type fedEnv struct {
 	cfg   *FederationConfig
 	sim   *simProc
-	web   *synth.Web
+	web   *synth.Web // nil when replaying WARC files
 	bin   string
 	dir   string
 	seeds string
@@ -450,14 +482,19 @@ type fedEnv struct {
 	certs string
 }
 
-// prepare writes the seeds (every host's front page, the same file for
-// every site), the GeoIP file of websim's addresses (as `websim --geoip`
-// writes it) and the federation's certificates.
+// prepare writes the GeoIP file of websim's addresses (as `websim
+// --geoip` writes it; for a replayed web, the synthetic web's of the same
+// addresses) and the federation's certificates.
 func (e *fedEnv) prepare() error {
-	if err := writeSeeds(e.seeds, e.web); err != nil {
-		return err
+	w := e.web
+	if w == nil {
+		sc := e.cfg.siteConfig()
+		var err error
+		if w, err = synth.New(sc.webOptions(80)); err != nil {
+			return fmt.Errorf("bench: the web that places the addresses: %w", err)
+		}
 	}
-	if err := geodb.WriteFile(e.geoip, e.web.GeoEntries()); err != nil {
+	if err := geodb.WriteFile(e.geoip, w.GeoEntries()); err != nil {
 		return fmt.Errorf("bench: GeoIP file: %w", err)
 	}
 	if err := certs.Init(e.certs); err != nil {
@@ -469,6 +506,107 @@ func (e *fedEnv) prepare() error {
 		}
 	}
 	return nil
+}
+
+// startReplay starts `websim replay` of the WARC files cfg.Replay names
+// (as sr's websim, so that sr stops it), on the port their URLs were
+// recorded with, and writes the seeds: each archived host's front page,
+// or its first URL.
+func (e *fedEnv) startReplay(ctx context.Context, sr *siteRun, bin string) (*FederationReplay, error) {
+	var files []string
+	for _, g := range e.cfg.Replay {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("bench: --replay %q: %w", g, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("bench: --replay %q: no such file", g)
+		}
+		files = append(files, m...)
+	}
+	arc, err := replay.Open(files...)
+	if err != nil {
+		return nil, fmt.Errorf("bench: replay: %w", err)
+	}
+	urls := arc.URLs()
+	arc.Close()
+	port, seeds, err := replaySeeds(urls)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(e.seeds, []byte(strings.Join(seeds, "\n")+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("bench: seeds: %w", err)
+	}
+	e.cfg.Progress("starting websim replay: %d WARC files, %d URLs of %d hosts on port %d, %d addresses", len(files), len(urls), len(seeds), port, e.cfg.IPs)
+	ready := filepath.Join(e.dir, "websim-ready")
+	args := []string{"replay", "--port", strconv.Itoa(port), "--dns", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--ready-file", ready, "--log-level", "warn", "--progress", "0", "--ips", strconv.Itoa(e.cfg.IPs)}
+	for _, f := range files {
+		args = append(args, "--warc", f)
+	}
+	c, err := startProcess(bin, args, &tailBuffer{max: 8 << 10}, stopTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("bench: start websim replay: %w", err)
+	}
+	sr.sim = &simProc{child: c, pid: c.cmd.Process.Pid}
+	if _, err := c.waitReady(ctx, ready); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(ready)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, "dns="); ok {
+			sr.sim.dns = v
+		} else if v, ok := strings.CutPrefix(f, "admin="); ok {
+			sr.sim.admin = v
+		}
+	}
+	if sr.sim.dns == "" || sr.sim.admin == "" {
+		return nil, fmt.Errorf("bench: websim ready file without dns= or admin=: %q", b)
+	}
+	return &FederationReplay{Files: len(files), URLs: len(urls), Hosts: len(seeds), Port: port}, nil
+}
+
+// replaySeeds returns the one port that archived http URLs name and, per
+// host, its front page if archived, else its first URL.
+func replaySeeds(urls []string) (int, []string, error) {
+	port := 0
+	first := map[string]string{}
+	front := map[string]bool{}
+	var hosts []string
+	for _, u := range urls {
+		rest, ok := strings.CutPrefix(u, "http://")
+		if !ok {
+			continue
+		}
+		hostport, path, _ := strings.Cut(rest, "/")
+		h, p, err := net.SplitHostPort(hostport)
+		if err != nil {
+			return 0, nil, fmt.Errorf("bench: replay: %s names no port: websim replays a web on one port, the one its URLs name", u)
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 || port != 0 && n != port {
+			return 0, nil, fmt.Errorf("bench: replay: %s: the archive's URLs name more than one port (or a bad one)", u)
+		}
+		port = n
+		if _, ok := first[h]; !ok {
+			first[h] = u
+			hosts = append(hosts, h)
+		}
+		if path == "" && !front[h] {
+			front[h], first[h] = true, u
+		}
+	}
+	if port == 0 {
+		return 0, nil, errors.New("bench: replay: no http URL in the archive")
+	}
+	seeds := make([]string, len(hosts))
+	for i, h := range hosts {
+		seeds[i] = first[h]
+	}
+	return port, seeds, nil
 }
 
 // fedRun is one run of RunFederation.
@@ -1114,7 +1252,12 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 	}
 	out.WebsimRequests, out.UnknownHost = snap.Requests, snap.UnknownHost
 	c := r.env.cfg
-	out.Breaches, out.BreachSample = politenessBreaches(r.env.web, snap, c.HostDelay, c.IPDelay, c.MaxCrawlDelay)
+	if r.env.web != nil {
+		out.Breaches, out.BreachSample = politenessBreaches(r.env.web, snap, c.HostDelay, c.IPDelay, c.MaxCrawlDelay)
+	} else { // a replayed web: no robots crawl-delays known here
+		b := crawlcheck.Politeness(snap, c.HostDelay, c.IPDelay, func(string) time.Duration { return 0 })
+		out.Breaches, out.BreachSample = len(b), b[:min(len(b), maxBreachesKept)]
+	}
 	return nil
 }
 
@@ -1196,9 +1339,15 @@ func (res FederationResult) Report(cfg FederationConfig) string {
 		extent = fmt.Sprintf("%d rounds", cfg.Rounds)
 	}
 	n := len(FederationSites())
-	p("federation crawl: %d %s hosts × %d pages on %d addresses, %s; %d sites (%s, %d replicas), width %d per site, %d per host, %d workers per process\n",
-		cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs, extent, n, cfg.Partitioner, cfg.Replicas, cfg.Width, cfg.PerHost, cfg.Workers)
-	p("  stretched: one site of %d nodes, width %d, every node-to-node connection (Raft, crawl-database API, reports) through a WAN link\n", n, cfg.Width*n)
+	web := fmt.Sprintf("%d %s hosts × %d pages on %d addresses", cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs)
+	if r := res.Replayed; r != nil {
+		web = fmt.Sprintf("websim replay of %d WARC files (%d URLs of %d hosts, port %d) on %d addresses", r.Files, r.URLs, r.Hosts, r.Port, min(cfg.IPs, r.Hosts))
+	}
+	p("federation crawl: %s, %s; %d sites (%s, %d replicas), width %d per site, %d per host, %d workers per process\n",
+		web, extent, n, cfg.Partitioner, cfg.Replicas, cfg.Width, cfg.PerHost, cfg.Workers)
+	if len(cfg.Stretched) > 0 {
+		p("  stretched: one site of %d nodes, width %d, every node-to-node connection (Raft, crawl-database API, reports) through a WAN link\n", n, cfg.Width*n)
+	}
 	p("  host delay %v, ip delay %v, max crawl-delay %v, fsync %v; websim, every site and node in their own processes, the WAN proxies in this one, all on %d CPUs\n",
 		cfg.HostDelay, cfg.IPDelay, cfg.MaxCrawlDelay, onOff(!cfg.NoSync), res.NumCPU)
 	p("\n  mode       delay  ended      rounds  window s  pages    pages/s  mean upd s  max upd s  WAN B/page  WAN bytes   counted     cache hit    remote URLs  CPU µs/page  websim CPU s  cores  breaches  load\n")

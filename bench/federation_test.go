@@ -205,3 +205,28 @@ func TestFederationComparisons(t *testing.T) {
 		t.Errorf("cache target: got %v, want the lowest rate 0.90", got)
 	}
 }
+
+// TestReplaySeeds checks the seeds of a replayed web: one URL per host,
+// its front page when archived, and the archive's one port.
+func TestReplaySeeds(t *testing.T) {
+	port, seeds, err := replaySeeds([]string{
+		"http://a.example:8080/x", "http://a.example:8080/", "http://b.example:8080/robots.txt",
+		"http://b.example:8080/p/1", "https://c.example/", "http://d.example:8080",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"http://a.example:8080/", "http://b.example:8080/robots.txt", "http://d.example:8080"}
+	if port != 8080 || strings.Join(seeds, " ") != strings.Join(want, " ") {
+		t.Errorf("port %d, seeds %q; want 8080, %q", port, seeds, want)
+	}
+	for _, bad := range [][]string{
+		{"http://a.example:8080/", "http://b.example:9090/"}, // two ports
+		{"http://a.example/"},                                // none
+		{"https://a.example:8080/"},                          // no http URL
+	} {
+		if _, _, err := replaySeeds(bad); err == nil {
+			t.Errorf("replaySeeds(%q): no error", bad)
+		}
+	}
+}

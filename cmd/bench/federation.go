@@ -65,6 +65,7 @@ func runFederation(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each run (its processes are stopped with a fifth of it, at most 1m, left)")
 	fs.DurationVar(&cfg.Stall, "stall", cfg.Stall, "stop a run whose processes have all been idle this long without ending (negative: never)")
 	siteFlags := fs.String("site-flags", "", "more `site up` flags for every federated site and the stretched site's first node, space-separated")
+	replay := fs.String("replay", "", "comma-separated WARC files or globs (e.g. a kept run's */warc/*.warc.gz) to crawl through `websim replay` instead of a synthetic web")
 	fs.StringVar(&cfg.Dir, "dir", "", "where to make the run directory (default: the temporary directory)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (seeds, certificates, federation files, every process's data and log)")
 	fs.StringVar(&cfg.ModuleRoot, "module-root", "", "directory of Meridian's go.mod, where ./cmd/websim and ./cmd/site are built (default: found)")
@@ -82,6 +83,11 @@ func runFederation(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench: --profile: %w", err)
 	}
 	cfg.Profile, cfg.Delays, cfg.Stretched, cfg.SiteFlags = p, delays, stretched, strings.Fields(*siteFlags)
+	for _, g := range strings.Split(*replay, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			cfg.Replay = append(cfg.Replay, g)
+		}
+	}
 	if cfg, err = cfg.WithDefaults(); err != nil {
 		return err
 	}
