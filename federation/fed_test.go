@@ -194,3 +194,48 @@ func TestOutboxSentCache(t *testing.T) {
 		t.Errorf("sequence %d..%d", pd.batch.First, pd.batch.Seq)
 	}
 }
+
+// TestPayloadsFitTheOutbox: however many URLs an update sends one site,
+// each outbox entry fits the crawl database's limit, and none is lost.
+func TestPayloadsFitTheOutbox(t *testing.T) {
+	f := newTestFed(t, "eu")
+	ctx := context.Background()
+	hosts := hostsOwnedBy(t, f, "us", 40)
+	if _, err := f.Owners(ctx, hosts); err != nil {
+		t.Fatal(err)
+	}
+	var puts []rounds.Remote
+	for i := 0; i < 12000; i++ {
+		h := hosts[i%len(hosts)]
+		puts = append(puts, rounds.Remote{URL: fmt.Sprintf("http://%s/a/rather/long/path/to/page-%06d.html?session=%d", h, i, i*7), Cash: 0.001, Depth: 3})
+	}
+	payloads, err := f.Payloads("us", puts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for i, p := range payloads {
+		b := store.NewBatch()
+		b.OutboxEnqueue("us", p)
+		if _, err := b.Encode(); err != nil {
+			t.Fatalf("entry %d of %d bytes refused: %v", i, len(p), err)
+		}
+		eb, err := Decode(p, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, put := range eb.Puts {
+			found := false
+			for _, h := range eb.Hosts {
+				found = found || h.Host == hostOf(put.URL)
+			}
+			if !found {
+				t.Fatalf("entry %d: no location for %s", i, put.URL)
+			}
+		}
+		total += len(eb.Puts)
+	}
+	if total != len(puts) || len(payloads) < 2 {
+		t.Errorf("%d puts in %d entries, want %d in several", total, len(payloads), len(puts))
+	}
+}

@@ -35,6 +35,10 @@ type Options struct {
 	// Idle is the crawl database's applied index as of the moment the
 	// site last found nothing to do (rounds.Crawler.IdleIndex); 0: busy.
 	Idle func() uint64
+	// Seeds are the crawl's seed URLs (every site's): when a site goes
+	// down past the grace period, those of its hosts this site now owns
+	// are added to its frontier (the down site's own frontier is lost).
+	Seeds []string
 	// SentCache is the URL-sent cache's capacity in fingerprints; 0 → 4 Mi.
 	SentCache uint64
 	// ProbeEvery is how often peers are probed; 0 → 250 ms.
@@ -232,8 +236,20 @@ func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
 				return
 			}
 			if !did {
+				break
+			}
+		}
+		f.mu.Lock()
+		need := !p.reseeded
+		f.mu.Unlock()
+		if need && ctx.Err() == nil {
+			if err := f.reseed(ctx, p); err != nil {
+				f.log.Error("federation: seeds of a site down", "peer", p.name, "err", err)
 				return
 			}
+			f.mu.Lock()
+			p.reseeded = p.down // unless it came back meanwhile
+			f.mu.Unlock()
 		}
 	case !synced:
 		if !known {
@@ -245,4 +261,39 @@ func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
 	default:
 		f.deliver(ctx, p, now)
 	}
+}
+
+// reseed adds to this site's frontier the seeds of p's hosts that this
+// site owns while p is down (with no cash: the seeds' cash was injected at
+// p).
+func (f *Fed) reseed(ctx context.Context, p *peer) error {
+	hosts := map[string]bool{}
+	var list []string
+	for _, u := range f.o.Seeds {
+		if h := hostOf(u); h != "" && !hosts[h] {
+			hosts[h] = true
+			list = append(list, h)
+		}
+	}
+	if _, err := f.Owners(ctx, list); err != nil { // locate them
+		return err
+	}
+	b := store.NewBatch()
+	n := 0
+	for _, u := range f.o.Seeds {
+		h := hostOf(u)
+		l, ok, err := f.cachedLoc(h)
+		if err != nil || !ok {
+			return err
+		}
+		if f.primary(h, l) == p.name && f.owner(h, l) == f.o.Self {
+			b.PutIfAbsent(u, 0, 0)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	f.log.Info("federation: seeds of a site down added here", "site", p.name, "seeds", n)
+	return f.apply(ctx, b)
 }

@@ -356,22 +356,10 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound
 			self.URLs += uint64(len(puts))
 			continue
 		}
-		nb := &Batch{From: f.o.Self, To: o, Puts: puts}
-		for h := range hostsOf(puts) {
-			if l, ok := locs[h]; ok {
-				nb.Hosts = append(nb.Hosts, l.hostLoc(h))
-			}
+		for _, e := range f.entries(o, puts, locs) {
+			b.OutboxEnqueue(o, e)
 		}
-		b.OutboxEnqueue(o, nb.Append(nil))
 	}
 	self.Virtual += virtual // the virtual share stays here
 	return nil
-}
-
-func hostsOf(puts []Put) map[string]bool {
-	m := map[string]bool{}
-	for _, p := range puts {
-		m[hostOf(p.URL)] = true
-	}
-	return m
 }

@@ -20,6 +20,7 @@ type peer struct {
 	nextTry  time.Time
 	failures int
 	synced   bool // outbox entries the peer applied are acknowledged
+	reseeded bool // its seeds this site owns while it is down are in
 
 	// Detection (under Fed.mu).
 	lastOK  time.Time // its last answer
@@ -139,7 +140,7 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 		f.log.Warn("federation: site is back: its hosts are its own again", "site", name)
 	}
 	if p.suspect || p.down {
-		p.suspect, p.down = false, false
+		p.suspect, p.down, p.reseeded = false, false, false
 		f.publishDown()
 	}
 }
@@ -229,6 +230,9 @@ func (f *Fed) probeAll(ctx context.Context) {
 		return
 	}
 	w := waveOf(states)
+	if len(f.waves) == 0 || f.waves[len(f.waves)-1].key != w.key || f.waves[len(f.waves)-1].quiet != w.quiet {
+		f.log.Debug("federation: termination wave", "quiet", w.quiet, "counters", w.key, "passive", passives(states))
+	}
 	f.waves = append(f.waves, w)
 	if len(f.waves) > 2 {
 		f.waves = f.waves[1:]
@@ -385,4 +389,12 @@ func (f *Fed) Status() Status {
 		}
 	}
 	return s
+}
+
+func passives(states map[string]probeMsg) string {
+	out := ""
+	for n, s := range states {
+		out += fmt.Sprintf("%s=%v ", n, s.Passive)
+	}
+	return out
 }

@@ -196,31 +196,65 @@ func (f *Fed) owner(host string, l location) string {
 
 // Payloads encodes puts for owner into outbox entries (see rounds.Router).
 func (f *Fed) Payloads(owner string, puts []rounds.Remote) ([][]byte, error) {
+	ps := make([]Put, len(puts))
+	locs := map[string]location{}
+	for i, p := range puts {
+		ps[i] = Put{URL: p.URL, Cash: p.Cash, Depth: p.Depth}
+		h := hostOf(p.URL)
+		if _, ok := locs[h]; ok {
+			continue
+		}
+		l, ok, err := f.cachedLoc(h)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("federation: host %s of %s was never located", h, p.URL)
+		}
+		locs[h] = l
+	}
+	return f.entries(owner, ps, locs), nil
+}
+
+// entries cuts puts for owner into encoded outbox entries that the crawl
+// database takes (at most maxEntryBytes, maxPutsPerEntry puts), each with
+// the locations of its hosts.
+func (f *Fed) entries(owner string, puts []Put, locs map[string]location) [][]byte {
 	var out [][]byte
 	for len(puts) > 0 {
-		n := min(len(puts), maxPutsPerEntry)
-		b := &Batch{From: f.o.Self, To: owner, Puts: make([]Put, n)}
+		b := &Batch{From: f.o.Self, To: owner}
 		hosts := map[string]bool{}
-		for i, p := range puts[:n] {
-			b.Puts[i] = Put{URL: p.URL, Cash: p.Cash, Depth: p.Depth}
+		size := 64
+		n := 0
+		for n < len(puts) && n < maxPutsPerEntry {
+			p := puts[n]
 			h := hostOf(p.URL)
+			add := len(p.URL) + 24
+			if !hosts[h] {
+				add += len(h) + len(locs[h].key) + 32
+			}
+			if n > 0 && size+add > maxEntryBytes {
+				break
+			}
+			size += add
 			if !hosts[h] {
 				hosts[h] = true
-				l, ok, err := f.cachedLoc(h)
-				if err != nil {
-					return nil, err
+				if l, ok := locs[h]; ok {
+					b.Hosts = append(b.Hosts, l.hostLoc(h))
 				}
-				if !ok {
-					return nil, fmt.Errorf("federation: host %s of %s was never located", h, p.URL)
-				}
-				b.Hosts = append(b.Hosts, l.hostLoc(h))
 			}
+			n++
 		}
+		b.Puts = puts[:n]
 		out = append(out, b.Append(nil))
 		puts = puts[n:]
 	}
-	return out, nil
+	return out
 }
+
+// maxEntryBytes bounds an encoded outbox entry, under the crawl
+// database's limit on one (64 KiB).
+const maxEntryBytes = 56 << 10
 
 // hostOf returns the host name of an absolute http(s) URL, without its
 // port, as the rounds name hosts ("" if none).

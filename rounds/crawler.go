@@ -216,18 +216,24 @@ type Crawler struct {
 	id      string
 	started time.Time
 
-	mu    sync.Mutex
-	state State // the round state as this node last read or wrote it
-	phase Phase // what this node's leader side is doing (for status)
-	last  *RoundStats
-	lead  *leader // non-nil while this node leads
+	// stateMu orders the writers of the round state (generate, a fetch
+	// ending, an update retiring its round, finish): each copies the
+	// state, changes it and writes it under it, so none undoes another.
+	stateMu sync.Mutex
+	mu      sync.Mutex
+	state   State // the round state as this node last read or wrote it
+	phase   Phase // what this node's leader side is doing (for status)
+	last    *RoundStats
+	lead    *leader // non-nil while this node leads
 	// genDur is how long each round in flight took to generate (stats).
 	genDur map[uint64]time.Duration
 
-	hosts  *hostStore
-	links  *linkStore // outlinks of fetched pages for revisits (leader); nil → none
-	seenMu sync.Mutex
-	seen   map[uint64]struct{} // content fingerprints fetched
+	hosts   *hostStore
+	links   *linkStore // outlinks of fetched pages for revisits (leader); nil → none
+	noReqMu sync.Mutex
+	noReq   map[string]int // URLs sent back to the frontier unrequested, and how often
+	seenMu  sync.Mutex
+	seen    map[uint64]struct{} // content fingerprints fetched
 
 	node *nodeSide
 

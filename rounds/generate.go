@@ -39,6 +39,8 @@ func (c *Crawler) Seed(ctx context.Context, urls []string) (int, error) {
 	if added == 0 {
 		return 0, nil
 	}
+	c.stateMu.Lock() // held until the new state is written: writers take turns
+	defer c.stateMu.Unlock()
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
@@ -287,6 +289,8 @@ func (c *Crawler) markGenerated(ctx context.Context, round uint64, entries []gen
 			b = c.newBatch()
 		}
 	}
+	c.stateMu.Lock() // held until the new state is written: writers take turns
+	defer c.stateMu.Unlock()
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()

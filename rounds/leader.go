@@ -222,7 +222,9 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 		c.mu.Unlock()
 		c.idleIndex.Store(0)
 	}()
+	c.stateMu.Lock()
 	s, err := loadState(c.st)
+	c.stateMu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -546,6 +548,8 @@ func (l *leader) loadPlan(round uint64) error {
 // fetches them again.
 func (l *leader) reclaimLocal(ctx context.Context) error {
 	c := l.c
+	c.stateMu.Lock() // held until the new state is written: writers take turns
+	defer c.stateMu.Unlock()
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
@@ -865,6 +869,8 @@ func (l *leader) resolve(ctx context.Context, hosts []string) map[string][]netip
 // finish marks the site's crawl ended: every node sees it and stops.
 func (l *leader) finish(ctx context.Context, reason string) error {
 	c := l.c
+	c.stateMu.Lock() // held until the new state is written: writers take turns
+	defer c.stateMu.Unlock()
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
@@ -881,6 +887,8 @@ func (c *Crawler) fetchDone(ctx context.Context, round uint64) error {
 	if err := c.hosts.flush(ctx); err != nil {
 		return err
 	}
+	c.stateMu.Lock() // held until the new state is written: writers take turns
+	defer c.stateMu.Unlock()
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()

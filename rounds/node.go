@@ -876,7 +876,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 			if err != nil {
 				return err
 			}
-			if int(h.Failures) < c.o.MaxRetries+hostGrace {
+			if int(h.Failures) < c.o.MaxRetries+hostGrace && c.requeueAgain(res.URL) {
 				b.Requeues = append(b.Requeues, res.URL)
 				continue
 			}
@@ -1268,4 +1268,26 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// maxNoRequest is how often a URL goes back to the frontier unrequested
+// (its host unavailable) before such returns spend its retries: a host
+// whose failures are not counted (its record elsewhere, a moved part)
+// must not keep a crawl from ending.
+const maxNoRequest = 4
+
+// requeueAgain counts a return of u to the frontier without a request and
+// reports whether it may go back once more without spending a retry.
+func (c *Crawler) requeueAgain(u string) bool {
+	c.noReqMu.Lock()
+	defer c.noReqMu.Unlock()
+	if c.noReq == nil {
+		c.noReq = map[string]int{}
+	}
+	c.noReq[u]++
+	if c.noReq[u] <= maxNoRequest {
+		return true
+	}
+	delete(c.noReq, u)
+	return false
 }

@@ -150,6 +150,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	if err := c.hosts.flush(ctx); err != nil {
 		return RoundStats{}, err
 	}
+	c.stateMu.Lock() // until the retired state is written: writers take turns
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
@@ -169,6 +170,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 		// Cash other sites sent for the virtual page joins it now.
 		puts, virt, err := r.Inbound()
 		if err != nil {
+			c.stateMu.Unlock()
 			return RoundStats{}, fmt.Errorf("rounds: round %d: %w", round, err)
 		}
 		if virt > s.VirtualIn {
@@ -181,7 +183,9 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	b := c.newBatch()
 	b.PutUser(progressKey(round), nil)
 	b.DeleteUserPrefix(roundPrefix(round))
-	if err := c.putState(ctx, b, s); err != nil {
+	err = c.putState(ctx, b, s)
+	c.stateMu.Unlock()
+	if err != nil {
 		return RoundStats{}, err
 	}
 	c.mu.Lock()

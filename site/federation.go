@@ -17,7 +17,7 @@ import (
 // set: the file, the certificates, the GeoIP database, and the endpoint the
 // file names for this site (served from here on, so that peers can deliver
 // as soon as the site is up).
-func (s *Site) startFederation(res *dnscache.Resolver) error {
+func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
 	cfg := s.cfg
 	file, err := federation.ReadFile(cfg.Federation)
 	if err != nil {
@@ -47,7 +47,7 @@ func (s *Site) startFederation(res *dnscache.Resolver) error {
 			ips, _, err := res.Lookup(ctx, host)
 			return ips, err
 		},
-		GeoIP: s.geo,
+		GeoIP: s.geo, Seeds: seeds,
 		Idle: func() uint64 {
 			if c := s.crawlerReady.Load(); c != nil {
 				return c.IdleIndex()

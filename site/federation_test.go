@@ -25,6 +25,7 @@ import (
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
+	"github.com/meridian-crawler/meridian/wan"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -107,7 +108,7 @@ func fedConfig(w *fedWeb, root, fedFile, name string) site.Config {
 // owners computes each host's owner the way the federation must: its
 // smallest address is its key; GeoIP locates it for the distance
 // partitioner.
-func owners(t *testing.T, w *fedWeb, f federation.File) map[string]string {
+func owners(t *testing.T, w *fedWeb, f federation.File, down string) map[string]string {
 	t.Helper()
 	var sites []partition.Site
 	for _, s := range f.Sites {
@@ -125,7 +126,7 @@ func owners(t *testing.T, w *fedWeb, f federation.File) map[string]string {
 	out := map[string]string{}
 	for _, h := range w.sim.Web().Hosts() {
 		loc := db.Locate(h.IP)
-		out[h.Name] = p.Owner(partition.Host{Name: h.Name, Key: partition.Key(h.Name, []netip.Addr{h.IP}), Loc: loc}, nil)
+		out[h.Name] = p.Owner(partition.Host{Name: h.Name, Key: partition.Key(h.Name, []netip.Addr{h.IP}), Loc: loc}, func(s string) bool { return s == down })
 	}
 	return out
 }
@@ -146,7 +147,7 @@ func TestFederation(t *testing.T) {
 				cfgs = append(cfgs, fedConfig(w, root, fedFile, s.Name))
 			}
 			runFederation(t, cfgs)
-			checkFederation(t, w, file, cfgs)
+			checkFederation(t, w, file, cfgs, fedFaults{})
 		})
 	}
 }
@@ -177,17 +178,31 @@ func runFederation(t *testing.T, cfgs []site.Config) {
 	}
 }
 
-func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.Config) {
+// fedFaults are the faults a federation test caused: a site killed and
+// restarted (its own pages in flight may be fetched again), a site gone
+// for good (its hosts went to their next owners, which fetch again what it
+// had fetched).
+type fedFaults struct {
+	killed string
+	gone   string
+}
+
+func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.Config, faults fedFaults) {
 	t.Helper()
-	own := owners(t, w, file)
+	own := owners(t, w, file, "")
 	hostsOf := map[string]int{}
 	for _, o := range own {
 		hostsOf[o]++
 	}
 	t.Logf("hosts per site (%s): %v", file.Partitioner, hostsOf)
+	after := own
+	if faults.gone != "" {
+		after = owners(t, w, file, faults.gone)
+	}
 	// WARC files: every response by its host's owner, no URL by two sites.
 	by := map[string]string{}
 	perSite := map[string]int{}
+	again, handedOver := 0, 0
 	for _, cfg := range cfgs {
 		recs, err := crawlcheck.ResponseRecords(filepath.Join(cfg.Data, "warc"))
 		if err != nil {
@@ -197,24 +212,44 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 		wrong := 0
 		for _, r := range recs {
 			h := hostName(r.URL)
-			if o := own[h]; o != cfg.Region {
+			if o := own[h]; o != cfg.Region && after[h] != cfg.Region {
 				if wrong++; wrong <= 5 {
 					t.Errorf("site %s fetched %s, a URL of site %s's host", cfg.Region, r.URL, o)
 				}
 			}
-			if prev, ok := by[r.URL]; ok && r.Status >= 200 && r.Status < 300 {
-				t.Errorf("%s fetched by %s and by %s", r.URL, prev, cfg.Region)
+			if r.Status < 200 || r.Status >= 300 {
+				continue
 			}
-			if r.Status >= 200 && r.Status < 300 {
-				by[r.URL] = cfg.Region
+			if prev, ok := by[r.URL]; ok {
+				switch {
+				case prev == cfg.Region && prev == faults.killed:
+					again++
+				case faults.gone != "" && (prev == faults.gone || cfg.Region == faults.gone):
+					handedOver++
+				default:
+					t.Errorf("%s fetched by %s and by %s", r.URL, prev, cfg.Region)
+				}
 			}
+			by[r.URL] = cfg.Region
 		}
 	}
-	t.Logf("WARC responses per site: %v", perSite)
+	t.Logf("WARC responses per site: %v; fetched again by the killed site %d, by the next owners of the site gone %d", perSite, again, handedOver)
+	if faults.gone != "" && handedOver > perSite[faults.gone] {
+		t.Errorf("%d URLs fetched again after the hand-over, more than the %d the site gone had fetched", handedOver, perSite[faults.gone])
+	}
 	for _, cfg := range cfgs {
 		if perSite[cfg.Region] == 0 {
 			t.Errorf("site %s fetched nothing", cfg.Region)
 		}
+	}
+	if faults.gone != "" { // its crawl database is gone with it
+		var kept []site.Config
+		for _, c := range cfgs {
+			if c.Region != faults.gone {
+				kept = append(kept, c)
+			}
+		}
+		cfgs = kept
 	}
 	// Coverage: a target is covered if any site fetched it.
 	truth, err := crawlcheck.ReadTruth(w.truth)
@@ -294,10 +329,10 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 			sent++
 		}
 	}
-	if off := (cash.Value() - injected.Value()) / injected.Value(); math.Abs(off) > 1e-9 {
+	if off := (cash.Value() - injected.Value()) / injected.Value(); faults.gone == "" && math.Abs(off) > 1e-9 {
 		t.Errorf("federation-wide cash off by %g of the %v injected", off, injected.Value())
 	}
-	if sent < 2 {
+	if sent < len(cfgs)-1 {
 		t.Errorf("only %d sites sent URLs to others", sent)
 	}
 	for _, cfg := range cfgs {
@@ -352,4 +387,67 @@ type logWriter struct{ t *testing.T }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+func readFedFile(t *testing.T, path string) federation.File {
+	t.Helper()
+	f, err := federation.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestFederationOverWAN runs the three sites with a latency proxy in front
+// of every federation endpoint (40 ms each way, jitter 5 ms), so that the
+// WAN path (TLS through a proxy, slow answers, probes timing out) is
+// exercised on every change; the crawl must be as complete and exact as
+// on loopback.
+func TestFederationOverWAN(t *testing.T) {
+	w := startFedWeb(t, 40, 10, 12, 13, []string{"eu", "us", "asia"})
+	root := t.TempDir()
+	f := federation.File{Partitioner: "consistent", Replicas: 200, Grace: federation.Duration(30 * time.Second)}
+	var links []wan.Link
+	for _, s := range fedSites {
+		addr, err := netListen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Listen = addr
+		links = append(links, wan.Link{Name: s.Name, Listen: "127.0.0.1:0", Upstream: addr, Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond})
+		f.Sites = append(f.Sites, s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	emu, err := wan.Start(ctx, links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	for i := range f.Sites {
+		f.Sites[i].Endpoint = emu.Addr(f.Sites[i].Name)
+	}
+	b, _ := json.MarshalIndent(f, "", "  ")
+	fedFile := filepath.Join(root, "federation.json")
+	if err := os.WriteFile(fedFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []site.Config
+	for _, s := range fedSites {
+		cfgs = append(cfgs, fedConfig(w, root, fedFile, s.Name))
+	}
+	runFederation(t, cfgs)
+	checkFederation(t, w, f, cfgs, fedFaults{})
+	var crossed int64
+	for _, s := range fedSites {
+		st, err := emu.Stats(s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crossed += st.Upstream + st.Downstream
+	}
+	t.Logf("%d bytes crossed the WAN", crossed)
+	if crossed == 0 {
+		t.Error("nothing crossed the emulated WAN")
+	}
 }

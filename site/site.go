@@ -280,7 +280,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	}
 	var router rounds.Router
 	if cfg.Federation != "" {
-		if err := s.startFederation(res); err != nil {
+		if err := s.startFederation(res, seeds); err != nil {
 			return nil, err
 		}
 		if seeds, err = s.ownSeeds(ctx, seeds); err != nil {

@@ -1,0 +1,85 @@
+package site_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// startFederation starts three sites, each its own process, for the
+// fault tests.
+func startFedNodes(t *testing.T, w *fedWeb, grace time.Duration) ([]site.Config, map[string]*node, string) {
+	t.Helper()
+	root := t.TempDir()
+	fedFile, _ := writeFedFile(t, root, "consistent", grace)
+	nodes := map[string]*node{}
+	var cfgs []site.Config
+	for _, s := range fedSites {
+		cfg := fedConfig(w, root, fedFile, s.Name)
+		cfgs = append(cfgs, cfg)
+		nodes[s.Name] = startNode(t, cfg)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			select {
+			case <-n.done:
+			default:
+				n.kill(t)
+			}
+		}
+	})
+	return cfgs, nodes, fedFile
+}
+
+// waitFetched waits until site n has fetched at least pages.
+func waitFetched(t *testing.T, n *node, pages int64) {
+	t.Helper()
+	waitFor(t, 90*time.Second, n.name+" to fetch", func() bool {
+		st, ok := n.status(t)
+		return ok && st.Fetcher.Done >= pages
+	})
+}
+
+// waitExit waits for the nodes to end by themselves, successfully.
+func waitExit(t *testing.T, nodes ...*node) {
+	t.Helper()
+	deadline := time.After(3 * time.Minute)
+	for _, n := range nodes {
+		select {
+		case <-n.done:
+			if n.err != nil {
+				n.tail(t)
+				t.Errorf("site %s: %v", n.name, n.err)
+			}
+		case <-deadline:
+			for _, m := range nodes {
+				m.tail(t)
+			}
+			t.Fatalf("site %s did not end by itself", n.name)
+		}
+	}
+}
+
+// TestFederationKillRestart SIGKILLs a site mid-crawl and restarts it
+// within the grace period: it resumes, nothing is lost (coverage, cash
+// conserved federation-wide), no other site takes its hosts, and only the
+// pages it had in flight may be fetched again, by itself.
+func TestFederationKillRestart(t *testing.T) {
+	w := startFedWeb(t, 60, 12, 12, 21, []string{"eu", "us", "asia"})
+	cfgs, nodes, _ := startFedNodes(t, w, 30*time.Second)
+	waitFetched(t, nodes["us"], 150)
+	nodes["us"].kill(t)
+	time.Sleep(500 * time.Millisecond)
+	for _, c := range cfgs {
+		if c.Region == "us" {
+			nodes["us"] = startNode(t, c)
+		}
+	}
+	waitExit(t, nodes["eu"], nodes["us"], nodes["asia"])
+	if t.Failed() {
+		return
+	}
+	file := readFedFile(t, cfgs[0].Federation)
+	checkFederation(t, w, file, cfgs, fedFaults{killed: "us"})
+}
