@@ -229,6 +229,11 @@ func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
 	f.mu.Unlock()
 	switch {
 	case down:
+		// A batch it never answered stays in the outbox: it goes to the
+		// next owners with the rest.
+		f.mu.Lock()
+		p.pend = nil
+		f.mu.Unlock()
 		for ctx.Err() == nil {
 			did, err := f.handOver(ctx, p)
 			if err != nil {

@@ -65,7 +65,7 @@ func (f *Fed) local() (probeMsg, error) {
 	f.mu.Lock()
 	pending := false
 	for name, p := range f.peers {
-		if p.pend != nil {
+		if p.pend != nil && !p.down {
 			pending = true
 			m.Sent[name] = p.pend.batch.Seq
 		}

@@ -83,3 +83,39 @@ func TestFederationKillRestart(t *testing.T) {
 	file := readFedFile(t, cfgs[0].Federation)
 	checkFederation(t, w, file, cfgs, fedFaults{killed: "us"})
 }
+
+// TestFederationSiteGone SIGKILLs a site for good: after the grace period
+// the others take its hosts (its outbox entries and the URLs they had sent
+// it go to the next owners, with its seeds), the survivors' crawl
+// databases cover the web, politeness holds, and both survivors end by
+// themselves. URLs fetched again because of the hand-over are counted from
+// the WARC files the dead site left (a SIGKILL loses their unwritten end).
+func TestFederationSiteGone(t *testing.T) {
+	w := startFedWeb(t, 60, 12, 12, 23, []string{"eu", "us", "asia"})
+	cfgs, nodes, _ := startFedNodes(t, w, 2*time.Second)
+	file := readFedFile(t, cfgs[0].Federation)
+	// The site that owns the most hosts goes.
+	count := map[string]int{}
+	for _, o := range owners(t, w, file, "") {
+		count[o]++
+	}
+	gone := "eu"
+	for s, n := range count {
+		if n > count[gone] {
+			gone = s
+		}
+	}
+	waitFetched(t, nodes[gone], 60)
+	nodes[gone].kill(t)
+	var rest []*node
+	for s, n := range nodes {
+		if s != gone {
+			rest = append(rest, n)
+		}
+	}
+	waitExit(t, rest...)
+	if t.Failed() {
+		return
+	}
+	checkFederation(t, w, file, cfgs, fedFaults{gone: gone})
+}

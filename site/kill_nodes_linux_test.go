@@ -146,7 +146,7 @@ func TestNodesKilled(t *testing.T) {
 	})
 	killedAt := time.Now()
 	nodes[victim].kill(t)
-	kills := []kill{{victim, killedAt}}
+	kills := []kill{{node: victim, at: killedAt}}
 	var moved time.Time
 	waitFor(t, 30*time.Second, "the killed follower's parts to move", func() bool {
 		l := leader()
@@ -175,6 +175,7 @@ func TestNodesKilled(t *testing.T) {
 	// 2. The leader, mid-round.
 	old := ""
 	var round uint64
+	var inFlight []uint64 // rounds the leader may retire just before it dies
 	waitFor(t, 60*time.Second, "the leader in a fetch phase", func() bool {
 		old = leader()
 		if old == "" {
@@ -183,11 +184,14 @@ func TestNodesKilled(t *testing.T) {
 		st, ok := nodes[old].status(t)
 		if ok && st.Phase == rounds.PhaseFetch && len(st.Rounds.Active) > 0 {
 			round = st.Rounds.Active[0].Round
+			for _, a := range st.Rounds.Active {
+				inFlight = append(inFlight, a.Round)
+			}
 			return true
 		}
 		return false
 	})
-	kills = append(kills, kill{old, time.Now()})
+	kills = append(kills, kill{node: old, at: time.Now(), rounds: inFlight})
 	nodes[old].kill(t)
 	t.Logf("leader %s killed in round %d", old, round)
 	waitFor(t, 60*time.Second, "a new leader to finish round "+itoa(round), func() bool {

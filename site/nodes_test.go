@@ -76,10 +76,14 @@ func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config 
 	return cfg
 }
 
-// kill is a node SIGKILLed at a time.
+// kill is a node SIGKILLed at a time. A leader killed with rounds in
+// flight may have retired one of them and died before writing its line in
+// rounds.jsonl (the statistics follow the retirement): those rounds may be
+// missing there.
 type kill struct {
-	node string
-	at   time.Time
+	node   string
+	at     time.Time
+	rounds []uint64
 }
 
 // checkMultiCrawl checks a finished crawl of w by the nodes in dirs:
@@ -173,8 +177,20 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 			}
 		}
 	}
-	for r := uint64(1); r <= uint64(len(seen)); r++ {
-		if !seen[r] {
+	excusedRounds := map[uint64]bool{}
+	for _, k := range kills {
+		for _, r := range k.rounds {
+			excusedRounds[r] = true
+		}
+	}
+	last := uint64(0)
+	for r := range seen {
+		last = max(last, r)
+	}
+	for r := uint64(1); r <= last; r++ {
+		if !seen[r] && excusedRounds[r] {
+			t.Logf("round %d is in no node's rounds.jsonl: its leader was killed while it was in flight", r)
+		} else if !seen[r] {
 			t.Errorf("round %d is in no node's rounds.jsonl (rounds %v)", r, keys(seen))
 		}
 	}
