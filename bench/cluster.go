@@ -640,20 +640,28 @@ func (r *clusterRun) startNode(ctx context.Context, name string, join *clusterNo
 // waitUp waits for a node's site.json (written once it is seeded or has
 // joined, and serving).
 func (r *clusterRun) waitUp(ctx context.Context, nd *clusterNode) error {
+	var err error
+	nd.listen, nd.upAt, err = nd.proc.waitUp(ctx, nd.data, "node "+nd.name)
+	return err
+}
+
+// waitUp waits until the site process has written its site.json in data
+// (it is seeded or has joined, and serving), and returns its status
+// address and when it was up; what names it in errors.
+func (p *siteProc) waitUp(ctx context.Context, data, what string) (string, time.Time, error) {
 	wctx, cancel := context.WithTimeout(ctx, siteStartBound)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if in, err := site.ReadInfo(nd.data); err == nil && in.PID == nd.proc.pid {
-			nd.listen, nd.upAt = in.Listen, time.Now()
-			return nil
+		if in, err := site.ReadInfo(data); err == nil && in.PID == p.pid {
+			return in.Listen, time.Now(), nil
 		}
 		select {
-		case <-nd.proc.exit:
-			return fmt.Errorf("%w: node %s exited before it was up (%v): %s", ErrNodeFailed, nd.name, nd.proc.err, nd.proc.tail)
+		case <-p.exit:
+			return "", time.Time{}, fmt.Errorf("%w: %s exited before it was up (%v): %s", ErrNodeFailed, what, p.err, p.tail)
 		case <-wctx.Done():
-			return fmt.Errorf("bench: waiting for node %s to be up: %w: %s", nd.name, wctx.Err(), nd.proc.tail)
+			return "", time.Time{}, fmt.Errorf("bench: waiting for %s to be up: %w: %s", what, wctx.Err(), p.tail)
 		case <-tick.C:
 		}
 	}

@@ -929,23 +929,9 @@ func (r *fedRun) startMember(name, data string, args []string) error {
 // waitUp waits for a member's site.json (written once it is seeded or
 // has joined, and serving).
 func (r *fedRun) waitUp(ctx context.Context, m *fedMember) error {
-	wctx, cancel := context.WithTimeout(ctx, siteStartBound)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if in, err := site.ReadInfo(m.data); err == nil && in.PID == m.proc.pid {
-			m.listen, m.upAt = in.Listen, time.Now()
-			return nil
-		}
-		select {
-		case <-m.proc.exit:
-			return fmt.Errorf("%w: %s exited before it was up (%v): %s", ErrNodeFailed, m.name, m.proc.err, m.proc.tail)
-		case <-wctx.Done():
-			return fmt.Errorf("bench: waiting for %s to be up: %w: %s", m.name, wctx.Err(), m.proc.tail)
-		case <-tick.C:
-		}
-	}
+	var err error
+	m.listen, m.upAt, err = m.proc.waitUp(ctx, m.data, m.name)
+	return err
 }
 
 // crawl samples the processes until every one has exited, stopping them
