@@ -56,3 +56,23 @@ const MaxRobotsBytes = 512 << 10
 
 // MaxURLLen is the longest URL the database accepts.
 const MaxURLLen = 2048
+
+// HostOf returns the host name of a normalised http(s) URL, without its
+// port ("" for any other URL): how the rounds, the federation and the site
+// name a URL's host.
+func HostOf(u string) string {
+	i := 0
+	switch {
+	case len(u) > 8 && u[:8] == "https://":
+		i = 8
+	case len(u) > 7 && u[:7] == "http://":
+		i = 7
+	default:
+		return ""
+	}
+	j := i
+	for j < len(u) && u[j] != '/' && u[j] != ':' {
+		j++
+	}
+	return u[i:j]
+}

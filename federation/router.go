@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/rounds"
@@ -256,17 +257,5 @@ func (f *Fed) entries(owner string, puts []Put, locs map[string]location) [][]by
 // database's limit on one (64 KiB).
 const maxEntryBytes = 56 << 10
 
-// hostOf returns the host name of an absolute http(s) URL, without its
-// port, as the rounds name hosts ("" if none).
-func hostOf(u string) string {
-	rest, ok := strings.CutPrefix(u, "http://")
-	if !ok {
-		if rest, ok = strings.CutPrefix(u, "https://"); !ok {
-			return ""
-		}
-	}
-	if i := strings.IndexAny(rest, "/:?#"); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest
-}
+// hostOf names a URL's host as the rounds do.
+func hostOf(u string) string { return crawl.HostOf(u) }

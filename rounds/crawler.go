@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
@@ -335,22 +336,7 @@ func (c *Crawler) Seen(fp uint64, _ string) bool {
 }
 
 // hostOf returns the host of a normalised URL.
-func hostOf(u string) string {
-	i := 0
-	switch {
-	case len(u) > 8 && u[:8] == "https://":
-		i = 8
-	case len(u) > 7 && u[:7] == "http://":
-		i = 7
-	default:
-		return ""
-	}
-	j := i
-	for j < len(u) && u[j] != '/' && u[j] != ':' {
-		j++
-	}
-	return u[i:j]
-}
+func hostOf(u string) string { return crawl.HostOf(u) }
 
 func (c *Crawler) roundDir(round uint64) string {
 	return filepath.Join(c.o.Dir, "rounds", strconv.FormatUint(round, 10))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/certs"
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/partition/geoip"
@@ -77,7 +78,7 @@ func (s *Site) ownSeeds(ctx context.Context, seeds []string) ([]string, error) {
 	hosts := make([]string, 0, len(seeds))
 	seen := map[string]bool{}
 	for _, u := range seeds {
-		if h := hostOfURL(u); !seen[h] {
+		if h := crawl.HostOf(u); !seen[h] {
 			seen[h] = true
 			hosts = append(hosts, h)
 		}
@@ -90,27 +91,10 @@ func (s *Site) ownSeeds(ctx context.Context, seeds []string) ([]string, error) {
 	}
 	var own []string
 	for _, u := range seeds {
-		if owners[hostOfURL(u)] == "" {
+		if owners[crawl.HostOf(u)] == "" {
 			own = append(own, u)
 		}
 	}
 	s.log.Info("site: seeds of this site's hosts", "kept", len(own), "of", len(seeds))
 	return own, nil
-}
-
-// hostOfURL is the host name of an absolute URL, as the rounds name hosts.
-func hostOfURL(u string) string {
-	for _, p := range []string{"http://", "https://"} {
-		if len(u) > len(p) && u[:len(p)] == p {
-			u = u[len(p):]
-			break
-		}
-	}
-	for i := 0; i < len(u); i++ {
-		switch u[i] {
-		case '/', ':', '?', '#':
-			return u[:i]
-		}
-	}
-	return u
 }
