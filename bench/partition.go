@@ -224,7 +224,7 @@ type PartitionChurn struct {
 	// site marked down differs from their owner once it is gone: 0.
 	DownMismatch int `json:"down_mismatch"`
 	// NotSuccessor (leave, consistent hashing) counts the leaving site's
-	// hosts that did not go to their next site clockwise: 0.
+	// hosts that did not go to their next successor (Ring.Successors): 0.
 	NotSuccessor int `json:"not_successor"`
 }
 
@@ -633,7 +633,7 @@ func (r PartitionResult) Broken() []string {
 			bad("%s, %s, %s: %d hosts have another owner with %s down than with %s gone", set, what, c.Site, c.DownMismatch, c.Site, c.Site)
 		}
 		if c.NotSuccessor != 0 {
-			bad("%s, %s, %s: %d hosts did not go to their next site clockwise", set, what, c.Site, c.NotSuccessor)
+			bad("%s, %s, %s: %d hosts did not go to their next successor", set, what, c.Site, c.NotSuccessor)
 		}
 	}
 	for _, s := range r.Sets {
@@ -692,7 +692,7 @@ func (r PartitionResult) Report(cfg PartitionConfig) string {
 				p(", %d differ when down", c.DownMismatch)
 			}
 			if !join && ring {
-				p(", %d not to the next site clockwise", c.NotSuccessor)
+				p(", %d not to the next successor", c.NotSuccessor)
 			}
 			p("\n")
 		}
