@@ -265,6 +265,14 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	cfg.SnapshotInterval = o.SnapshotInterval
 	cfg.BatchApplyCh = true
 	cfg.MaxAppendEntries = 256
+	// A node shares its cores with its fetcher and Pebble's compactions:
+	// under load it answers heartbeats late, and Raft's default 500 ms
+	// lease made leaders of busy sites step down every minute or two
+	// (bench cluster), pausing every node's staging until a new leader
+	// was elected. Twice Raft's defaults, as Consul does on small machines.
+	cfg.HeartbeatTimeout = 2 * time.Second
+	cfg.ElectionTimeout = 2 * time.Second
+	cfg.LeaderLeaseTimeout = time.Second
 	if o.FastTimeouts {
 		cfg.HeartbeatTimeout = 300 * time.Millisecond
 		cfg.ElectionTimeout = 300 * time.Millisecond
