@@ -310,7 +310,10 @@ type SiteResult struct {
 	UnknownHost    int64               `json:"websim_unknown_host_requests"`
 	WARC           *WARCStats          `json:"warc,omitempty"`
 	Hostile        []HostileHost       `json:"hostile,omitempty"`
-	CheckS         float64             `json:"check_s"`
+	// Floor is the web's politeness floor for the crawl's delays, with the
+	// crawl's time to exhaustion over it when it ran to exhaustion.
+	Floor  *Floor  `json:"floor,omitempty"`
+	CheckS float64 `json:"check_s"`
 }
 
 // RunSite serves the web cfg describes with websim, crawls it with a site
@@ -1039,6 +1042,11 @@ func (r *siteRun) check(ctx context.Context, res *SiteResult) error {
 	if res.Ranking, err = crawlcheck.CompareRanking(truth, st); err != nil {
 		return fmt.Errorf("bench: ranking: %w", err)
 	}
+	f := PolitenessFloor(r.web, truth, r.cfg.HostDelay, r.cfg.IPDelay, r.cfg.MaxCrawlDelay)
+	if res.Exit == "exhausted" && f.S > 0 {
+		f.Ratio = res.WindowS / f.S
+	}
+	res.Floor = &f
 	if r.cfg.ScanWARC {
 		w, err := scanWARC(ctx, filepath.Join(r.data, "warc"))
 		if err != nil {
@@ -1243,6 +1251,13 @@ func (r SiteResult) Report(cfg SiteConfig) string {
 		100*r.Coverage.Ratio, r.Coverage.Targets, r.Coverage.Fetched, r.Coverage.Disallow)
 	p("  ranking      Spearman OPIC vs PageRank %.3f over %d pages\n", r.Ranking.Spearman, r.Ranking.Pages)
 	p("  politeness   %d breaches in websim's statistics (%d requests)\n", r.Breaches, r.WebsimRequests)
+	if f := r.Floor; f != nil {
+		p("  floor        %.1fs: %s, %d robots-allowed URLs × %.2fs", f.S, f.By, f.URLs, f.DelayS)
+		if f.Ratio > 0 {
+			p("; time to exhaustion %.1fs = %.2f× the floor", r.WindowS, f.Ratio)
+		}
+		p("\n")
+	}
 	for _, s := range r.BreachSample[:min(len(r.BreachSample), 10)] {
 		p("               %s\n", s)
 	}

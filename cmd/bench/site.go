@@ -152,6 +152,10 @@ func targets(name string, cfg bench.SiteConfig, r bench.SiteResult) map[string]t
 		if r.WARC != nil {
 			t["urls_multi_2xx"] = target{"0", float64(r.WARC.Multi2xx), r.WARC.Multi2xx == 0}
 		}
+		if f := r.Floor; f != nil && cfg.Rounds == 0 {
+			// Issue 11: time to exhaustion within 1.25× the politeness floor.
+			t["floor_ratio"] = target{"≤ 1.25", f.Ratio, f.Ratio > 0 && f.Ratio <= 1.25}
+		}
 	}
 	t["spearman"] = target{"≥ 0.7", r.Ranking.Spearman, r.Ranking.Spearman >= 0.7}
 	return t
