@@ -41,7 +41,7 @@ type Options struct {
 	// "" → the crawl database's.
 	NodeID     string
 	Width      int    // URLs generated per round; 0 → 10,000
-	PerHost    int    // URLs per host per round (k); 0 → 10
+	PerHost    int    // URLs per host per round at most (k), what a host at HostDelay gets; 0 → 10
 	MaxDepth   uint32 // links deeper than this are not followed (a redirect target is as deep as its source); 0 → 32
 	HostBudget int    // pages fetched per host at most; 0 → 20,000
 	MaxRetries int    // transient failures before a URL is given up; 0 → 3
@@ -356,6 +356,35 @@ func (c *Crawler) apply(ctx context.Context, b *store.Batch) (*store.Result, err
 
 // hostDelay is the least gap this site keeps between two requests to host:
 // the host delay, or its robots.txt Crawl-delay up to the cap.
+// roundBudget is how many URLs generate gives a host in one round: as many
+// as it can serve at its own pace between busyUntil (when the URLs it was
+// given before are projected to be done; zero: none) and now + span, at
+// least one and at most PerHost; 0 if it is busy past now + span. A host
+// slowed by its Crawl-delay thus gets few URLs, and only in the rounds
+// that come when it runs out, so that it no longer holds every round's end
+// while the others wait for the next round (issue 11).
+func (c *Crawler) roundBudget(host string, now, busyUntil time.Time, span time.Duration) int {
+	k := c.o.PerHost
+	if c.o.HostDelay <= 0 || span <= 0 {
+		return k
+	}
+	if busyUntil.After(now.Add(span)) {
+		return 0
+	}
+	left := span
+	if busyUntil.After(now) {
+		left -= busyUntil.Sub(now)
+	}
+	return max(1, min(k, 1+int(left/c.hostDelay(host))))
+}
+
+// roundSpan is the time a round gives its hosts work for: what a host at
+// the site's host delay takes for PerHost URLs ((PerHost − 1) × HostDelay
+// after its first).
+func (c *Crawler) roundSpan() time.Duration {
+	return time.Duration(c.o.PerHost-1) * c.o.HostDelay
+}
+
 func (c *Crawler) hostDelay(host string) time.Duration {
 	d := c.o.HostDelay
 	if rec, ok, err := c.hosts.LoadHost(host); err == nil && ok {

@@ -1,5 +1,7 @@
 // Package rounds runs a site's crawl in rounds over the site's nodes:
-// generate (the top of the frontier, k per host, width in all), fetch+parse
+// generate (the top of the frontier, width in all, each host as many URLs
+// as it can serve at its own pace in the time a host at the site's host
+// delay takes for k = PerHost: Crawler.roundBudget), fetch+parse
 // (the polite fetcher of every node) and update (outlinks reduced by URL
 // with their OPIC cash, written to the crawl database in batches).
 //

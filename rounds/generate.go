@@ -228,7 +228,9 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for attempt := 0; attempt < 4; attempt++ {
-		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: c.o.Now()})
+		now, span := c.o.Now(), c.roundSpan()
+		budget := func(host string) int { return c.roundBudget(host, now, l.busyUntil[host], span) }
+		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
 		if err != nil {
 			return nil, fmt.Errorf("rounds: generate: read frontier: %w", err)
 		}
@@ -261,6 +263,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 			}
 		}
 		if closed == 0 || len(entries) > 0 {
+			l.project(entries, now)
 			return entries, nil
 		}
 		// Every host was over budget: write the closures so the
@@ -343,4 +346,29 @@ func (l *leader) resumeGenerate(ctx context.Context) error {
 	}
 	c.log.Info("rounds: finishing the generate of a round cut short", "round", next, "urls", len(entries))
 	return c.markGenerated(ctx, next, entries, head.Parts, head.Created)
+}
+
+// project records, for each host of a round's entries, when the URLs it was
+// given are projected to be done at its own pace (roundBudget's busyUntil).
+// Hosts whose projection has passed are forgotten once there are many.
+func (l *leader) project(entries []genEntry, now time.Time) {
+	c := l.c
+	n := map[string]int{}
+	for _, e := range entries {
+		n[e.Host]++
+	}
+	if len(l.busyUntil) > 2*len(n)+4096 {
+		for h, t := range l.busyUntil {
+			if !t.After(now) {
+				delete(l.busyUntil, h)
+			}
+		}
+	}
+	for h, k := range n {
+		from := now
+		if t := l.busyUntil[h]; t.After(from) {
+			from = t
+		}
+		l.busyUntil[h] = from.Add(time.Duration(k) * c.hostDelay(h))
+	}
 }

@@ -49,6 +49,9 @@ type leader struct {
 	// this leadership, then counted from the updates' fetch results.
 	fetched map[string]int64
 
+	// busyUntil is when each host's generated URLs are projected to be
+	// done at its own pace (generate's per-host budget).
+	busyUntil     map[string]time.Time
 	frontierEmpty bool
 	genIndex      uint64 // the applied index before the generate that found nothing
 	retryAt       time.Time
@@ -206,7 +209,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), start: now, reports: map[string]NodeReport{},
-		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}}
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
 	b.PutUser(leaderKey, l.token)

@@ -307,3 +307,101 @@ func TestRedirectChainNotCutByDepth(t *testing.T) {
 		t.Errorf("%s answered 302 %d times (%v), want the first hop and %d followed", chain, got, v.Statuses, maxRedirects)
 	}
 }
+
+// TestCrawlKeepsPaceWithPoliteness crawls a small web with one host slowed
+// by a 1 s Crawl-delay and one with 20× the pages of the others to
+// exhaustion, and checks that it ends within 1.5× its politeness floor
+// (the slowest host's allowed URLs × its delay): rounds must not be held
+// by the slow host's tail while the big host waits for its next URLs.
+func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
+	const hostDelay = 50 * time.Millisecond
+	web := synth.Options{Hosts: 10, Pages: 10, Seed: 5, IPs: 4, Profile: synth.Clean,
+		Overrides: []synth.Override{{Host: 0, Pages: 12, CrawlDelay: 1}, {Host: 1, Pages: 200}}}
+	sim, err := websim.Start(websim.Options{Web: web, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	defer ts.db.Close()
+	c, err := New(Options{DB: ts.db, Dir: ts.dir, Width: 1000, PerHost: 10, HostDelay: hostDelay, MaxCrawlDelay: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f, err := fetcher.New(fetcher.Options{
+		Workers: 16, HostDelay: hostDelay, MaxCrawlDelay: 2 * time.Second, AllowPrivate: true,
+		TotalTimeout: 5 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		Resolver: mustResolver(t, sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: c.OnResult, Skip: c.Skip(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.c, ts.f = c, f
+
+	// The floor, from the web's truth: each host's robots-allowed reachable
+	// URLs × its delay.
+	targets := map[string]map[string]bool{}
+	err = sim.Web().Truth(func(r *synth.Record) error {
+		if r.Reachable && r.RobotsAllowed && r.Kind != "robots" && r.Kind != "sitemap" {
+			u := r.URL
+			if r.Canonical != "" {
+				u = r.Canonical
+			}
+			if targets[r.Host] == nil {
+				targets[r.Host] = map[string]bool{}
+			}
+			targets[r.Host][u] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var floor time.Duration
+	floorHost := ""
+	for _, h := range sim.Web().Hosts() {
+		d := hostDelay
+		if h.CrawlDelay > 0 {
+			d = max(d, time.Duration(h.CrawlDelay)*time.Second)
+		}
+		if f := time.Duration(len(targets[h.Name])) * d; f > floor {
+			floor, floorHost = f, h.Name
+		}
+	}
+	if floor < 5*time.Second {
+		t.Fatalf("floor %v: the test web is too small to tell a slow crawl from a fast one", floor)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*floor)
+	defer cancel()
+	if _, err := c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := ts.run(t, ctx, 0); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("run: %v (after %v, floor %v)", err, time.Since(start), floor)
+	}
+	took := time.Since(start)
+	// Everything was fetched: the pace was not bought with coverage.
+	missing := 0
+	for host, urls := range targets {
+		for u := range urls {
+			rec, ok, err := c.st.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok || rec.Status < store.StatusFetched {
+				if missing++; missing <= 5 {
+					t.Errorf("%s (host %s) was not fetched", u, host)
+				}
+			}
+		}
+	}
+	ratio := took.Seconds() / floor.Seconds()
+	t.Logf("exhausted in %v; floor %v (%s); %.2f× the floor", took.Round(time.Millisecond), floor, floorHost, ratio)
+	if ratio > 1.5 {
+		t.Errorf("the crawl took %.2f× its politeness floor (%v for %v), want ≤ 1.5×", ratio, took.Round(time.Millisecond), floor)
+	}
+}

@@ -120,7 +120,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "stop after this many rounds (0: until stopped or the crawl is exhausted)")
 	f.IntVar(&cfg.Width, "width", cfg.Width, "URLs generated per round")
-	f.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "URLs per host per round (k)")
+	f.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "URLs per host per round at most (k): what a host at --host-delay gets; slower hosts (Crawl-delay) get what they can serve in the same time")
 	f.DurationVar(&cfg.HostDelay, "host-delay", cfg.HostDelay, "minimum gap between requests to one host (robots Crawl-delay wins when larger)")
 	f.DurationVar(&cfg.MaxCrawlDelay, "max-crawl-delay", cfg.MaxCrawlDelay, "a robots.txt Crawl-delay is honoured up to this")
 	f.DurationVar(&cfg.IPDelay, "ip-delay", cfg.IPDelay, "minimum gap between request starts to one IP address")

@@ -65,6 +65,9 @@ type FrontierQuery struct {
 	Now     time.Time // hosts backing off after Now are skipped; zero: none skipped
 	// MaxSkips bounds the hosts skipped for back-off; default Width.
 	MaxSkips int
+	// PerHostFor, if set, gives each host its own limit, at most PerHost
+	// (larger values are cut to it); 0 skips the host, as a back-off does.
+	PerHostFor func(host string) int
 }
 
 // FrontierEntry is one URL from the top of the frontier.
@@ -119,9 +122,18 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 				continue
 			}
 		}
+		limit := q.PerHost
+		if q.PerHostFor != nil {
+			if limit = min(q.PerHostFor(hostName), q.PerHost); limit <= 0 {
+				if skips++; skips > q.MaxSkips {
+					break
+				}
+				continue
+			}
+		}
 		prefix = append(append(append(prefix[:0], pFrontier), rev...), 0)
 		n := 0
-		for ok := urls.SeekGE(prefix); ok && n < q.PerHost && len(out) < q.Width; ok = urls.Next() {
+		for ok := urls.SeekGE(prefix); ok && n < limit && len(out) < q.Width; ok = urls.Next() {
 			uk := urls.Key()
 			if len(uk) < len(prefix)+8+3 || string(uk[:len(prefix)]) != string(prefix) {
 				break

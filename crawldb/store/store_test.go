@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -439,6 +440,40 @@ func TestFrontierLimits(t *testing.T) {
 	}
 	if _, err := s.Frontier(FrontierQuery{Width: 0, PerHost: 1}); !errors.Is(err, ErrBadOp) {
 		t.Fatalf("width 0: %v", err)
+	}
+}
+
+func TestFrontierPerHostFor(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	b := NewBatch()
+	for h := range 6 {
+		for p := range 10 {
+			b.UpsertCash(fmt.Sprintf("http://h%d.test/%d", h, p), float64(h*100+p), 1)
+		}
+	}
+	applyT(t, s, 1, b)
+	limits := map[string]int{"h5.test": 0, "h4.test": 1, "h3.test": 100, "h2.test": -3, "h1.test": 2}
+	fr, err := s.Frontier(FrontierQuery{Width: 100, PerHost: 4, PerHostFor: func(h string) int {
+		if n, ok := limits[h]; ok {
+			return n
+		}
+		return 4
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, e := range fr {
+		per[e.Host]++
+	}
+	// 0 or less skips a host; a limit above PerHost is cut to it.
+	want := map[string]int{"h4.test": 1, "h3.test": 4, "h1.test": 2, "h0.test": 4}
+	if !maps.Equal(per, want) {
+		t.Fatalf("entries per host %v, want %v", per, want)
+	}
+	if fr[0].Host != "h4.test" || fr[0].Score != 409 {
+		t.Errorf("frontier starts %+v, want h4's best URL (h5 skipped)", fr[0])
 	}
 }
 

@@ -77,6 +77,19 @@ type Options struct {
 	Profile Profile
 	// PageBytes is the mean size of an HTML page in bytes. Default 10,000.
 	PageBytes int
+	// Overrides reshape single hosts, for tests that need a host of a
+	// given size or pace; the rest of the web is as the seed makes it.
+	Overrides []Override
+}
+
+// Override reshapes host number Host of a web.
+type Override struct {
+	Host int
+	// Pages, if positive, is the number of pages in the host's link tree.
+	Pages int
+	// CrawlDelay, if positive, is the Crawl-delay (seconds) its robots.txt
+	// gives every user-agent (its robots kind becomes RobotsDelay).
+	CrawlDelay int
 }
 
 // DefaultOptions returns Options with every default filled in.
@@ -135,6 +148,11 @@ func (o Options) Validate() error {
 	}
 	if o.Profile == Hostile && o.Hosts < HostileRoles+2 {
 		bad("the hostile profile needs at least %d hosts, got %d", HostileRoles+2, o.Hosts)
+	}
+	for _, v := range o.Overrides {
+		if v.Host < 0 || v.Host >= o.Hosts || v.Pages < 0 || v.Pages > 100*MaxPages || v.CrawlDelay < 0 || v.CrawlDelay > 3600 {
+			bad("override %+v: host must be in [0, %d), pages in [0, %d], crawl-delay in [0, 3600]", v, o.Hosts, 100*MaxPages)
+		}
 	}
 	if o.PageBytes < 512 || o.PageBytes > 1<<20 {
 		bad("page bytes must be in [512, %d], got %d", 1<<20, o.PageBytes)

@@ -142,6 +142,17 @@ func New(o Options) (*Web, error) {
 	w.nodeBase = make([]int, o.Hosts+1)
 	for i := range w.hosts {
 		w.hosts[i] = w.makeHost(i)
+		for _, v := range w.opt.Overrides {
+			if v.Host != i {
+				continue
+			}
+			if v.Pages > 0 {
+				w.hosts[i].Pages = v.Pages
+			}
+			if v.CrawlDelay > 0 {
+				w.hosts[i].Robots, w.hosts[i].CrawlDelay = RobotsDelay, v.CrawlDelay
+			}
+		}
 		h := &w.hosts[i]
 		w.byIP[h.IP] = append(w.byIP[h.IP], i)
 		w.nodeBase[i+1] = w.nodeBase[i] + h.Pages + h.Orphans
