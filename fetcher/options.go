@@ -92,6 +92,13 @@ type Options struct {
 	BackoffBase time.Duration
 	// BackoffMax caps a host's back-off. 0 → 10 min.
 	BackoffMax time.Duration
+	// DeadEndBackoffMax caps the back-off of a host that gave no answer at
+	// all: its DNS server failed (SERVFAIL, REFUSED, timeout) or its
+	// robots.txt got no HTTP response (connection refused, reset or timed
+	// out). Such hosts are transient only in name on the real web, and a
+	// crawl must not wait minutes for them to end. 0 → 15 s (never above
+	// BackoffMax).
+	DeadEndBackoffMax time.Duration
 	// MaxFailures consecutive failures (5xx, 429, timeouts, connection
 	// errors) put a host in back-off. 0 → 3.
 	MaxFailures int
@@ -116,6 +123,7 @@ const (
 	defaultMaxLinks       = 5000
 	defaultBackoffBase    = 5 * time.Second
 	defaultBackoffMax     = 10 * time.Minute
+	defaultDeadEndBackoff = 15 * time.Second
 	defaultMaxFailures    = 3
 	defaultHostIdleTTL    = 2 * time.Minute
 	defaultSitemapURLs    = 50_000
@@ -153,6 +161,7 @@ func (o *Options) ensureDefaults() {
 	setDur(&o.RobotsTTL, defaultRobotsTTL)
 	setDur(&o.BackoffBase, defaultBackoffBase)
 	setDur(&o.BackoffMax, defaultBackoffMax)
+	setDur(&o.DeadEndBackoffMax, defaultDeadEndBackoff)
 	setDur(&o.HostIdleTTL, defaultHostIdleTTL)
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = defaultMaxBodyBytes
@@ -195,7 +204,7 @@ func (o Options) Validate() error {
 		{"host delay", o.HostDelay}, {"max crawl delay", o.MaxCrawlDelay},
 		{"connect timeout", o.ConnectTimeout}, {"header timeout", o.HeaderTimeout},
 		{"total timeout", o.TotalTimeout}, {"robots ttl", o.RobotsTTL},
-		{"backoff base", o.BackoffBase}, {"backoff max", o.BackoffMax}, {"host idle ttl", o.HostIdleTTL},
+		{"backoff base", o.BackoffBase}, {"backoff max", o.BackoffMax}, {"dead-end backoff max", o.DeadEndBackoffMax}, {"host idle ttl", o.HostIdleTTL},
 	} {
 		if d.v < 0 {
 			bad("%s must not be negative, got %v", d.name, d.v)

@@ -391,3 +391,55 @@ func TestEviction(t *testing.T) {
 		t.Errorf("requests %q", got)
 	}
 }
+
+// TestDeadEndBackoff: a host that gives no HTTP answer at all (its port
+// refuses connections) backs off for at most DeadEndBackoffMax, however
+// often it failed before; a host that answers 503 to robots.txt backs off
+// as usual, up to BackoffMax.
+func TestDeadEndBackoff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.5:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	busy := startSite(t, "127.0.0.6", func(s *site, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	hs := newMemHosts()
+	for _, h := range []string{"127.0.0.5", "127.0.0.6"} {
+		hs.SaveHost(h, crawl.HostRecord{Failures: 5}) // exponential back-off would be 16 × base
+	}
+	c := newCollector(1)
+	f, err := New(Options{
+		Workers: 2, HostDelay: time.Millisecond, AllowPrivate: true, Resolver: literalResolver(t), Hosts: hs, OnResult: c.onResult,
+		ConnectTimeout: time.Second, BackoffBase: time.Second, BackoffMax: time.Hour, DeadEndBackoffMax: 3 * time.Second, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	runCrawl(t, f, c, []Job{{URL: refused + "/a"}, {URL: busy.origin + "/a"}}, 10*time.Millisecond, 10*time.Second)
+	tests := []struct {
+		host     string
+		min, max time.Duration
+	}{
+		{"127.0.0.5", 2 * time.Second, 3 * time.Second},   // no answer: capped at DeadEndBackoffMax
+		{"127.0.0.6", 30 * time.Second, 33 * time.Second}, // 503: 1 s × 2^5 after its 6th failure
+	}
+	for _, tt := range tests {
+		rec, ok, _ := hs.LoadHost(tt.host)
+		if !ok {
+			t.Fatalf("%s: no host record", tt.host)
+		}
+		got := rec.BackoffUntil.Sub(start)
+		if rec.Failures != 6 || got < tt.min || got > tt.max+time.Since(start) {
+			t.Errorf("%s: %d failures, backing off %v after the start; want 6 failures and %v to %v", tt.host, rec.Failures, got.Round(time.Millisecond), tt.min, tt.max)
+		}
+	}
+	for _, u := range []string{refused + "/a", busy.origin + "/a"} {
+		if r := c.final[u]; r == nil || !r.Retry {
+			t.Errorf("%s: %+v, want a retry", u, r)
+		}
+	}
+}

@@ -548,7 +548,7 @@ func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
 		return
 	case t.dnsErr != nil:
 		h.rec.Failures++
-		s.backoff(h, now)
+		s.backoffDeadEnd(h, now)
 		return
 	}
 	fresh := !h.rec.IPsExpiry.Equal(t.ipsExpiry)
@@ -602,7 +602,11 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 	if p == nil || p.Unavailable() {
 		h.policy, h.rec.Robots, h.rec.RobotsExpiry = nil, nil, time.Time{}
 		h.rec.Failures++
-		s.backoff(h, now)
+		if t.httpStatus == 0 { // no HTTP answer at all
+			s.backoffDeadEnd(h, now)
+		} else {
+			s.backoff(h, now)
+		}
 		return
 	}
 	h.policy = p
@@ -681,6 +685,14 @@ func backoffFor(base, maxD time.Duration, failures uint32) time.Duration {
 		return maxD
 	}
 	return d
+}
+
+// backoffDeadEnd is backoff for a host that gave no answer at all, capped
+// at DeadEndBackoffMax.
+func (s *scheduler) backoffDeadEnd(h *host, now time.Time) {
+	h.rec.BackoffUntil = now.Add(backoffFor(s.o.BackoffBase, min(s.o.BackoffMax, s.o.DeadEndBackoffMax), h.rec.Failures))
+	s.f.c.backoffs.Add(1)
+	s.save(h)
 }
 
 func (s *scheduler) save(h *host) {
