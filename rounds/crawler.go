@@ -378,6 +378,34 @@ func (c *Crawler) roundBudget(host string, now, busyUntil time.Time, span time.D
 	return max(1, min(k, 1+int(left/c.hostDelay(host))))
 }
 
+// hostIP returns the address the fetcher keys host's politeness by (the
+// first of its last resolution), when there is an address delay and the
+// host was resolved.
+func (c *Crawler) hostIP(host string) (netip.Addr, bool) {
+	if c.o.IPDelay <= 0 {
+		return netip.Addr{}, false
+	}
+	rec, ok, err := c.hosts.LoadHost(host)
+	if err != nil || !ok || len(rec.IPs) == 0 {
+		return netip.Addr{}, false
+	}
+	return rec.IPs[0], true
+}
+
+// ipBudget is roundBudget for an address: the requests it can serve at the
+// address delay between busyUntil and now + span, at least one (its hosts
+// share them, best first).
+func (c *Crawler) ipBudget(now, busyUntil time.Time, span time.Duration) int {
+	left := span
+	if busyUntil.After(now) {
+		left -= busyUntil.Sub(now)
+	}
+	if left < 0 {
+		return 0
+	}
+	return 1 + int(left/c.o.IPDelay)
+}
+
 // roundSpan is the time a round gives its hosts work for: what a host at
 // the site's host delay takes for PerHost URLs ((PerHost − 1) × HostDelay
 // after its first).

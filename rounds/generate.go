@@ -229,7 +229,21 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	defer l.mu.Unlock()
 	for attempt := 0; attempt < 4; attempt++ {
 		now, span := c.o.Now(), c.roundSpan()
-		budget := func(host string) int { return c.roundBudget(host, now, l.busyUntil[host], span) }
+		ipLeft := map[netip.Addr]int{} // with an address delay: what each address can still serve in span
+		budget := func(host string) int {
+			n := c.roundBudget(host, now, l.busyUntil[host], span)
+			ip, ok := c.hostIP(host)
+			if n == 0 || !ok {
+				return n
+			}
+			left, seen := ipLeft[ip]
+			if !seen {
+				left = c.ipBudget(now, l.busyUntilIP[ip], span)
+			}
+			n = min(n, left)
+			ipLeft[ip] = left - n
+			return n
+		}
 		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
 		if err != nil {
 			return nil, fmt.Errorf("rounds: generate: read frontier: %w", err)
@@ -364,11 +378,29 @@ func (l *leader) project(entries []genEntry, now time.Time) {
 			}
 		}
 	}
+	perIP := map[netip.Addr]int{}
 	for h, k := range n {
 		from := now
 		if t := l.busyUntil[h]; t.After(from) {
 			from = t
 		}
 		l.busyUntil[h] = from.Add(time.Duration(k) * c.hostDelay(h))
+		if ip, ok := c.hostIP(h); ok {
+			perIP[ip] += k
+		}
+	}
+	if len(l.busyUntilIP) > 2*len(perIP)+4096 {
+		for ip, t := range l.busyUntilIP {
+			if !t.After(now) {
+				delete(l.busyUntilIP, ip)
+			}
+		}
+	}
+	for ip, k := range perIP {
+		from := now
+		if t := l.busyUntilIP[ip]; t.After(from) {
+			from = t
+		}
+		l.busyUntilIP[ip] = from.Add(time.Duration(k) * c.o.IPDelay)
 	}
 }

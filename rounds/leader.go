@@ -52,6 +52,7 @@ type leader struct {
 	// busyUntil is when each host's generated URLs are projected to be
 	// done at its own pace (generate's per-host budget).
 	busyUntil     map[string]time.Time
+	busyUntilIP   map[netip.Addr]time.Time // the same for addresses, with an address delay
 	frontierEmpty bool
 	genIndex      uint64 // the applied index before the generate that found nothing
 	retryAt       time.Time
@@ -209,7 +210,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), start: now, reports: map[string]NodeReport{},
-		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}}
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
 	b.PutUser(leaderKey, l.token)
