@@ -333,7 +333,7 @@ progress() {
 			cell="exited (${EXITED[$s]})"
 		elif ! alive "${PID[$s]}"; then
 			cell="down"
-		elif timeout 5 "$BIN/site" status --data "$DIR/$s" >"$DIR/$s.status.tmp" 2>/dev/null &&
+		elif timeout 5 "$BIN/site" status --json --data "$DIR/$s" >"$DIR/$s.status.tmp" 2>/dev/null &&
 			f=$(fields "$DIR/$s.status.tmp") && [ -n "$f" ]; then
 			mv "$DIR/$s.status.tmp" "$DIR/$s.status.json"
 			read -r -a v <<<"$f"

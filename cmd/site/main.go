@@ -3,7 +3,7 @@
 //	site up [--region NAME] [--data DIR] [flags]   crawl until stopped, done or exhausted
 //	site up --join HOST:PORT --data DIR2 --listen ADDR2 [--raft ADDR] [--node NAME]
 //	                                               add a node to a running site
-//	site status [--data DIR | --addr HOST:PORT]    print a node's state (and its site's nodes) as JSON
+//	site status [--data DIR | --addr HOST:PORT] [--json]   print a node's state (and its site's nodes and federation peers)
 //	site leave [--data DIR | --addr HOST:PORT]     take a node out of its site, handing its work back
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -160,9 +161,10 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 
 func statusCmd(stdout io.Writer) *cobra.Command {
 	var data, addr string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Print the running site's state as JSON",
+		Short: "Print the running site's state: a summary, or with --json the /status object",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if addr == "" {
@@ -181,12 +183,20 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("status from %s: %s", addr, resp.Status)
 			}
-			_, err = io.Copy(stdout, resp.Body)
-			return err
+			if asJSON {
+				_, err = io.Copy(stdout, resp.Body)
+				return err
+			}
+			var st site.Status
+			if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&st); err != nil {
+				return fmt.Errorf("status from %s: %w", addr, err)
+			}
+			return st.WriteSummary(stdout)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the site's data directory")
 	cmd.Flags().StringVar(&addr, "addr", "", "the site's status address (default: from DATA/site.json)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the /status JSON object instead of the summary")
 	return cmd
 }
 

@@ -113,17 +113,34 @@ func TestUpAndStatus(t *testing.T) {
 		done <- root.Execute()
 	}()
 	var status map[string]any
+	summary := ""
 	deadline := time.Now().Add(60 * time.Second)
-	for status == nil && time.Now().Before(deadline) {
+	for (status == nil || summary == "") && time.Now().Before(deadline) {
 		var out bytes.Buffer
 		root := newRoot(&out, io.Discard, upSite)
-		root.SetArgs([]string{"status", "--data", data})
-		if root.Execute() == nil {
-			if err := json.Unmarshal(out.Bytes(), &status); err != nil {
-				t.Fatalf("status output is not JSON: %v\n%s", err, out.String())
+		if status == nil {
+			root.SetArgs([]string{"status", "--data", data, "--json"})
+			if root.Execute() == nil {
+				if err := json.Unmarshal(out.Bytes(), &status); err != nil {
+					t.Fatalf("status --json output is not JSON: %v\n%s", err, out.String())
+				}
+			}
+		} else {
+			root.SetArgs([]string{"status", "--data", data})
+			if root.Execute() == nil {
+				summary = out.String()
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The summary is for people: lines, not JSON, naming what they read.
+	for _, want := range []string{"site local, node", "\nrounds ", "\nfetcher ", "\ncrawldb ", " URLs, ", " in the frontier"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("status summary lacks %q:\n%s", want, summary)
+		}
+	}
+	if json.Valid([]byte(summary)) {
+		t.Errorf("status without --json printed JSON:\n%s", summary)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("up: %v\n%s", err, stderr.String())

@@ -1,0 +1,133 @@
+package site
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteSummary writes st as the few lines an operator reads at a glance
+// (`site status`; `site status --json` prints st itself): the node and its
+// role, the rounds, the fetcher, the crawl database, the site's nodes and
+// the federation's peers when there are any.
+func (st Status) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	node := st.Node
+	if node == "" {
+		node = "-"
+	}
+	p("site %s, node %s (%s), pid %d, up %s\n", st.Region, node, st.Role, st.PID, roundDur(st.Uptime))
+
+	r := st.Rounds
+	switch {
+	case r.Finished != nil:
+		p("rounds    finished after %d rounds (%s)\n", r.Done, r.Finished.Reason)
+	default:
+		p("rounds    %d done, phase %s", r.Done, st.Phase)
+		if len(r.Active) > 0 {
+			var act []string
+			for _, a := range r.Active {
+				act = append(act, fmt.Sprintf("%d %s", a.Round, a.Phase))
+			}
+			p("; in flight: %s", strings.Join(act, ", "))
+		}
+		p("\n")
+	}
+	if l := r.Last; l != nil {
+		p("          last round %d: %d generated, %d fetched (%d 2xx), %d new URLs, fetch %.1fs, update %.1fs\n",
+			l.Round, l.Generated, l.Fetched, l.ByClass["2xx"], l.NewURLs, l.FetchSeconds, l.UpdateSeconds)
+	}
+
+	f := st.Fetcher
+	p("fetcher   %d done, %d in flight, %d queued, %d requests, %s, %d hosts in the workbench\n",
+		f.Done, f.InFlight, f.Queued, f.Requests, byteSize(f.Bytes), f.Hosts)
+
+	c := st.CrawlDB
+	p("crawldb   %d URLs, %d in the frontier, %d fetched", c.URLs, c.Frontier, c.ByStatus["fetched"])
+	var other []string
+	for _, k := range slices.Sorted(maps.Keys(c.ByStatus)) {
+		if k != "fetched" && k != "unfetched" && c.ByStatus[k] > 0 {
+			other = append(other, fmt.Sprintf("%d %s", c.ByStatus[k], k))
+		}
+	}
+	if len(other) > 0 {
+		p(" (%s)", strings.Join(other, ", "))
+	}
+	p("\n")
+
+	if len(st.Nodes) > 0 {
+		p("\nnodes\n")
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  node\trole\talive\tparts\thosts\tin flight\tpages/s\tlast seen")
+		for _, n := range st.Nodes {
+			parts, hosts, inFlight, rate := "-", "-", "-", "-"
+			if rep := n.Report; rep != nil {
+				parts, hosts = fmt.Sprint(rep.Parts), fmt.Sprint(rep.Hosts)
+				inFlight, rate = fmt.Sprint(rep.InFlight), fmt.Sprintf("%.0f", rep.Rate)
+			}
+			seen := "-"
+			if !n.LastSeen.IsZero() {
+				seen = roundDur(time.Since(n.LastSeen).Seconds()) + " ago"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Role, n.Alive, parts, hosts, inFlight, rate, seen)
+		}
+		tw.Flush()
+	}
+
+	if fed := st.Federation; fed != nil {
+		state := "crawling"
+		switch {
+		case fed.Terminated:
+			state = "ended"
+		case fed.Passive:
+			state = "idle"
+		}
+		p("\nfederation (%s partitioner): %s; sent %d URLs, received %d; outbox %d entries; URL-sent cache hit %.1f%% of %d\n",
+			fed.Partitioner, state, fed.SentURLs, fed.RecvURLs, fed.Outbox, 100*fed.CacheRate, fed.CacheLookup)
+		if len(fed.Peers) > 0 {
+			tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  peer\tstate\tsilent\toutbox\tsent seq\trecv seq\tout\tin\tlast error")
+			for _, pe := range fed.Peers {
+				e := pe.LastErr
+				if e == "" {
+					e = "-"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", pe.Name, pe.State, roundDur(pe.Silent), pe.Outbox,
+					pe.Sent, pe.Recv, byteSize(pe.BytesOut), byteSize(pe.BytesIn), e)
+			}
+			tw.Flush()
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// roundDur prints seconds as a short duration ("3.2s", "4m10s").
+func roundDur(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d < 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// byteSize prints a byte count with a binary unit.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,61 @@
+package site_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+)
+
+func TestWriteSummary(t *testing.T) {
+	base := site.Status{Region: "eu", Node: "eu-1", Role: "leader", PID: 42, Uptime: 75, Phase: rounds.PhaseFetch, Round: 7,
+		Rounds: rounds.Status{Done: 5, Active: []rounds.Active{{Round: 6, Phase: rounds.PhaseUpdate}, {Round: 7, Phase: rounds.PhaseFetch}},
+			Last: &rounds.RoundStats{Round: 5, Generated: 100, Fetched: 98, ByClass: map[string]int64{"2xx": 90}, NewURLs: 300}}}
+	base.CrawlDB.URLs, base.CrawlDB.Frontier = 1000, 600
+	base.CrawlDB.ByStatus = map[string]uint64{"fetched": 350, "unfetched": 600, "gone": 50}
+	withNodes := base
+	withNodes.Nodes = []rounds.NodeView{
+		{ID: "eu-1", Role: "leader", Alive: true, LastSeen: time.Now(), Report: &rounds.NodeReport{Parts: 3, Hosts: 40, InFlight: 12, Rate: 55}},
+		{ID: "eu-2", Role: "follower", Alive: false},
+	}
+	withFed := base
+	withFed.Federation = &federation.Status{Partitioner: "consistent", SentURLs: 1234, RecvURLs: 567, Outbox: 2, CacheRate: 0.75, CacheLookup: 400,
+		Peers: []federation.PeerStatus{{Name: "us", State: "up", Sent: 9, Recv: 8, BytesOut: 4096}, {Name: "asia", State: "suspect", Silent: 3, LastErr: "timeout"}}}
+	finished := base
+	finished.Rounds.Finished = &rounds.Finish{Reason: "exhausted"}
+	tests := []struct {
+		name      string
+		st        site.Status
+		want, not []string
+	}{
+		{"one node", base, []string{"site eu, node eu-1 (leader), pid 42, up 1m15s", "rounds    5 done, phase fetch; in flight: 6 update, 7 fetch",
+			"last round 5: 100 generated, 98 fetched (90 2xx), 300 new URLs", "crawldb   1000 URLs, 600 in the frontier, 350 fetched (50 gone)"},
+			[]string{"nodes", "federation"}},
+		{"nodes", withNodes, []string{"\nnodes\n", "eu-1  leader", "true", "55", "eu-2  follower  false"}, []string{"federation"}},
+		{"federation", withFed, []string{"federation (consistent partitioner): crawling; sent 1234 URLs, received 567; outbox 2 entries; URL-sent cache hit 75.0% of 400",
+			"us    up", "4.0 KiB", "asia  suspect", "timeout"}, nil},
+		{"finished", finished, []string{"rounds    finished after 5 rounds (exhausted)"}, []string{"in flight: "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := tt.st.WriteSummary(&b); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("summary lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(out, w) {
+					t.Errorf("summary has %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
