@@ -393,8 +393,8 @@ func (c *Crawler) hostIP(host string) (netip.Addr, bool) {
 }
 
 // ipBudget is roundBudget for an address: the requests it can serve at the
-// address delay between busyUntil and now + span, at least one (its hosts
-// share them, best first).
+// address delay between busyUntil and now + span, at least one, or 0 if it
+// is busy past now + span (its hosts share them, best first).
 func (c *Crawler) ipBudget(now, busyUntil time.Time, span time.Duration) int {
 	left := span
 	if busyUntil.After(now) {

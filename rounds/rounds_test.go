@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
@@ -403,5 +404,51 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 	t.Logf("exhausted in %v; floor %v (%s); %.2f× the floor", took.Round(time.Millisecond), floor, floorHost, ratio)
 	if ratio > 1.5 {
 		t.Errorf("the crawl took %.2f× its politeness floor (%v for %v), want ≤ 1.5×", ratio, took.Round(time.Millisecond), floor)
+	}
+}
+
+func TestRoundBudget(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	c, err := New(Options{DB: db, Dir: dir, PerHost: 10, HostDelay: 100 * time.Millisecond, IPDelay: 10 * time.Millisecond, MaxCrawlDelay: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Hosts().SaveHost("slow.test", crawl.HostRecord{CrawlDelay: 450 * time.Millisecond})
+	c.Hosts().SaveHost("capped.test", crawl.HostRecord{CrawlDelay: time.Hour})
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	span := c.roundSpan()
+	if span != 900*time.Millisecond {
+		t.Fatalf("span %v, want (10 - 1) × 100ms", span)
+	}
+	tests := []struct {
+		name, host string
+		busyUntil  time.Time
+		want       int
+	}{
+		{"a host at the host delay gets k", "fast.test", time.Time{}, 10},
+		{"its earlier URLs done long ago", "fast.test", now.Add(-time.Minute), 10},
+		{"busy for a third of the span", "fast.test", now.Add(300 * time.Millisecond), 7},
+		{"busy to the span's end", "fast.test", now.Add(span), 1},
+		{"busy past the span", "fast.test", now.Add(span + time.Millisecond), 0},
+		{"a Crawl-delay of 450ms", "slow.test", time.Time{}, 3},
+		{"a Crawl-delay over the cap counts as the cap", "capped.test", time.Time{}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := c.roundBudget(tt.host, now, tt.busyUntil, span); got != tt.want {
+				t.Errorf("roundBudget(%s, busy until %v) = %d, want %d", tt.host, tt.busyUntil, got, tt.want)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		busyUntil time.Time
+		want      int
+	}{{time.Time{}, 91}, {now.Add(450 * time.Millisecond), 46}, {now.Add(span + time.Millisecond), 0}} {
+		if got := c.ipBudget(now, tt.busyUntil, span); got != tt.want {
+			t.Errorf("ipBudget(busy until %v) = %d, want %d", tt.busyUntil, got, tt.want)
+		}
 	}
 }
