@@ -552,19 +552,8 @@ func (e *fedEnv) startReplay(ctx context.Context, sr *siteRun, bin string) (*Fed
 	if _, err := c.waitReady(ctx, ready); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(ready)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if v, ok := strings.CutPrefix(f, "dns="); ok {
-			sr.sim.dns = v
-		} else if v, ok := strings.CutPrefix(f, "admin="); ok {
-			sr.sim.admin = v
-		}
-	}
-	if sr.sim.dns == "" || sr.sim.admin == "" {
-		return nil, fmt.Errorf("bench: websim ready file without dns= or admin=: %q", b)
+	if err := sr.sim.readAddrs(ready); err != nil {
+		return nil, err
 	}
 	return &FederationReplay{Files: len(files), URLs: len(urls), Hosts: len(seeds), Port: port}, nil
 }

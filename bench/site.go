@@ -405,6 +405,26 @@ type simProc struct {
 	admin string
 }
 
+// readAddrs reads websim's DNS and admin addresses from its ready file
+// (complete once waitReady has read a port from it).
+func (p *simProc) readAddrs(ready string) error {
+	b, err := os.ReadFile(ready)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, "dns="); ok {
+			p.dns = v
+		} else if v, ok := strings.CutPrefix(f, "admin="); ok {
+			p.admin = v
+		}
+	}
+	if p.dns == "" || p.admin == "" {
+		return fmt.Errorf("bench: websim ready file without dns= or admin=: %q", b)
+	}
+	return nil
+}
+
 // siteProc is the site, in a subprocess or in this process.
 type siteProc struct {
 	child  *child // subprocess
@@ -507,20 +527,8 @@ func (r *siteRun) startSim(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	// The ready file is complete once waitReady has read a port from it.
-	b, err := os.ReadFile(ready)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if v, ok := strings.CutPrefix(f, "dns="); ok {
-			r.sim.dns = v
-		} else if v, ok := strings.CutPrefix(f, "admin="); ok {
-			r.sim.admin = v
-		}
-	}
-	if r.sim.dns == "" || r.sim.admin == "" {
-		return fmt.Errorf("bench: websim ready file without dns= or admin=: %q", b)
+	if err := r.sim.readAddrs(ready); err != nil {
+		return err
 	}
 	o.Port = port
 	if r.web, err = synth.New(o); err != nil {

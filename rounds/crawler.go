@@ -356,14 +356,14 @@ func (c *Crawler) apply(ctx context.Context, b *store.Batch) (*store.Result, err
 
 // hostDelay is the least gap this site keeps between two requests to host:
 // the host delay, or its robots.txt Crawl-delay up to the cap.
-// roundBudget is how many URLs generate gives a host in one round: as many
-// as it can serve at its own pace between busyUntil (when the URLs it was
-// given before are projected to be done; zero: none) and now + span, at
-// least one and at most PerHost; 0 if it is busy past now + span. A host
-// slowed by its Crawl-delay thus gets few URLs, and only in the rounds
-// that come when it runs out, so that it no longer holds every round's end
-// while the others wait for the next round (issue 11).
-func (c *Crawler) roundBudget(host string, now, busyUntil time.Time, span time.Duration) int {
+// roundBudget is how many URLs generate gives a host whose delay is d in
+// one round: as many as it can serve at its own pace between busyUntil
+// (when the URLs it was given before are projected to be done; zero: none)
+// and now + span, at least one and at most PerHost; 0 if it is busy past
+// now + span. A host slowed by its Crawl-delay thus gets few URLs, and only
+// in the rounds that come when it runs out, so that it no longer holds
+// every round's end while the others wait for the next round (issue 11).
+func (c *Crawler) roundBudget(d time.Duration, now, busyUntil time.Time, span time.Duration) int {
 	k := c.o.PerHost
 	if c.o.HostDelay <= 0 || span <= 0 {
 		return k
@@ -375,21 +375,30 @@ func (c *Crawler) roundBudget(host string, now, busyUntil time.Time, span time.D
 	if busyUntil.After(now) {
 		left -= busyUntil.Sub(now)
 	}
-	return max(1, min(k, 1+int(left/c.hostDelay(host))))
+	return max(1, min(k, 1+int(left/d)))
 }
 
-// hostIP returns the address the fetcher keys host's politeness by (the
-// first of its last resolution), when there is an address delay and the
-// host was resolved.
-func (c *Crawler) hostIP(host string) (netip.Addr, bool) {
-	if c.o.IPDelay <= 0 {
-		return netip.Addr{}, false
-	}
+// hostPace is what a round's budgets need of a host, from one read of its
+// record: its delay and, with an address delay, the address the fetcher
+// keys its politeness by (the first of its last resolution; ok false when
+// there is no address delay or the host was never resolved).
+type hostPace struct {
+	delay time.Duration
+	ip    netip.Addr
+	ipOK  bool
+}
+
+func (c *Crawler) hostPace(host string) hostPace {
+	p := hostPace{delay: c.o.HostDelay}
 	rec, ok, err := c.hosts.LoadHost(host)
-	if err != nil || !ok || len(rec.IPs) == 0 {
-		return netip.Addr{}, false
+	if err == nil && ok {
+		p.delay = max(p.delay, min(rec.CrawlDelay, c.o.MaxCrawlDelay))
+		if c.o.IPDelay > 0 && len(rec.IPs) > 0 {
+			p.ip, p.ipOK = rec.IPs[0], true
+		}
 	}
-	return rec.IPs[0], true
+	p.delay = max(p.delay, c.o.IPDelay)
+	return p
 }
 
 // ipBudget is roundBudget for an address: the requests it can serve at the
@@ -413,13 +422,7 @@ func (c *Crawler) roundSpan() time.Duration {
 	return time.Duration(c.o.PerHost-1) * c.o.HostDelay
 }
 
-func (c *Crawler) hostDelay(host string) time.Duration {
-	d := c.o.HostDelay
-	if rec, ok, err := c.hosts.LoadHost(host); err == nil && ok {
-		d = max(d, min(rec.CrawlDelay, c.o.MaxCrawlDelay))
-	}
-	return max(d, c.o.IPDelay)
-}
+func (c *Crawler) hostDelay(host string) time.Duration { return c.hostPace(host).delay }
 
 // IdleIndex returns the crawl database's applied index as of the moment
 // this node, leading, last found nothing to generate, no round in flight

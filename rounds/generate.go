@@ -230,18 +230,20 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	for attempt := 0; attempt < 4; attempt++ {
 		now, span := c.o.Now(), c.roundSpan()
 		ipLeft := map[netip.Addr]int{} // with an address delay: what each address can still serve in span
+		paces := map[string]hostPace{} // the hosts' paces, read once for the budgets and the projection
 		budget := func(host string) int {
-			n := c.roundBudget(host, now, l.busyUntil[host], span)
-			ip, ok := c.hostIP(host)
-			if n == 0 || !ok {
+			p := c.hostPace(host)
+			paces[host] = p
+			n := c.roundBudget(p.delay, now, l.busyUntil[host], span)
+			if n == 0 || !p.ipOK {
 				return n
 			}
-			left, seen := ipLeft[ip]
+			left, seen := ipLeft[p.ip]
 			if !seen {
-				left = c.ipBudget(now, l.busyUntilIP[ip], span)
+				left = c.ipBudget(now, l.busyUntilIP[p.ip], span)
 			}
 			n = min(n, left)
-			ipLeft[ip] = left - n
+			ipLeft[p.ip] = left - n
 			return n
 		}
 		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
@@ -277,7 +279,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 			}
 		}
 		if closed == 0 || len(entries) > 0 {
-			l.project(entries, now)
+			l.project(entries, now, paces)
 			return entries, nil
 		}
 		// Every host was over budget: write the closures so the
@@ -364,8 +366,9 @@ func (l *leader) resumeGenerate(ctx context.Context) error {
 
 // project records, for each host of a round's entries, when the URLs it was
 // given are projected to be done at its own pace (roundBudget's busyUntil).
-// Hosts whose projection has passed are forgotten once there are many.
-func (l *leader) project(entries []genEntry, now time.Time) {
+// paces are the hosts' paces as the budgets read them. Hosts whose
+// projection has passed are forgotten once there are many.
+func (l *leader) project(entries []genEntry, now time.Time, paces map[string]hostPace) {
 	c := l.c
 	n := map[string]int{}
 	for _, e := range entries {
@@ -384,9 +387,13 @@ func (l *leader) project(entries []genEntry, now time.Time) {
 		if t := l.busyUntil[h]; t.After(from) {
 			from = t
 		}
-		l.busyUntil[h] = from.Add(time.Duration(k) * c.hostDelay(h))
-		if ip, ok := c.hostIP(h); ok {
-			perIP[ip] += k
+		p, ok := paces[h]
+		if !ok {
+			p = c.hostPace(h)
+		}
+		l.busyUntil[h] = from.Add(time.Duration(k) * p.delay)
+		if p.ipOK {
+			perIP[p.ip] += k
 		}
 	}
 	if len(l.busyUntilIP) > 2*len(perIP)+4096 {

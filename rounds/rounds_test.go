@@ -438,7 +438,7 @@ func TestRoundBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := c.roundBudget(tt.host, now, tt.busyUntil, span); got != tt.want {
+			if got := c.roundBudget(c.hostPace(tt.host).delay, now, tt.busyUntil, span); got != tt.want {
 				t.Errorf("roundBudget(%s, busy until %v) = %d, want %d", tt.host, tt.busyUntil, got, tt.want)
 			}
 		})

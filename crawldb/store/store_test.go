@@ -405,18 +405,26 @@ func TestAgainstModel(t *testing.T) {
 	}
 }
 
-func TestFrontierLimits(t *testing.T) {
+// frontierStore opens a store whose frontier holds hosts h0..h(hosts-1).test
+// with pages URLs each, URL p of host h scored h×100+p.
+func frontierStore(t *testing.T, hosts, pages int) *Store {
+	t.Helper()
 	s := openT(t, t.TempDir(), Options{})
-	defer s.Close()
 	b := NewBatch()
-	for h := range 20 {
-		for p := range 30 {
+	for h := range hosts {
+		for p := range pages {
 			b.UpsertCash(fmt.Sprintf("http://h%d.test/%d", h, p), float64(h*100+p), 1)
 		}
 	}
 	applyT(t, s, 1, b)
+	return s
+}
+
+func TestFrontierLimits(t *testing.T) {
+	s := frontierStore(t, 20, 30)
+	defer s.Close()
 	// Host h19 backs off.
-	b = NewBatch()
+	b := NewBatch()
 	b.PutHost("h19.test", HostRecord{BackoffUntil: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)})
 	applyT(t, s, 2, b)
 	fr, err := s.Frontier(FrontierQuery{Width: 25, PerHost: 3, Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
@@ -444,15 +452,8 @@ func TestFrontierLimits(t *testing.T) {
 }
 
 func TestFrontierPerHostFor(t *testing.T) {
-	s := openT(t, t.TempDir(), Options{})
+	s := frontierStore(t, 6, 10)
 	defer s.Close()
-	b := NewBatch()
-	for h := range 6 {
-		for p := range 10 {
-			b.UpsertCash(fmt.Sprintf("http://h%d.test/%d", h, p), float64(h*100+p), 1)
-		}
-	}
-	applyT(t, s, 1, b)
 	limits := map[string]int{"h5.test": 0, "h4.test": 1, "h3.test": 100, "h2.test": -3, "h1.test": 2}
 	fr, err := s.Frontier(FrontierQuery{Width: 100, PerHost: 4, PerHostFor: func(h string) int {
 		if n, ok := limits[h]; ok {
