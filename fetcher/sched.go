@@ -668,8 +668,17 @@ func (s *scheduler) countOutcome(h *host, oc outcome, now time.Time) {
 
 // backoff keeps h from being fetched for BackoffBase × 2^(failures-1),
 // capped at BackoffMax. service then answers its jobs with Retry.
-func (s *scheduler) backoff(h *host, now time.Time) {
-	h.rec.BackoffUntil = now.Add(backoffFor(s.o.BackoffBase, s.o.BackoffMax, h.rec.Failures))
+func (s *scheduler) backoff(h *host, now time.Time) { s.backoffUpTo(h, now, s.o.BackoffMax) }
+
+// backoffDeadEnd is backoff for a host that gave no answer at all, capped
+// at DeadEndBackoffMax.
+func (s *scheduler) backoffDeadEnd(h *host, now time.Time) {
+	s.backoffUpTo(h, now, min(s.o.BackoffMax, s.o.DeadEndBackoffMax))
+}
+
+// backoffUpTo backs h off for BackoffBase × 2^(failures-1), capped at maxD.
+func (s *scheduler) backoffUpTo(h *host, now time.Time, maxD time.Duration) {
+	h.rec.BackoffUntil = now.Add(backoffFor(s.o.BackoffBase, maxD, h.rec.Failures))
 	s.f.c.backoffs.Add(1)
 	s.save(h)
 }
@@ -685,14 +694,6 @@ func backoffFor(base, maxD time.Duration, failures uint32) time.Duration {
 		return maxD
 	}
 	return d
-}
-
-// backoffDeadEnd is backoff for a host that gave no answer at all, capped
-// at DeadEndBackoffMax.
-func (s *scheduler) backoffDeadEnd(h *host, now time.Time) {
-	h.rec.BackoffUntil = now.Add(backoffFor(s.o.BackoffBase, min(s.o.BackoffMax, s.o.DeadEndBackoffMax), h.rec.Failures))
-	s.f.c.backoffs.Add(1)
-	s.save(h)
 }
 
 func (s *scheduler) save(h *host) {
