@@ -68,6 +68,9 @@ type Fed struct {
 	mu    sync.Mutex
 	peers map[string]*peer
 	down  atomic.Pointer[map[string]bool] // sites down past their grace period
+	// returned: a site down past its grace period came back since this
+	// site started (it may hold some of its hosts).
+	returned atomic.Bool
 
 	lastRecv   atomic.Uint64 // the applied index of the last batch received
 	terminated atomic.Bool   // the federation's crawl has ended

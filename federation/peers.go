@@ -138,6 +138,7 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 	p.lastOK, p.state, p.heard, p.lastErr = now, m, true, ""
 	if p.down {
 		f.log.Warn("federation: site is back: its hosts are its own again", "site", name)
+		f.returned.Store(true)
 	}
 	if p.suspect || p.down {
 		p.suspect, p.down, p.reseeded = false, false, false

@@ -184,6 +184,44 @@ func (f *Fed) Owners(ctx context.Context, hosts []string) (map[string]string, er
 	return out, nil
 }
 
+// Returned names the hosts, among hosts (this site's frontier), that
+// another site owns as this site sees the federation now, with that site
+// (see rounds.Router): hosts this site took over while their owner was
+// down, now that it is back. A host never located is this site's.
+func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]string, error) {
+	var out map[string]string
+	for _, h := range hosts {
+		l, ok, err := f.cachedLoc(h)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if o := f.owner(h, l); o != f.o.Self && o != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[h] = o
+		}
+	}
+	return out, nil
+}
+
+// Away reports whether host is another site's now although this site may
+// hold it: only after a site came back (see rounds.Router).
+func (f *Fed) Away(host string) bool {
+	if !f.returned.Load() {
+		return false
+	}
+	l, ok, err := f.cachedLoc(host)
+	if err != nil || !ok {
+		return false
+	}
+	o := f.owner(host, l)
+	return o != f.o.Self && o != ""
+}
+
 // primary is a host's owner when every site is up.
 func (f *Fed) primary(host string, l location) string {
 	return f.part.Owner(partition.Host{Name: host, Key: l.key, Loc: l.loc}, nil)

@@ -191,6 +191,15 @@ type Router interface {
 	// Finished reports whether the federation's crawl has ended; asked
 	// while this site has nothing left to do.
 	Finished() bool
+	// Returned names, among hosts (this site's frontier), those this site
+	// held for their owner while it was down and that the owner has taken
+	// back (it is up again), with that owner. Their frontier URLs go to it
+	// (generate hands them over).
+	Returned(ctx context.Context, hosts []string) (map[string]string, error)
+	// Away reports, quickly, whether host is one that Returned would name:
+	// the fetcher drops its jobs not yet started (they go back to the
+	// frontier, and from there to the owner).
+	Away(host string) bool
 }
 
 // Sentinel errors.

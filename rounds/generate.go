@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
@@ -227,6 +229,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	handed := 0
 	for attempt := 0; attempt < 4; attempt++ {
 		now, span := c.o.Now(), c.roundSpan()
 		ipLeft := map[netip.Addr]int{} // with an address delay: what each address can still serve in span
@@ -249,6 +252,21 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
 		if err != nil {
 			return nil, fmt.Errorf("rounds: generate: read frontier: %w", err)
+		}
+		if returned, err := c.returned(ctx, fr); err != nil {
+			return nil, err
+		} else if len(returned) > 0 && handed < 8 {
+			// Hosts their owner has taken back leave this site's
+			// frontier first; then the frontier is read again.
+			l.mu.Unlock()
+			err = c.handBack(ctx, returned)
+			l.mu.Lock()
+			if err != nil {
+				return nil, err
+			}
+			handed++
+			attempt--
+			continue
 		}
 		entries := make([]genEntry, 0, len(fr))
 		closed := 0
@@ -292,6 +310,79 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 	}
 	return nil, nil
+}
+
+// handBackChunk is how many URLs one hand-over command carries.
+const handBackChunk = 2048
+
+// returned asks the router which hosts of the frontier entries their owner
+// has taken back.
+func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[string]string, error) {
+	if c.o.Router == nil || len(fr) == 0 {
+		return nil, nil
+	}
+	var hosts []string
+	for i, e := range fr {
+		if i == 0 || e.Host != fr[i-1].Host {
+			hosts = append(hosts, e.Host)
+		}
+	}
+	m, err := c.o.Router.Returned(ctx, hosts)
+	if err != nil {
+		return nil, fmt.Errorf("rounds: generate: hosts taken back: %w", err)
+	}
+	return m, nil
+}
+
+// handBack gives every frontier URL of hosts their owner has taken back to
+// that owner: each command takes a chunk of URLs out of this site's crawl
+// database with their cash (store.Batch.HandOver), puts them in the
+// owner's outbox with that cash, and counts the cash as sent in the round
+// state, so that cash stays conserved federation-wide. URLs of those hosts
+// in rounds already generated finish here; their links go to the owner.
+func (c *Crawler) handBack(ctx context.Context, hosts map[string]string) error {
+	urls := 0
+	for _, h := range slices.Sorted(maps.Keys(hosts)) {
+		owner := hosts[h]
+		for {
+			fr, err := c.st.HostFrontier(h, handBackChunk)
+			if err != nil {
+				return fmt.Errorf("rounds: hand %s back: %w", h, err)
+			}
+			if len(fr) == 0 {
+				break
+			}
+			b := c.newBatch()
+			puts := make([]Remote, len(fr))
+			var cash opic.Sum
+			for i, e := range fr {
+				puts[i] = Remote{URL: e.URL, Cash: e.Score, Depth: e.Depth}
+				b.HandOver(e.URL, e.Score)
+				cash.Add(e.Score)
+			}
+			payloads, err := c.o.Router.Payloads(owner, puts)
+			if err != nil {
+				return fmt.Errorf("rounds: hand %s back to %s: %w", h, owner, err)
+			}
+			for _, p := range payloads {
+				b.OutboxEnqueue(owner, p)
+			}
+			c.stateMu.Lock() // held until the new state is written: writers take turns
+			c.mu.Lock()
+			s := c.state.clone()
+			c.mu.Unlock()
+			s.Sent += cash.Value()
+			s.HandedBack += uint64(len(fr))
+			err = c.putState(ctx, b, s)
+			c.stateMu.Unlock()
+			if err != nil {
+				return fmt.Errorf("rounds: hand %s back to %s: %w", h, owner, err)
+			}
+			urls += len(fr)
+		}
+	}
+	c.log.Info("rounds: hosts taken back by their owner: their frontier URLs went to it", "hosts", len(hosts), "urls", urls)
+	return nil
 }
 
 // markGenerated applies MarkGenerated for the round's URLs in batches, the

@@ -196,8 +196,12 @@ func (n *nodeSide) openPartLocked() *nodePart {
 	return best
 }
 
-// skip is the fetcher's Skip hook: jobs of parts given away are dropped.
+// skip is the fetcher's Skip hook: jobs of parts given away are dropped,
+// and in a federation those of hosts their owner has taken back.
 func (c *Crawler) skip(j *fetcher.Job) bool {
+	if r := c.o.Router; r != nil && r.Away(j.Host) {
+		return true
+	}
 	n := c.node
 	n.mu.Lock()
 	p := n.parts[partRef{j.Round, int(j.Part)}]

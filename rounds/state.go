@@ -36,6 +36,9 @@ type State struct {
 	Sent      float64 `json:"sent,omitempty"`
 	PutsIn    float64 `json:"puts_in,omitempty"`
 	VirtualIn float64 `json:"virtual_in,omitempty"`
+	// HandedBack counts the frontier URLs this site gave back to their
+	// owner when it returned from being down (see Crawler.handBack).
+	HandedBack uint64 `json:"handed_back,omitempty"`
 	// StopAt is the last round the site generates (0: no limit): set by
 	// the leader from its --rounds when the site's run begins.
 	StopAt uint64 `json:"stop_at,omitempty"`

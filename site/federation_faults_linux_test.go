@@ -1,9 +1,13 @@
 package site_test
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -118,4 +122,96 @@ func TestFederationSiteGone(t *testing.T) {
 		return
 	}
 	checkFederation(t, w, file, cfgs, fedFaults{gone: gone})
+}
+
+// peerState is how site n sees peer now ("" if n does not answer).
+func peerState(t *testing.T, n *node, peer string) string {
+	st, ok := n.status(t)
+	if !ok || st.Federation == nil {
+		return ""
+	}
+	for _, p := range st.Federation.Peers {
+		if p.Name == peer {
+			return p.State
+		}
+	}
+	return ""
+}
+
+// TestFederationSiteReturns SIGKILLs a site, lets the others take its
+// hosts after the grace period, and restarts it: once the others see it
+// back, they give its hosts back (the frontier URLs they held for it go to
+// it with their cash, and jobs of its hosts not yet started are dropped),
+// so after a short hand-back window no other site fetches its hosts.
+// Nothing is lost (coverage, cash conserved federation-wide), politeness
+// holds, and URLs fetched by both the returning site and an interim owner
+// are counted and bounded by what the interim owners fetched for it.
+func TestFederationSiteReturns(t *testing.T) {
+	w := startFedWeb(t, 60, 16, 12, 29, []string{"eu", "us", "asia"})
+	cfgs, nodes, _ := startFedNodes(t, w, 2*time.Second)
+	file := readFedFile(t, cfgs[0].Federation)
+	count := map[string]int{}
+	for _, o := range owners(t, w, file, "") {
+		count[o]++
+	}
+	back := "eu"
+	for s, n := range count {
+		if n > count[back] {
+			back = s
+		}
+	}
+	var rest []*node
+	for s, n := range nodes {
+		if s != back {
+			rest = append(rest, n)
+		}
+	}
+	waitFetched(t, nodes[back], 60)
+	nodes[back].kill(t)
+	waitFor(t, 60*time.Second, "the others to see "+back+" down", func() bool {
+		for _, n := range rest {
+			if peerState(t, n, back) != "down" {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(1500 * time.Millisecond) // they crawl its hosts meanwhile
+	for _, c := range cfgs {
+		if c.Region == back {
+			nodes[back] = startNode(t, c)
+		}
+	}
+	var seenBack time.Time
+	waitFor(t, 60*time.Second, "the others to see "+back+" back", func() bool {
+		for _, n := range rest {
+			if s := peerState(t, n, back); s != "up" {
+				return false
+			}
+		}
+		seenBack = time.Now()
+		return true
+	})
+	waitExit(t, nodes["eu"], nodes["us"], nodes["asia"])
+	if t.Failed() {
+		return
+	}
+	checkFederation(t, w, file, cfgs, fedFaults{returned: back, back: seenBack})
+	handed := uint64(0)
+	for _, c := range cfgs {
+		if c.Region == back {
+			continue
+		}
+		st, err := crawldb.OpenStore(filepath.Join(c.Data, "crawldb"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := rounds.ReadState(st)
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		handed += s.HandedBack
+	}
+	t.Logf("frontier URLs handed back to %s: %d", back, handed)
 }

@@ -185,7 +185,16 @@ func runFederation(t *testing.T, cfgs []site.Config) {
 type fedFaults struct {
 	killed string
 	gone   string
+	// returned came back after its hosts had moved; from back (when the
+	// others saw it up) plus handBackWindow, no other site fetches them.
+	returned string
+	back     time.Time
 }
+
+// handBackWindow is how long after the others see a returning site up
+// they may still fetch its hosts: requests already started, and jobs
+// between the fetcher's Skip check and their request.
+const handBackWindow = 3 * time.Second
 
 func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.Config, faults fedFaults) {
 	t.Helper()
@@ -199,10 +208,14 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	if faults.gone != "" {
 		after = owners(t, w, file, faults.gone)
 	}
+	if faults.returned != "" {
+		after = owners(t, w, file, faults.returned)
+	}
+	interim, late := 0, 0 // pages of the returning site's hosts the others fetched; after the window
 	// WARC files: every response by its host's owner, no URL by two sites.
 	by := map[string]string{}
 	perSite := map[string]int{}
-	again, handedOver := 0, 0
+	again, handedOver, returnOverlap := 0, 0, 0
 	for _, cfg := range cfgs {
 		recs, err := crawlcheck.ResponseRecords(filepath.Join(cfg.Data, "warc"))
 		if err != nil {
@@ -217,6 +230,14 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 					t.Errorf("site %s fetched %s, a URL of site %s's host", cfg.Region, r.URL, o)
 				}
 			}
+			if faults.returned != "" && own[h] == faults.returned && cfg.Region != faults.returned {
+				interim++
+				if r.Date.After(faults.back.Add(handBackWindow)) {
+					if late++; late <= 5 {
+						t.Errorf("site %s fetched %s of returned site %s's host at %v, %v after it was seen back", cfg.Region, r.URL, faults.returned, r.Date, r.Date.Sub(faults.back))
+					}
+				}
+			}
 			if r.Status < 200 || r.Status >= 300 {
 				continue
 			}
@@ -226,6 +247,8 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 					again++
 				case faults.gone != "" && (prev == faults.gone || cfg.Region == faults.gone):
 					handedOver++
+				case faults.returned != "" && own[hostName(r.URL)] == faults.returned:
+					returnOverlap++
 				default:
 					t.Errorf("%s fetched by %s and by %s", r.URL, prev, cfg.Region)
 				}
@@ -234,6 +257,15 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 		}
 	}
 	t.Logf("WARC responses per site: %v; fetched again by the killed site %d, by the next owners of the site gone %d", perSite, again, handedOver)
+	if faults.returned != "" {
+		t.Logf("pages of %s's hosts fetched by the others: %d; fetched by both: %d", faults.returned, interim, returnOverlap)
+		if interim == 0 {
+			t.Errorf("no other site fetched a page of %s's hosts while it was down", faults.returned)
+		}
+		if returnOverlap > interim {
+			t.Errorf("%d URLs fetched by both %s and an interim owner, more than the %d the interim owners fetched", returnOverlap, faults.returned, interim)
+		}
+	}
 	if faults.gone != "" && handedOver > perSite[faults.gone] {
 		t.Errorf("%d URLs fetched again after the hand-over, more than the %d the site gone had fetched", handedOver, perSite[faults.gone])
 	}

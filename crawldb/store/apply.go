@@ -285,6 +285,17 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			rec.Cash += o.cash
 			rec.Depth = min(rec.Depth, o.depth)
 			sl.dirty, res.Applied = true, true
+		case OpHandOver:
+			if !sl.curFound || rec.Status != StatusUnfetched {
+				return res, nil
+			}
+			rec.Cash -= min(o.cash, rec.Cash)
+			sl.dirty, res.Applied = true, true
+			if rec.Cash == 0 {
+				a.c.urls--
+				a.c.byStatus[StatusUnfetched]--
+				sl.curFound = false
+			}
 		case OpMarkGenerated:
 			if !sl.curFound || rec.Status != StatusUnfetched {
 				return res, nil
@@ -473,15 +484,24 @@ func (a *applier) writeURLs() error {
 		if !sl.dirty {
 			continue
 		}
-		if !sl.origFound {
-			a.s.urls.add(sl.key) // before the commit: a key of a failed batch is only a false positive
-		}
-		vbuf = sl.cur.appendTo(make([]byte, 0, 64))
-		if err := a.set(sl.key, vbuf, nil); err != nil {
-			return err
+		switch {
+		case sl.curFound:
+			if !sl.origFound {
+				a.s.urls.add(sl.key) // before the commit: a key of a failed batch is only a false positive
+			}
+			vbuf = sl.cur.appendTo(make([]byte, 0, 64))
+			if err := a.set(sl.key, vbuf, nil); err != nil {
+				return err
+			}
+		case sl.origFound: // forgotten (HandOver)
+			if err := a.del(sl.key, nil); err != nil {
+				return err
+			}
+		default: // new and forgotten in one command
+			continue
 		}
 		wasIn := sl.origFound && sl.orig.Status == StatusUnfetched
-		isIn := sl.cur.Status == StatusUnfetched
+		isIn := sl.curFound && sl.cur.Status == StatusUnfetched
 		same := wasIn && isIn && sl.orig.Cash == sl.cur.Cash
 		if same && sl.orig.Depth == sl.cur.Depth {
 			continue

@@ -31,6 +31,7 @@ const (
 	OpRevisit                            // a fetched URL's stored outlinks were given some of its cash: that cash → history
 	OpGuard                              // the command applies only if a node-layer key holds a given value
 	OpDeleteUserPrefix                   // delete every node-layer key with a prefix
+	OpHandOver                           // an unfetched URL gives cash away; with none left it is forgotten
 	opCount
 )
 
@@ -134,6 +135,18 @@ func (b *Batch) urlCash(t OpType, url string, cash float64, depth uint32) {
 	b.url(url)
 	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(cash))
 	b.buf = binary.AppendUvarint(b.buf, uint64(depth))
+}
+
+// HandOver takes up to cash from an unfetched url, which another site now
+// owns and is sent with that cash; a URL left with no cash is forgotten
+// (its record and frontier entry deleted), so that it can come back as new
+// if the site owns its host again. A URL that is not unfetched is left
+// alone (the result's Applied is false). The writer must be the only one
+// that takes cash from unfetched URLs (the site's leader, in generate):
+// others only add cash, so the amount read before the command is at most
+// what it finds.
+func (b *Batch) HandOver(url string, cash float64) {
+	b.urlCash(OpHandOver, url, cash, 0)
 }
 
 // MarkGenerated moves an unfetched url out of the frontier into round.
@@ -408,7 +421,7 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 		var o op
 		o.t = OpType(d.byte1())
 		switch o.t {
-		case OpUpsertCash, OpPutIfAbsent:
+		case OpUpsertCash, OpPutIfAbsent, OpHandOver:
 			o.rawURL = d.bytes(MaxURLLen)
 			o.cash = d.f64()
 			o.depth = uint32(d.uvarint())

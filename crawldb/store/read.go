@@ -156,6 +156,35 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 	return out, nil
 }
 
+// HostFrontier returns up to limit of host's frontier URLs, best first;
+// an entry's Score is the URL's cash.
+func (s *Store) HostFrontier(host string, limit int) ([]FrontierEntry, error) {
+	rev := appendRevHost(nil, host)
+	prefix := append(append([]byte{pFrontier}, rev...), 0)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("store: frontier of %s: %w", host, err)
+	}
+	defer it.Close()
+	var out []FrontierEntry
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) < len(prefix)+8+3 {
+			return nil, fmt.Errorf("store: frontier of %s: bad key %q", host, k)
+		}
+		u, ok := urlFromTail(rev, k[len(prefix)+8:])
+		if !ok {
+			return nil, fmt.Errorf("store: frontier of %s: bad key %q", host, k)
+		}
+		depth, _ := binary.Uvarint(it.Value())
+		out = append(out, FrontierEntry{URL: u, Host: host, Score: scoreFromBits(binary.BigEndian.Uint64(k[len(prefix):])), Depth: uint32(depth)})
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("store: frontier of %s: %w", host, err)
+	}
+	return out, nil
+}
+
 // hostFrom reads a host record through a snapshot.
 func (s *Store) hostFrom(snap *pebble.Snapshot, rev []byte) (HostRecord, bool, error) {
 	v, closer, err := snap.Get(append([]byte{pHost}, rev...))

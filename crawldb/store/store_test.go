@@ -140,6 +140,20 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 		rec.Cash += cash
 		rec.Depth = min(rec.Depth, depth)
 		return OpResult{Applied: true}
+	case k >= 42 && k < 45:
+		cash := float64(r.IntN(8)) / 4
+		if rec != nil && r.IntN(2) == 0 {
+			cash = rec.Cash // all of it, as generate hands a URL over
+		}
+		b.HandOver(u, cash)
+		if rec != nil && rec.Status == StatusUnfetched {
+			rec.Cash -= min(cash, rec.Cash)
+			if rec.Cash == 0 {
+				delete(m.urls, u)
+				m.statuses[StatusUnfetched]--
+			}
+			res.Applied = true
+		}
 	case k < 45:
 		cash := float64(r.IntN(8)) / 4
 		b.PutIfAbsent(u, cash, 2)
@@ -448,6 +462,71 @@ func TestFrontierLimits(t *testing.T) {
 	}
 	if _, err := s.Frontier(FrontierQuery{Width: 0, PerHost: 1}); !errors.Is(err, ErrBadOp) {
 		t.Fatalf("width 0: %v", err)
+	}
+}
+
+// TestHostFrontierHandOver: a host's frontier is listed best first with
+// each URL's cash; handing a URL over with all its cash forgets it (it can
+// come back as new), with part of it leaves the rest in the frontier, and
+// a URL that is not unfetched keeps its cash.
+func TestHostFrontierHandOver(t *testing.T) {
+	s := frontierStore(t, 3, 5)
+	defer s.Close()
+	fr, err := s.HostFrontier("h1.test", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fr) != 5 || fr[0].URL != "http://h1.test/4" || fr[0].Score != 104 || fr[4].Score != 100 {
+		t.Fatalf("h1's frontier: %+v", fr)
+	}
+	if fr, _ := s.HostFrontier("h1.test", 2); len(fr) != 2 {
+		t.Fatalf("limit 2: %d entries", len(fr))
+	}
+	b := NewBatch()
+	for _, e := range fr {
+		b.HandOver(e.URL, e.Score)
+	}
+	b.HandOver("http://h2.test/0", 50) // half its cash
+	b.MarkGenerated("http://h0.test/1", 1)
+	b.HandOver("http://h0.test/1", 1)
+	res := applyT(t, s, 2, b)
+	for i, r := range res.Ops[:6] {
+		if !r.Applied {
+			t.Errorf("hand-over %d not applied", i)
+		}
+	}
+	if res.Ops[7].Applied {
+		t.Error("a generated URL was handed over")
+	}
+	if fr, _ := s.HostFrontier("h1.test", 100); len(fr) != 0 {
+		t.Fatalf("h1's frontier after its hand-over: %+v", fr)
+	}
+	if ok, _ := s.Contains("http://h1.test/3"); ok {
+		t.Fatal("a URL handed over with all its cash is still known")
+	}
+	if r, ok, _ := s.Get("http://h2.test/0"); !ok || r.Cash != 150 || r.Status != StatusUnfetched {
+		t.Fatalf("h2.test/0 after half its cash went: %+v %v", r, ok)
+	}
+	if r, _, _ := s.Get("http://h0.test/1"); r.Cash != 1 || r.Status != StatusGenerated {
+		t.Fatalf("generated h0.test/1 after a hand-over: %+v", r)
+	}
+	c := s.Counts()
+	if c.URLs != 10 || c.Frontier != 9 {
+		t.Fatalf("counts after the hand-over: %+v", c)
+	}
+	top, err := s.Frontier(FrontierQuery{Width: 100, PerHost: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range top {
+		if e.Host == "h1.test" {
+			t.Fatalf("h1 still in the frontier: %+v", e)
+		}
+	}
+	b = NewBatch()
+	b.UpsertCash("http://h1.test/3", 7, 2) // owned again: it comes back as new
+	if res := applyT(t, s, 3, b); !res.Ops[0].New {
+		t.Fatal("a forgotten URL did not come back as new")
 	}
 }
 
