@@ -323,6 +323,8 @@ func waveOf(states map[string]probeMsg) wave {
 // Status is the federation as this node sees it (site status, /status).
 type Status struct {
 	Site        string       `json:"site"`
+	Lat         float64      `json:"lat"`
+	Lon         float64      `json:"lon"`
 	Partitioner string       `json:"partitioner"`
 	Terminated  bool         `json:"terminated"`
 	Passive     bool         `json:"passive"`
@@ -349,6 +351,12 @@ type PeerStatus struct {
 	Recv     uint64  `json:"recv_seq"`
 	BytesOut int64   `json:"bytes_out"`
 	BytesIn  int64   `json:"bytes_in"`
+	// SentURLs and RecvURLs: URLs delivered to it and applied from it, in
+	// all (the site's durable counters).
+	SentURLs uint64  `json:"sent_urls"`
+	RecvURLs uint64  `json:"received_urls"`
+	Lat      float64 `json:"lat"`
+	Lon      float64 `json:"lon"`
 	LastErr  string  `json:"last_error,omitempty"`
 }
 
@@ -363,12 +371,15 @@ func (f *Fed) Status() Status {
 	if s.CacheLookup > 0 {
 		s.CacheRate = float64(s.CacheHits) / float64(s.CacheLookup)
 	}
+	if me, ok := f.o.File.Site(f.o.Self); ok {
+		s.Lat, s.Lon = me.Lat, me.Lon
+	}
 	traffic := f.client.Traffic()
 	now := f.o.Now()
 	f.mu.Lock()
 	for _, name := range slices.Sorted(maps.Keys(f.peers)) {
 		p := f.peers[name]
-		ps := PeerStatus{Name: name, Endpoint: p.spec.Endpoint, Silent: now.Sub(p.lastOK).Seconds(), Sent: me.Sent[name], Recv: me.Recv[name], LastErr: p.lastErr}
+		ps := PeerStatus{Name: name, Endpoint: p.spec.Endpoint, Lat: p.spec.Lat, Lon: p.spec.Lon, Silent: now.Sub(p.lastOK).Seconds(), Sent: me.Sent[name], Recv: me.Recv[name], LastErr: p.lastErr}
 		switch {
 		case p.down:
 			ps.State = "down"
@@ -385,8 +396,19 @@ func (f *Fed) Status() Status {
 	}
 	f.mu.Unlock()
 	for i := range s.Peers {
-		if e, err := f.st.Outbox(s.Peers[i].Name, 0, outboxScan); err == nil {
-			s.Peers[i].Outbox = len(e)
+		ps := &s.Peers[i]
+		if e, err := f.st.Outbox(ps.Name, 0, outboxScan); err == nil {
+			ps.Outbox = len(e)
+		}
+		if v, err := f.st.User(outPrefix + ps.Name); err == nil {
+			if out, err := decodeOutbound(v); err == nil {
+				ps.SentURLs = out.URLs
+			}
+		}
+		if v, err := f.st.User(inPrefix + ps.Name); err == nil {
+			if in, err := decodeInbound(v); err == nil {
+				ps.RecvURLs = in.URLs
+			}
 		}
 	}
 	return s

@@ -473,6 +473,7 @@ func (l *leader) project(entries []genEntry, now time.Time, paces map[string]hos
 		}
 	}
 	perIP := map[netip.Addr]int{}
+	ipHosts := map[netip.Addr]int{}
 	for h, k := range n {
 		from := now
 		if t := l.busyUntil[h]; t.After(from) {
@@ -485,8 +486,10 @@ func (l *leader) project(entries []genEntry, now time.Time, paces map[string]hos
 		l.busyUntil[h] = from.Add(time.Duration(k) * p.delay)
 		if p.ipOK {
 			perIP[p.ip] += k
+			ipHosts[p.ip]++
 		}
 	}
+	l.ipHosts = ipHosts
 	if len(l.busyUntilIP) > 2*len(perIP)+4096 {
 		for ip, t := range l.busyUntilIP {
 			if !t.After(now) {

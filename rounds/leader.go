@@ -53,6 +53,7 @@ type leader struct {
 	// done at its own pace (generate's per-host budget).
 	busyUntil     map[string]time.Time
 	busyUntilIP   map[netip.Addr]time.Time // the same for addresses, with an address delay
+	ipHosts       map[netip.Addr]int       // hosts of each address in the newest round generated
 	frontierEmpty bool
 	genIndex      uint64 // the applied index before the generate that found nothing
 	retryAt       time.Time
@@ -935,4 +936,55 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// Busy is a host or address the leader gave URLs to, projected busy with
+// them until Until at its pace.
+type Busy struct {
+	Name  string
+	Delay time.Duration // a host's politeness delay (its own or --host-delay)
+	Until time.Time
+	Hosts int // an address's hosts in the newest round generated
+}
+
+// Busiest returns the n hosts and the n addresses projected busy the
+// longest after now, longest first; nil on a node that does not lead.
+// Its cost is linear in the hosts given URLs recently.
+func (c *Crawler) Busiest(n int, now time.Time) (hosts, ips []Busy) {
+	c.mu.Lock()
+	l := c.lead
+	c.mu.Unlock()
+	if l == nil || n <= 0 {
+		return nil, nil
+	}
+	l.mu.Lock()
+	for h, t := range l.busyUntil {
+		if t.After(now) {
+			hosts = topBusy(hosts, Busy{Name: h, Until: t}, n)
+		}
+	}
+	for ip, t := range l.busyUntilIP {
+		if t.After(now) {
+			ips = topBusy(ips, Busy{Name: ip.String(), Until: t, Hosts: l.ipHosts[ip]}, n)
+		}
+	}
+	l.mu.Unlock()
+	for i := range hosts {
+		hosts[i].Delay = c.hostPace(hosts[i].Name).delay
+	}
+	return hosts, ips
+}
+
+// topBusy inserts b into top (longest first), keeping at most n.
+func topBusy(top []Busy, b Busy, n int) []Busy {
+	if len(top) == n && !b.Until.After(top[n-1].Until) {
+		return top
+	}
+	i := sort.Search(len(top), func(i int) bool { return b.Until.After(top[i].Until) })
+	if len(top) < n {
+		top = append(top, Busy{})
+	}
+	copy(top[i+1:], top[i:])
+	top[i] = b
+	return top
 }

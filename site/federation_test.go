@@ -10,11 +10,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/crawldb"
@@ -146,8 +148,15 @@ func TestFederation(t *testing.T) {
 			for _, s := range fedSites {
 				cfgs = append(cfgs, fedConfig(w, root, fedFile, s.Name))
 			}
+			var watched func() // the dashboard's view of the federation, checked after the crawl
+			if kind == "consistent" {
+				watched = watchFederation(t, cfgs[0])
+			}
 			runFederation(t, cfgs)
 			checkFederation(t, w, file, cfgs, fedFaults{})
+			if watched != nil {
+				watched()
+			}
 		})
 	}
 }
@@ -481,5 +490,80 @@ func TestFederationOverWAN(t *testing.T) {
 	t.Logf("%d bytes crossed the WAN", crossed)
 	if crossed == 0 {
 		t.Error("nothing crossed the emulated WAN")
+	}
+}
+
+// fedView is what the dashboard's federation map shows.
+type fedView struct {
+	Sites   []string `json:"sites"`
+	Traffic int      `json:"traffic"` // links with URLs both sent and received
+	Links   int      `json:"links"`
+}
+
+const readFedView = `(() => ({
+	sites: Array.from(document.querySelectorAll('circle.site')).map(c => c.dataset.name),
+	links: document.querySelectorAll('line.link').length,
+	traffic: Array.from(document.querySelectorAll('line.link')).filter(l => Number(l.dataset.sent) > 0 && Number(l.dataset.recv) > 0).length,
+}))()`
+
+// watchFederation opens cfg's site's dashboard in headless chromium while
+// the federation crawls; the func it returns (called after the crawl)
+// checks that the map showed the three sites with URLs sent and received
+// on both of this site's links, with no console error, and saves a
+// screenshot.
+func watchFederation(t *testing.T, cfg site.Config) func() {
+	b := startBrowser(t)
+	var (
+		mu   sync.Mutex
+		best fedView
+		err  error
+		errs []string
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	done := make(chan struct{})
+	go func() { // owner: watchFederation's check; ends when the map shows it all or ctx ends
+		defer close(done)
+		var addr string
+		for ctx.Err() == nil && addr == "" {
+			if in, e := site.ReadInfo(cfg.Data); e == nil && in.Listen != "" {
+				addr = in.Listen
+			} else {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if e := b.do(60*time.Second, chromedp.Navigate("http://"+addr+"/")); e != nil {
+			mu.Lock()
+			err = e
+			mu.Unlock()
+			return
+		}
+		for ctx.Err() == nil {
+			v, e := eval[fedView](b, readFedView)
+			if e == nil && len(v.Sites) == 3 && v.Traffic == 2 {
+				b.screenshot(t, "federation")
+				mu.Lock()
+				best = v
+				errs = b.consoleErrors() // before the sites end (the page's polls then fail)
+				mu.Unlock()
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errorf("open %s's dashboard: %v", cfg.Region, err)
+		}
+		slices.Sort(best.Sites)
+		if !slices.Equal(best.Sites, []string{"asia", "eu", "us"}) || best.Links != 2 || best.Traffic != 2 {
+			t.Errorf("%s's dashboard never showed the three sites with traffic both ways on its two links: %+v", cfg.Region, best)
+		}
+		if len(errs) > 0 {
+			t.Errorf("%s's dashboard logged %d errors or warnings: %v", cfg.Region, len(errs), errs)
+		}
 	}
 }

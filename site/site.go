@@ -109,6 +109,7 @@ type Site struct {
 	info    Info
 	started time.Time
 	metrics *metrics
+	dash    dashState // the dashboard's samples and rounds
 	client  *http.Client
 
 	fed          *federation.Fed // nil: not in a federation
@@ -298,7 +299,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 			return ips, err
 		},
 		Report: s.report, FailTimeout: cfg.FailTimeout, Seeds: seeds, CheckCash: cfg.CheckCash, Router: router,
-		Logger: log.With("part", "rounds", "node", cfg.Node), OnRound: s.metrics.round,
+		Logger: log.With("part", "rounds", "node", cfg.Node), OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
 	})
 	if err != nil {
 		return nil, err
@@ -570,6 +571,8 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.fed.Run(pctx) }() // owner: Run
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.dashSampler(pctx) }() // owner: Run
 	err := s.crawler.Run(rctx, s.fetch, s.cfg.Rounds)
 	stopProgress()
 	wg.Wait()

@@ -52,6 +52,10 @@ type fetcherStatus struct {
 	BusySeconds    float64          `json:"busy_s"`
 	PolitenessWait float64          `json:"politeness_wait_s"`
 	Hosts          int64            `json:"hosts"`
+	// PagesPerSec is the newest dashboard sample's rate (page results per
+	// second over the last second); the dashboard shows the same figure.
+	PagesPerSec float64 `json:"pages_per_s"`
+	PagesAt     int64   `json:"pages_per_s_at"` // the sample's time, Unix milliseconds
 }
 
 type crawldbStatus struct {
@@ -81,6 +85,8 @@ func (s *Site) Status() Status {
 	}
 	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
 		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs, Traffic: s.db.Traffic()}
+	rate := s.dash.latest()
+	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
 	if s.fed != nil {
 		fs := s.fed.Status()
 		st.Federation = &fs
@@ -186,6 +192,16 @@ func (s *Site) handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(s.Status())
 	}))
+	mux.HandleFunc("GET /dashboard.json", ready(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(s.Dashboard())
+	}))
+	// The dashboard page (GET / and its assets).
+	page := dashboardPage()
+	for _, p := range []string{"GET /{$}", "GET /app.js", "GET /style.css"} {
+		mux.Handle(p, page)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	// Profiles, for finding where a crawl spends its time.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

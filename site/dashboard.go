@@ -1,0 +1,417 @@
+package site
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawl"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site/dashboard"
+)
+
+// Dashboard is what GET /dashboard.json returns: everything the dashboard
+// page at / draws, bounded in size whatever the crawl's (no per-host list
+// beyond a top N). The page polls it once per Interval.
+type Dashboard struct {
+	Region   string    `json:"region"`
+	Node     string    `json:"node"`
+	Role     string    `json:"role"` // leader, follower, candidate
+	Now      time.Time `json:"now"`
+	Uptime   float64   `json:"uptime_s"`
+	Interval float64   `json:"interval_s"` // seconds between samples (and polls)
+	Round    uint64    `json:"round"`      // the newest round generated
+	Phase    string    `json:"phase"`
+	Finished string    `json:"finished,omitempty"` // why the crawl ended, once it has
+
+	// Rate is the newest sample: the figure the page shows as pages/s
+	// (GET /status's fetcher.pages_per_s is the same sample).
+	Rate Sample `json:"rate"`
+	// Series are the samples of the last dashSamples intervals, oldest first.
+	Series []Sample `json:"series"`
+	// Rounds are the last dashRounds rounds, finished or not, oldest first.
+	Rounds []RoundBar `json:"rounds"`
+
+	CrawlDB DashDB     `json:"crawldb"`
+	OPIC    DashOPIC   `json:"opic"`
+	Hosts   DashHosts  `json:"hosts"`
+	Nodes   []DashNode `json:"nodes,omitempty"`
+	// Federation is absent on a site without --federation.
+	Federation *DashFed `json:"federation,omitempty"`
+}
+
+// Sample is the fetcher's work over one interval.
+type Sample struct {
+	T        int64   `json:"t"`       // end of the interval, Unix milliseconds
+	Pages    float64 `json:"pages_s"` // fetch results per second
+	OK       float64 `json:"ok_s"`    // of which 2xx
+	Busy     float64 `json:"busy"`    // share of the interval the fetcher had work (0..1)
+	InFlight int64   `json:"in_flight"`
+	Queued   int64   `json:"queued"`
+}
+
+// RoundBar is one round on the timeline: each phase's start and end (Unix
+// milliseconds; End 0 while the phase runs, Start 0 if it has not begun).
+type RoundBar struct {
+	Round    uint64 `json:"round"`
+	Generate Span   `json:"generate"`
+	Fetch    Span   `json:"fetch"`
+	Update   Span   `json:"update"`
+	Pages    int64  `json:"pages"` // fetched in the round (once finished)
+	Done     bool   `json:"done"`
+}
+
+// Span is a phase's time on the timeline.
+type Span struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// DashDB is the crawl database's size.
+type DashDB struct {
+	URLs     uint64 `json:"urls"`
+	Frontier uint64 `json:"frontier"`
+	Fetched  uint64 `json:"fetched"`
+	Disk     int64  `json:"disk_bytes"`
+}
+
+// DashOPIC is OPIC's state: the virtual page's cash and the frontier's
+// most important URLs (by cash), top dashTop.
+type DashOPIC struct {
+	Virtual  float64   `json:"virtual_cash"`
+	Injected float64   `json:"injected_cash"`
+	Spent    float64   `json:"spent_cash"`
+	Top      []DashURL `json:"top"`
+}
+
+// DashURL is one URL with its OPIC cash.
+type DashURL struct {
+	URL  string  `json:"url"`
+	Cash float64 `json:"cash"`
+}
+
+// DashHosts are the hosts worth a look, each list top dashTop.
+type DashHosts struct {
+	Total int64 `json:"total"` // hosts the fetcher knows
+	// Slowest: hosts whose given URLs keep them busy the longest (the
+	// leader's projection: delay × URLs given).
+	Slowest []DashHost `json:"slowest"`
+	// Troubled: hosts of the last rounds that failed, backed off, had no
+	// robots.txt or are gone, with the reason.
+	Troubled []DashHost `json:"troubled"`
+	// IPs: the addresses busy the longest, with their hosts in flight.
+	IPs []DashIP `json:"ips"`
+}
+
+// DashHost is one host in a list.
+type DashHost struct {
+	Host   string  `json:"host"`
+	Delay  float64 `json:"delay_s,omitempty"` // its politeness delay
+	BusyS  float64 `json:"busy_s,omitempty"`  // projected busy for this long from now
+	Reason string  `json:"reason,omitempty"`  // troubled: why
+	Count  int64   `json:"count,omitempty"`   // troubled: results of that kind
+}
+
+// DashIP is one address's load.
+type DashIP struct {
+	IP    string  `json:"ip"`
+	Hosts int     `json:"hosts"`  // hosts of the address given out
+	BusyS float64 `json:"busy_s"` // projected busy for this long from now
+}
+
+// DashNode is one node of the site.
+type DashNode struct {
+	ID       string  `json:"id"`
+	Role     string  `json:"role"`
+	Alive    bool    `json:"alive"`
+	Hosts    int     `json:"hosts"`     // hosts of the parts it holds
+	InFlight int64   `json:"in_flight"` // its requests in flight
+	Pages    float64 `json:"pages_s"`   // its fetch results per second
+}
+
+// DashFed is the federation as this site sees it.
+type DashFed struct {
+	Partitioner string     `json:"partitioner"`
+	Outbox      uint64     `json:"outbox_entries"`
+	CacheRate   float64    `json:"sent_cache_hit_rate"`
+	Sites       []DashSite `json:"sites"`
+	// Links are this site's exchanges with each peer, per second over the
+	// last interval.
+	Links []DashLink `json:"links"`
+}
+
+// DashSite is one site on the map.
+type DashSite struct {
+	Name  string  `json:"name"`
+	Lat   float64 `json:"lat"`
+	Lon   float64 `json:"lon"`
+	State string  `json:"state"` // self, up, suspect, down, unknown
+	Self  bool    `json:"self"`
+}
+
+// DashLink is this site's traffic with one peer.
+type DashLink struct {
+	From   string  `json:"from"`
+	To     string  `json:"to"`
+	SentS  float64 `json:"sent_urls_s"`
+	RecvS  float64 `json:"recv_urls_s"`
+	Sent   uint64  `json:"sent_urls"` // in all
+	Recv   uint64  `json:"recv_urls"`
+	Outbox int     `json:"outbox_pending"`
+	State  string  `json:"state"`
+}
+
+// Limits on the dashboard's payload.
+const (
+	dashSamples = 300 // five minutes at one sample a second
+	dashRounds  = 60
+	dashTop     = 10
+)
+
+// dashState is what the dashboard remembers between polls: the samples,
+// the rounds finished, the troubled hosts of the newest round that had
+// any, and the counters of the last poll (for per-peer rates).
+type dashState struct {
+	mu       sync.Mutex
+	samples  []Sample // oldest first, at most dashSamples
+	rounds   []RoundBar
+	troubled []DashHost
+	prev     fetcher.Stats
+	prevAt   time.Time
+	disk     int64
+	diskAt   time.Time
+
+	// The last poll's counters, for the per-peer rates.
+	polledAt time.Time
+	peerURLs map[string][2]uint64
+	peerRate map[string][2]float64
+}
+
+// sampleEvery is the dashboard's sampling interval (and the page's poll).
+const sampleEvery = time.Second
+
+// sample records the fetcher's work since the last sample.
+func (d *dashState) sample(st fetcher.Stats, now time.Time, workers int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.prevAt.IsZero() {
+		dt := now.Sub(d.prevAt).Seconds()
+		if dt <= 0 {
+			return
+		}
+		ok := st.ByStatus[crawl.StatusFetched] - d.prev.ByStatus[crawl.StatusFetched]
+		s := Sample{T: now.UnixMilli(), Pages: float64(st.Done-d.prev.Done) / dt, OK: float64(ok) / dt,
+			Busy: min(1, max(0, (st.Busy-d.prev.Busy).Seconds()/(dt*float64(max(workers, 1))))), InFlight: st.InFlight, Queued: st.Queued}
+		if len(d.samples) == dashSamples {
+			copy(d.samples, d.samples[1:])
+			d.samples = d.samples[:dashSamples-1]
+		}
+		d.samples = append(d.samples, s)
+	}
+	d.prev, d.prevAt = st, now
+}
+
+// latest returns the newest sample (zero before the second one).
+func (d *dashState) latest() Sample {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.samples) == 0 {
+		return Sample{}
+	}
+	return d.samples[len(d.samples)-1]
+}
+
+// round records a finished round (the rounds' OnRound, on the leader).
+func (d *dashState) round(st rounds.RoundStats) {
+	gen := st.Started.Add(seconds(st.GenerateSeconds))
+	bar := RoundBar{Round: st.Round, Done: true, Pages: st.Fetched,
+		Generate: Span{st.Started.UnixMilli(), gen.UnixMilli()},
+		Fetch:    Span{gen.UnixMilli(), st.Started.Add(seconds(st.FetchSeconds)).UnixMilli()},
+		Update:   Span{st.Ended.Add(-seconds(st.UpdateSeconds)).UnixMilli(), st.Ended.UnixMilli()}}
+	if bar.Fetch.End < bar.Fetch.Start {
+		bar.Fetch.End = bar.Fetch.Start
+	}
+	var troubled []DashHost
+	for h, f := range st.Troubled {
+		dh := DashHost{Host: h, Reason: f.LastError, Count: f.Retries + f.Truncated}
+		var kinds []string
+		for k, n := range f.ByStatus {
+			dh.Count += n
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+		if dh.Reason == "" {
+			slices.Sort(kinds)
+			dh.Reason = strings.Join(kinds, ", ")
+		}
+		troubled = append(troubled, dh)
+	}
+	slices.SortFunc(troubled, func(a, b DashHost) int {
+		if a.Count != b.Count {
+			return cmp.Compare(b.Count, a.Count)
+		}
+		return strings.Compare(a.Host, b.Host)
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.rounds) == dashRounds {
+		copy(d.rounds, d.rounds[1:])
+		d.rounds = d.rounds[:dashRounds-1]
+	}
+	d.rounds = append(d.rounds, bar)
+	if len(troubled) > 0 {
+		d.troubled = troubled[:min(len(troubled), dashTop)]
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// dashSampler samples the fetcher every sampleEvery until ctx is done.
+func (s *Site) dashSampler(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	s.dash.sample(s.fetch.Stats(), time.Now(), s.cfg.Workers)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.dash.sample(s.fetch.Stats(), now, s.cfg.Workers)
+		}
+	}
+}
+
+// diskUsage is the crawl database's size on disk, measured at most every
+// ten seconds.
+func (s *Site) diskUsage(now time.Time) int64 {
+	s.dash.mu.Lock()
+	defer s.dash.mu.Unlock()
+	if now.Sub(s.dash.diskAt) < 10*time.Second {
+		return s.dash.disk
+	}
+	var n int64
+	filepath.WalkDir(filepath.Join(s.cfg.Data, "crawldb"), func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if fi, err := e.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	s.dash.disk, s.dash.diskAt = n, now
+	return n
+}
+
+// Dashboard returns the dashboard's data now.
+func (s *Site) Dashboard() Dashboard {
+	now := time.Now()
+	rs := s.crawler.Status()
+	c := s.db.Store().Counts()
+	d := Dashboard{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), Now: now,
+		Uptime: now.Sub(s.started).Seconds(), Interval: sampleEvery.Seconds(), Phase: string(rs.Phase),
+		CrawlDB: DashDB{URLs: c.URLs, Frontier: c.Frontier, Fetched: c.ByStatus[store.StatusFetched], Disk: s.diskUsage(now)},
+		OPIC:    DashOPIC{Virtual: rs.Virtual, Injected: rs.Injected, Spent: rs.Spent}}
+	if rs.Next > 0 {
+		d.Round = rs.Next - 1
+	}
+	if rs.Finished != nil {
+		d.Finished = rs.Finished.Reason
+	}
+	if top, err := s.db.Store().Frontier(store.FrontierQuery{Width: dashTop, PerHost: 1}); err == nil {
+		for _, e := range top {
+			d.OPIC.Top = append(d.OPIC.Top, DashURL{URL: e.URL, Cash: e.Score})
+		}
+	}
+	hosts, ips := s.crawler.Busiest(dashTop, now)
+	for _, h := range hosts {
+		d.Hosts.Slowest = append(d.Hosts.Slowest, DashHost{Host: h.Name, Delay: h.Delay.Seconds(), BusyS: h.Until.Sub(now).Seconds()})
+	}
+	for _, ip := range ips {
+		d.Hosts.IPs = append(d.Hosts.IPs, DashIP{IP: ip.Name, Hosts: ip.Hosts, BusyS: ip.Until.Sub(now).Seconds()})
+	}
+	d.Hosts.Total = s.fetch.Stats().Hosts
+	views := s.nodes()
+	var fs *federation.Status
+	if s.fed != nil {
+		st := s.fed.Status()
+		fs = &st
+	}
+
+	s.dash.mu.Lock()
+	defer s.dash.mu.Unlock()
+	d.Series = slices.Clone(s.dash.samples)
+	if n := len(d.Series); n > 0 {
+		d.Rate = d.Series[n-1]
+	}
+	d.Rounds = slices.Clone(s.dash.rounds)
+	d.Hosts.Troubled = slices.Clone(s.dash.troubled)
+	// Rounds in flight, after the finished ones.
+	for _, a := range rs.Active {
+		if len(d.Rounds) > 0 && d.Rounds[len(d.Rounds)-1].Round >= a.Round {
+			continue
+		}
+		bar := RoundBar{Round: a.Round, Generate: Span{a.Started.UnixMilli(), a.Started.UnixMilli()}, Fetch: Span{Start: a.Started.UnixMilli()}}
+		if !a.Fetched.IsZero() {
+			bar.Fetch.End = a.Fetched.UnixMilli()
+			bar.Update.Start = a.Fetched.UnixMilli()
+		}
+		d.Rounds = append(d.Rounds, bar)
+	}
+	if len(d.Rounds) > dashRounds {
+		d.Rounds = d.Rounds[len(d.Rounds)-dashRounds:]
+	}
+	// Rates since the last poll (kept if it was too recent to tell).
+	dt := now.Sub(s.dash.polledAt).Seconds()
+	fresh := s.dash.polledAt.IsZero() || dt >= sampleEvery.Seconds()/2
+	if s.dash.peerRate == nil {
+		s.dash.peerURLs, s.dash.peerRate = map[string][2]uint64{}, map[string][2]float64{}
+	}
+	for _, v := range views {
+		n := DashNode{ID: v.ID, Role: v.Role, Alive: v.Alive}
+		if r := v.Report; r != nil {
+			n.Hosts, n.InFlight, n.Pages = r.Hosts, r.InFlight, r.Rate
+		}
+		d.Nodes = append(d.Nodes, n)
+	}
+	if fs != nil {
+		f := &DashFed{Partitioner: fs.Partitioner, Outbox: fs.Outbox, CacheRate: fs.CacheRate,
+			Sites: []DashSite{{Name: fs.Site, Lat: fs.Lat, Lon: fs.Lon, State: "self", Self: true}}}
+		for _, p := range fs.Peers {
+			f.Sites = append(f.Sites, DashSite{Name: p.Name, Lat: p.Lat, Lon: p.Lon, State: p.State})
+			if fresh {
+				if prev, ok := s.dash.peerURLs[p.Name]; ok && !s.dash.polledAt.IsZero() {
+					s.dash.peerRate[p.Name] = [2]float64{float64(p.SentURLs-prev[0]) / dt, float64(p.RecvURLs-prev[1]) / dt}
+				}
+				s.dash.peerURLs[p.Name] = [2]uint64{p.SentURLs, p.RecvURLs}
+			}
+			r := s.dash.peerRate[p.Name]
+			f.Links = append(f.Links, DashLink{From: fs.Site, To: p.Name, SentS: r[0], RecvS: r[1], Sent: p.SentURLs, Recv: p.RecvURLs, Outbox: p.Outbox, State: p.State})
+		}
+		d.Federation = f
+	}
+	if fresh {
+		s.dash.polledAt = now
+	}
+	return d
+}
+
+// dashboardPage serves the dashboard page and its assets (embedded):
+// GET / is the page, which polls GET /dashboard.json. Nothing is loaded
+// from elsewhere, which the Content-Security-Policy states.
+func dashboardPage() http.Handler {
+	files := http.FileServerFS(dashboard.Files)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	})
+}
