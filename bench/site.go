@@ -98,6 +98,9 @@ type SiteConfig struct {
 	// building and starting ./cmd/websim and ./cmd/site (quick tests; CPU
 	// and memory are then not split between them).
 	InProcess bool `json:"in_process"`
+	// Watch keeps the site's dashboard open in headless chromium for the
+	// run and reports what that cost the site (SiteResult.Watch).
+	Watch bool `json:"watch,omitempty"`
 	// SiteFlags are more `site up` flags (e.g. --revisits=-1), for
 	// experiments; not with InProcess.
 	SiteFlags []string `json:"site_flags,omitempty"`
@@ -300,7 +303,9 @@ type SiteResult struct {
 	MeanInFlight float64        `json:"mean_in_flight"`
 	StatusErrors int            `json:"status_errors"` // samples that got no answer while the site ran
 	Site         ProcStats      `json:"site"`
-	Websim       ProcStats      `json:"websim"`
+	// Watch is what the dashboard open in a browser cost (with --watch).
+	Watch  *WatchResult `json:"watch,omitempty"`
+	Websim ProcStats    `json:"websim"`
 	// The checks, after the site stopped.
 	Coverage       crawlcheck.Coverage `json:"coverage"`
 	Ranking        crawlcheck.Ranking  `json:"ranking"`
@@ -355,12 +360,27 @@ func RunSite(ctx context.Context, cfg SiteConfig) (SiteResult, error) {
 		return res, err
 	}
 	cfg.Progress("site up (pid %d), data in %s", r.site.pid, r.data)
+	var watch *Watch
+	if cfg.Watch {
+		in, err := site.ReadInfo(r.data)
+		if err != nil {
+			return res, err
+		}
+		if watch, err = StartWatch(ctx, "http://"+in.Listen); err != nil {
+			return res, err
+		}
+		cfg.Progress("the dashboard is open in headless chromium")
+	}
 	ending, err := r.crawl(ctx, crawlDeadline)
 	if err != nil {
 		return res, err
 	}
 	if err := r.collect(ctx, &res, ending); err != nil {
 		return res, err
+	}
+	if watch != nil {
+		wr := watch.Stop(r.exited.Sub(r.started), time.Duration(res.Site.CPUS*float64(time.Second)))
+		res.Watch = &wr
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("bench: site run: %w", err)
@@ -1258,6 +1278,10 @@ func (r SiteResult) Report(cfg SiteConfig) string {
 	p("  coverage     %.2f%% of %d reachable robots-allowed URLs (%d URLs with a final status; %d robots-disallowed fetched)\n",
 		100*r.Coverage.Ratio, r.Coverage.Targets, r.Coverage.Fetched, r.Coverage.Disallow)
 	p("  ranking      Spearman OPIC vs PageRank %.3f over %d pages\n", r.Ranking.Spearman, r.Ranking.Pages)
+	if w := r.Watch; w != nil {
+		p("  dashboard    %d updates rendered, %.0f served in %.2fs of CPU (%.2fs wall, lock waits included): %.3f%% of a core, %.3f%% of the site's CPU; %d bytes an update; %d console errors\n",
+			w.Polls, w.ServedPolls, w.ServedCPU, w.ServedSeconds, 100*w.ShareOfCore, 100*w.ShareOfSite, w.PayloadBytes, len(w.ConsoleErrors))
+	}
 	p("  politeness   %d breaches in websim's statistics (%d requests)\n", r.Breaches, r.WebsimRequests)
 	if f := r.Floor; f != nil {
 		p("  floor        %.1fs: %s, %d robots-allowed URLs × %.2fs", f.S, f.By, f.URLs, f.DelayS)

@@ -949,15 +949,18 @@ type Busy struct {
 
 // Busiest returns the n hosts and the n addresses projected busy the
 // longest after now, longest first; nil on a node that does not lead.
-// Its cost is linear in the hosts given URLs recently.
-func (c *Crawler) Busiest(n int, now time.Time) (hosts, ips []Busy) {
+// Its cost is linear in the hosts given URLs recently. It does not wait
+// for a generate that holds the leader's projections: ok is false then.
+func (c *Crawler) Busiest(n int, now time.Time) (hosts, ips []Busy, ok bool) {
 	c.mu.Lock()
 	l := c.lead
 	c.mu.Unlock()
 	if l == nil || n <= 0 {
-		return nil, nil
+		return nil, nil, true
 	}
-	l.mu.Lock()
+	if !l.mu.TryLock() {
+		return nil, nil, false
+	}
 	for h, t := range l.busyUntil {
 		if t.After(now) {
 			hosts = topBusy(hosts, Busy{Name: h, Until: t}, n)
@@ -972,7 +975,7 @@ func (c *Crawler) Busiest(n int, now time.Time) (hosts, ips []Busy) {
 	for i := range hosts {
 		hosts[i].Delay = c.hostPace(hosts[i].Name).delay
 	}
-	return hosts, ips
+	return hosts, ips, true
 }
 
 // topBusy inserts b into top (longest first), keeping at most n.

@@ -186,6 +186,8 @@ type dashState struct {
 	samples  []Sample // oldest first, at most dashSamples
 	rounds   []RoundBar
 	troubled []DashHost
+	slowest  []DashHost // the last lists read from the leader
+	ips      []DashIP
 	prev     fetcher.Stats
 	prevAt   time.Time
 	disk     int64
@@ -331,12 +333,20 @@ func (s *Site) Dashboard() Dashboard {
 			d.OPIC.Top = append(d.OPIC.Top, DashURL{URL: e.URL, Cash: e.Score})
 		}
 	}
-	hosts, ips := s.crawler.Busiest(dashTop, now)
-	for _, h := range hosts {
-		d.Hosts.Slowest = append(d.Hosts.Slowest, DashHost{Host: h.Name, Delay: h.Delay.Seconds(), BusyS: h.Until.Sub(now).Seconds()})
-	}
-	for _, ip := range ips {
-		d.Hosts.IPs = append(d.Hosts.IPs, DashIP{IP: ip.Name, Hosts: ip.Hosts, BusyS: ip.Until.Sub(now).Seconds()})
+	if hosts, ips, ok := s.crawler.Busiest(dashTop, now); ok {
+		for _, h := range hosts {
+			d.Hosts.Slowest = append(d.Hosts.Slowest, DashHost{Host: h.Name, Delay: h.Delay.Seconds(), BusyS: h.Until.Sub(now).Seconds()})
+		}
+		for _, ip := range ips {
+			d.Hosts.IPs = append(d.Hosts.IPs, DashIP{IP: ip.Name, Hosts: ip.Hosts, BusyS: ip.Until.Sub(now).Seconds()})
+		}
+		s.dash.mu.Lock()
+		s.dash.slowest, s.dash.ips = d.Hosts.Slowest, d.Hosts.IPs
+		s.dash.mu.Unlock()
+	} else { // a generate holds them: the last poll's lists
+		s.dash.mu.Lock()
+		d.Hosts.Slowest, d.Hosts.IPs = s.dash.slowest, s.dash.ips
+		s.dash.mu.Unlock()
 	}
 	d.Hosts.Total = s.fetch.Stats().Hosts
 	views := s.nodes()

@@ -20,6 +20,11 @@ type metrics struct {
 	revisits  prometheus.Counter
 	phaseSecs *prometheus.CounterVec
 	lastRound prometheus.Gauge
+	// dashPolls and dashSecs: GET /dashboard.json answered, and the time
+	// spent building and writing them (what a watching browser costs).
+	dashPolls prometheus.Counter
+	dashSecs  prometheus.Counter
+	dashCPU   prometheus.Counter
 
 	mu   sync.Mutex
 	site *Site
@@ -34,7 +39,10 @@ func newMetrics() *metrics {
 	m.revisits = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_revisits_total", Help: "Fetched pages whose later cash an update passed on over their stored outlinks."})
 	m.phaseSecs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_phase_seconds_total", Help: "Time spent in each phase of completed rounds."}, []string{"phase"})
 	m.lastRound = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_last_round", Help: "The last completed round."})
-	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.revisits, m.phaseSecs, m.lastRound,
+	m.dashPolls = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_polls_total", Help: "Dashboard updates served (GET /dashboard.json)."})
+	m.dashSecs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_seconds_total", Help: "Time spent building and writing dashboard updates (waits for locks included)."})
+	m.dashCPU = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_cpu_seconds_total", Help: "CPU time spent building and writing dashboard updates (Linux; 0 elsewhere)."})
+	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.revisits, m.phaseSecs, m.lastRound, m.dashPolls, m.dashSecs, m.dashCPU,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

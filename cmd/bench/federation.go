@@ -117,6 +117,9 @@ func runFederation(args []string, stdout, stderr io.Writer) error {
 	if jerr := emitJSON(stdout, *jsonPath, out); jerr != nil {
 		return jerr
 	}
+	if perr := writeFigures(stderr, *jsonPath, "", res.Figures()); perr != nil {
+		return perr
+	}
 	return err
 }
 

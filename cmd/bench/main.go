@@ -10,6 +10,10 @@
 //	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms]
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
+//	go run ./cmd/bench plot [--out DIR] RESULT.json...   (SVG figures of results, again)
+//
+// With --json F.json, site, correctness, cluster, partition and federation
+// also write their SVG figures beside it (F-NAME.svg).
 package main
 
 import (
@@ -44,7 +48,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|check|compare [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|check|compare|plot [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -66,8 +70,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runPartition(args[1:], stdout, stderr)
 	case "federation":
 		return runFederation(args[1:], stdout, stderr)
+	case "plot":
+		return runPlot(args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, partition, federation, check or compare)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, partition, federation, check, compare or plot)", args[0])
 	}
 }
 
@@ -438,6 +444,9 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		out.Load[0], out.Load[1], out.Load[2], out.LoadEnd[0], out.LoadEnd[1], out.LoadEnd[2], out.NumCPU, out.Commit)
 	if jerr := emitJSON(stdout, *jsonPath, out); jerr != nil {
 		return jerr
+	}
+	if perr := writeFigures(stderr, *jsonPath, "", res.Figures()); perr != nil {
+		return perr
 	}
 	return err
 }

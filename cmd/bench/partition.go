@@ -76,6 +76,9 @@ func runPartition(args []string, stdout, stderr io.Writer) error {
 		Broken: broken, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Time: time.Now().UTC().Format(time.RFC3339)}); err != nil {
 		return err
 	}
+	if err := writeFigures(stderr, *jsonPath, "", res.Figures()); err != nil {
+		return err
+	}
 	if len(broken) > 0 {
 		return fmt.Errorf("bench partition: %d invariants broken: %s", len(broken), strings.Join(broken, "; "))
 	}
