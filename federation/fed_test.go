@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,80 @@ func TestPayloadsFitTheOutbox(t *testing.T) {
 	}
 	if total != len(puts) || len(payloads) < 2 {
 		t.Errorf("%d puts in %d entries, want %d in several", total, len(payloads), len(puts))
+	}
+}
+
+// TestFollowerEndpointPassive: a node serving the site's endpoint without
+// leading the site (after a leadership change) tells peers the site is
+// passive only as its leader sees it (the leader runs the rounds and the
+// deliveries), and only once the leader's idle index covers the batches
+// this node received; without a way to ask the leader it says busy.
+func TestFollowerEndpointPassive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	root := t.TempDir()
+	open := func(id, join string) *crawldb.DB {
+		db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(root, id), NodeID: id, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", Join: join, FastTimeouts: true, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if err := db.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db1 := open("eu-1", "")
+	for db1.APIAddr() == "" || !db1.IsLeader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // its API address announced
+	db2 := open("eu-2", db1.APIAddr())
+	var idle atomic.Uint64
+	lead, err := New(Options{File: testFile(), Self: "eu", DB: db1, Idle: idle.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lead.Shutdown(context.Background()) })
+	follow, err := New(Options{File: testFile(), Self: "eu", DB: db2,
+		LeaderState: func(context.Context) ([]byte, error) { return lead.LeaderState() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { follow.Shutdown(context.Background()) })
+	if _, err := follow.LeaderState(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a follower's LeaderState: %v, want ErrNotLeader", err)
+	}
+	passive := func() bool {
+		m, err := follow.state(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Site != "eu" {
+			t.Fatalf("state of site %q", m.Site)
+		}
+		return m.Passive
+	}
+	if passive() {
+		t.Fatal("passive while the leader has work")
+	}
+	idle.Store(db1.Store().AppliedIndex())
+	if !passive() {
+		t.Fatal("not passive with the leader idle and nothing received")
+	}
+	// A batch through the follower's endpoint, after the leader's idle look.
+	if err := follow.Put(ctx, "us", batchFor("us", "eu", hostsOwnedBy(t, follow, "eu", 2), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if passive() {
+		t.Fatal("passive although the leader's idle index predates a batch this node received")
+	}
+	idle.Store(db1.Store().AppliedIndex())
+	if !passive() {
+		t.Fatal("not passive once the leader's idle index covers the batch")
+	}
+	follow.o.LeaderState = nil
+	if passive() {
+		t.Fatal("a follower that cannot ask its leader says the site is passive")
 	}
 }

@@ -35,6 +35,11 @@ type Options struct {
 	// Idle is the crawl database's applied index as of the moment the
 	// site last found nothing to do (rounds.Crawler.IdleIndex); 0: busy.
 	Idle func() uint64
+	// LeaderState asks the site's leader for its probe state (its
+	// Fed.LeaderState), for a node that does not lead: the leader runs
+	// the rounds and delivers the outbox, so only it can tell whether the
+	// site is passive. nil: such a node reports the site busy.
+	LeaderState func(ctx context.Context) ([]byte, error)
 	// Seeds are the crawl's seed URLs (every site's): when a site goes
 	// down past the grace period, those of its hosts this site now owns
 	// are added to its frontier (the down site's own frontier is lost).

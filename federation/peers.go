@@ -53,6 +53,9 @@ type probeMsg struct {
 	Recv       map[string]uint64 `json:"recv"`
 	Down       []string          `json:"down,omitempty"`
 	Terminated bool              `json:"terminated,omitempty"`
+	// Idle is the site leader's Options.Idle (the applied index as of its
+	// last idle look), for a node of the site that asks its leader.
+	Idle uint64 `json:"idle,omitempty"`
 }
 
 // local returns this node's own probe state.
@@ -95,8 +98,50 @@ func (f *Fed) local() (probeMsg, error) {
 		}
 		m.Recv[s.Name] = in.Seq
 	}
+	m.Idle = idle
 	m.Passive = idle > 0 && idle >= f.lastRecv.Load() && f.st.Counts().Outbox == 0 && !pending && f.o.DB.IsLeader()
 	return m, nil
+}
+
+// state is this site's probe state as this node can tell it: its own on
+// the site's leader; on another node (one serving the endpoint after a
+// leadership change), the leader's, which runs the rounds and the
+// deliveries, made passive only if the leader's idle index also covers
+// the batches this node received. Without a leader to ask, the site is
+// not passive.
+func (f *Fed) state(ctx context.Context) (probeMsg, error) {
+	m, err := f.local()
+	if err != nil || f.o.DB.IsLeader() || f.o.LeaderState == nil {
+		return m, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := f.o.LeaderState(cctx)
+	var lm probeMsg
+	if err == nil {
+		err = json.Unmarshal(b, &lm)
+	}
+	if err != nil || lm.Site != f.o.Self {
+		f.log.Debug("federation: the site leader's state", "err", err)
+		return m, nil // not passive
+	}
+	lm.Passive = lm.Passive && lm.Idle >= f.lastRecv.Load()
+	lm.Terminated = lm.Terminated || m.Terminated
+	return lm, nil
+}
+
+// LeaderState is this node's probe state (JSON) when it leads its site,
+// for the site's other nodes (Options.LeaderState); ErrNotLeader on
+// another node.
+func (f *Fed) LeaderState() ([]byte, error) {
+	if !f.o.DB.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	m, err := f.local()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // Probe answers a peer's probe with this node's state (see Receiver).
@@ -112,7 +157,7 @@ func (f *Fed) Probe(ctx context.Context, from string, body []byte) ([]byte, erro
 		f.setTerminated(from)
 	}
 	f.heardFrom(from, in, f.o.Now())
-	m, err := f.local()
+	m, err := f.state(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +194,7 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 // probeAll probes every peer at once, runs the failure detector, and, on
 // the coordinator, a termination wave.
 func (f *Fed) probeAll(ctx context.Context) {
-	me, err := f.local()
+	me, err := f.state(ctx)
 	if err != nil {
 		f.log.Error("federation: local state", "err", err)
 		return

@@ -42,6 +42,8 @@ var (
 	// ErrUnavailable: the peer could not be reached or failed transiently
 	// (network errors, timeouts, 5xx). Retry with back-off.
 	ErrUnavailable = errors.New("federation: unavailable")
+	// ErrNotLeader: the node does not lead its site (LeaderState).
+	ErrNotLeader = errors.New("federation: not the site's leader")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("federation: closed")
 )

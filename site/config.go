@@ -60,8 +60,12 @@ type Config struct {
 	Revisits      int           // stored pages per update that pass on cash received after their fetch (0: width/16, -1: none)
 	LinkMemory    int64         // bytes of outlinks kept for revisits
 	Federation    string        // federation file ("" → this site crawls alone)
-	Certs         string        // directory of the federation's certificates (site certs)
-	GeoIP         string        // GeoIP2/GeoLite2 City database, for the distance partitioner
+	// FederationListen is where this node serves the federation endpoint:
+	// "" → the address the federation file names for the site; "off" →
+	// not here (another node of the site serves it, e.g. on this machine).
+	FederationListen string
+	Certs            string // directory of the federation's certificates (site certs)
+	GeoIP            string // GeoIP2/GeoLite2 City database, for the distance partitioner
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local

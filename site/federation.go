@@ -3,7 +3,9 @@ package site
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -48,7 +50,7 @@ func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
 			ips, _, err := res.Lookup(ctx, host)
 			return ips, err
 		},
-		GeoIP: s.geo, Seeds: seeds,
+		GeoIP: s.geo, Seeds: seeds, LeaderState: s.leaderFedState,
 		Idle: func() uint64 {
 			if c := s.crawlerReady.Load(); c != nil {
 				return c.IdleIndex()
@@ -60,13 +62,48 @@ func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
 	if err != nil {
 		return err
 	}
-	s.fedLn, err = net.Listen("tcp", spec.ListenAddr())
+	listen := spec.ListenAddr()
+	switch cfg.FederationListen {
+	case "off":
+		s.log.Info("site: federation endpoint served by another node of the site (--federation-listen off)", "site", cfg.Region, "endpoint", spec.Endpoint)
+		return nil
+	case "":
+	default:
+		listen = cfg.FederationListen
+	}
+	s.fedLn, err = net.Listen("tcp", listen)
 	if err != nil {
-		return fmt.Errorf("site: federation endpoint %s (from %s): %w", spec.ListenAddr(), cfg.Federation, err)
+		return fmt.Errorf("site: federation endpoint %s (from %s): %w (a second node of the site on this machine: --federation-listen off)", listen, cfg.Federation, err)
 	}
 	go s.fed.Serve(s.fedLn) // owner: Site; stopped by Close
-	s.log.Info("site: federation endpoint up", "site", cfg.Region, "endpoint", spec.Endpoint, "listen", spec.ListenAddr(), "partitioner", file.Partitioner, "peers", len(file.Sites)-1)
+	s.log.Info("site: federation endpoint up", "site", cfg.Region, "endpoint", spec.Endpoint, "listen", listen, "partitioner", file.Partitioner, "peers", len(file.Sites)-1)
 	return nil
+}
+
+// leaderFedState asks the site's leader for its federation state
+// (federation.Options.LeaderState), over the site's node API.
+func (s *Site) leaderFedState(ctx context.Context) ([]byte, error) {
+	addr, err := s.db.LeaderAPI()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/site/federation/state", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("site: the leader's federation state: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("site: the leader's federation state: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("site: the leader's federation state: %s: %.200s", resp.Status, b)
+	}
+	return b, nil
 }
 
 // ownSeeds keeps the seeds whose hosts this site owns: every site of a

@@ -179,6 +179,19 @@ func (s *Site) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(v)
 	}))
+	mux.HandleFunc("GET /site/federation/state", ready(func(w http.ResponseWriter, r *http.Request) {
+		if s.fed == nil {
+			http.Error(w, "site: not in a federation", http.StatusNotFound)
+			return
+		}
+		b, err := s.fed.LeaderState()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}))
 	mux.HandleFunc("POST /site/leave", ready(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.Leave(); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)

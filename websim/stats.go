@@ -82,7 +82,35 @@ type Stats struct {
 		violationN  int64
 		requests    int64
 		unknownHost int64
+		urls        map[string]int64 // 2xx answers per URL, once CountURLs is called
 	}
+}
+
+// CountURLs makes the Stats count, from now on, the requests for each URL
+// answered with a 2xx status (URLRequests): a request log for tests that
+// count what was fetched twice (retries of failed requests are not
+// counted). It costs a map entry per URL, up to maxKeys URLs.
+func (s *Stats) CountURLs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.urls == nil {
+		s.mu.urls = map[string]int64{}
+	}
+}
+
+// URLRequests returns the 2xx answers per URL counted since CountURLs
+// (nil before it).
+func (s *Stats) URLRequests() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.urls == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(s.mu.urls))
+	for u, n := range s.mu.urls {
+		out[u] = n
+	}
+	return out
 }
 
 // NewStats returns empty Stats; now defaults to time.Now.
@@ -105,6 +133,9 @@ func (s *Stats) Reset() {
 	s.mu.violationN = 0
 	s.mu.requests = 0
 	s.mu.unknownHost = 0
+	if s.mu.urls != nil {
+		s.mu.urls = map[string]int64{}
+	}
 }
 
 func getLocked(m map[string]*counter, key string) *counter {
@@ -148,6 +179,9 @@ func (s *Stats) Start(host string, known bool, ip string, disallowed bool, url s
 	return func(status int) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.mu.urls != nil && status >= 200 && status < 300 && (len(s.mu.urls) < maxKeys || s.mu.urls[url] > 0) {
+			s.mu.urls[url]++
+		}
 		for _, c := range []*counter{hc, ic} {
 			if c == nil {
 				continue

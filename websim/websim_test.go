@@ -493,3 +493,26 @@ func TestStartErrors(t *testing.T) {
 		t.Fatalf("missing warc: %v", err)
 	}
 }
+
+// TestStatsCountURLs: the request log counts each URL's 2xx answers from
+// the moment it is turned on (not failures), and Reset empties it.
+func TestStatsCountURLs(t *testing.T) {
+	s := NewStats(nil)
+	s.Start("a.test", true, "127.0.0.1", false, "http://a.test/1")(200)
+	if s.URLRequests() != nil {
+		t.Fatal("URLs counted before CountURLs")
+	}
+	s.CountURLs()
+	for _, u := range []string{"http://a.test/1", "http://a.test/2", "http://a.test/1"} {
+		s.Start("a.test", true, "127.0.0.1", false, u)(200)
+	}
+	s.Start("a.test", true, "127.0.0.1", false, "http://a.test/2")(503) // a failure: not counted
+	got := s.URLRequests()
+	if len(got) != 2 || got["http://a.test/1"] != 2 || got["http://a.test/2"] != 1 {
+		t.Fatalf("URL requests %v", got)
+	}
+	s.Reset()
+	if got := s.URLRequests(); got == nil || len(got) != 0 {
+		t.Fatalf("after Reset: %v", got)
+	}
+}

@@ -152,6 +152,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.IntVar(&cfg.Revisits, "revisits", cfg.Revisits, "fetched pages per update that pass on, over their stored links, the cash that reached them after their fetch (0: width/16, -1: none)")
 	f.Int64Var(&cfg.LinkMemory, "link-memory", cfg.LinkMemory, "bytes of outlinks kept for revisits (the pages that distributed the most cash)")
 	f.StringVar(&cfg.Federation, "federation", cfg.Federation, "federation file (JSON: partitioner, replicas, grace, sites): crawl one web with the sites it lists, as the site named by --region")
+	f.StringVar(&cfg.FederationListen, "federation-listen", cfg.FederationListen, "where this node serves the federation endpoint: default the address the federation file names for the site; \"off\": not on this node (another node of the site serves it)")
 	f.StringVar(&cfg.Certs, "certs", cfg.Certs, "directory of the federation's certificates: ca.pem and REGION.pem, REGION-key.pem (make them with site certs)")
 	f.StringVar(&cfg.GeoIP, "geoip", cfg.GeoIP, "GeoIP2/GeoLite2 City database locating hosts for the distance partitioner")
 	f.BoolVar(&cfg.KeepFiles, "keep-round-files", cfg.KeepFiles, "keep each round's generate/fetch/update files")
