@@ -331,10 +331,11 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 				if mine {
 					lp = nil
 				}
-			case lp != nil && mine && lp.local.Load() && lp.isStaged():
+			case lp != nil && mine && lp.local.Load() && lp.isStaged() && !n.doneNow(ref):
 				// Its done marker is gone: a new leader wants the results
 				// of a part that stayed local. Take it again: the fetch
-				// segment still holds them.
+				// segment still holds them. (The marker is read again:
+				// the scan above may predate the stage loop writing it.)
 				n.mu.Lock()
 				delete(n.parts, lp.ref)
 				n.mu.Unlock()
@@ -381,6 +382,12 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 		}
 	}
 	return nil
+}
+
+// doneNow reports whether part ref's done marker is in the replica now.
+func (n *nodeSide) doneNow(ref partRef) bool {
+	v, err := n.c.st.User(doneKey(ref.round, ref.id))
+	return err != nil || v != nil // on a read error, do not take the part again
 }
 
 // revoke drops a part given to another node: its unstaged results are
