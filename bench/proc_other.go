@@ -4,6 +4,7 @@ package bench
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"time"
 )
@@ -15,3 +16,5 @@ func selfCPU() (time.Duration, error) { return 0, errNoCPU }
 func procCPU(int) (time.Duration, error) { return 0, errNoCPU }
 
 func setChildAttrs(*exec.Cmd) {}
+
+func maxRSS(*os.ProcessState) int64 { return 0 }

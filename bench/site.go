@@ -98,6 +98,9 @@ type SiteConfig struct {
 	// building and starting ./cmd/websim and ./cmd/site (quick tests; CPU
 	// and memory are then not split between them).
 	InProcess bool `json:"in_process"`
+	// NoCheck skips the check against the web's truth (coverage,
+	// Spearman, politeness): `bench peers` needs the throughput only.
+	NoCheck bool `json:"no_check,omitempty"`
 	// Watch keeps the site's dashboard open in headless chromium for the
 	// run and reports what that cost the site (SiteResult.Watch).
 	Watch bool `json:"watch,omitempty"`
@@ -385,12 +388,14 @@ func RunSite(ctx context.Context, cfg SiteConfig) (SiteResult, error) {
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("bench: site run: %w", err)
 	}
-	t := time.Now()
-	cfg.Progress("checking the crawl against the web's truth")
-	if err := r.check(ctx, &res); err != nil {
-		return res, err
+	if !cfg.NoCheck {
+		t := time.Now()
+		cfg.Progress("checking the crawl against the web's truth")
+		if err := r.check(ctx, &res); err != nil {
+			return res, err
+		}
+		res.CheckS = time.Since(t).Seconds()
 	}
-	res.CheckS = time.Since(t).Seconds()
 	switch ending {
 	case "cut":
 		return res, ErrCrawlCut

@@ -11,6 +11,7 @@
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 //	go run ./cmd/bench plot [--out DIR] RESULT.json...   (SVG figures of results, again)
+//	go run ./cmd/bench peers [--hosts 10000 --rounds 10 --colly-workers 256]   (Meridian and a bare colly crawler on one web)
 //
 // With --json F.json, site, correctness, cluster, partition and federation
 // also write their SVG figures beside it (F-NAME.svg).
@@ -48,7 +49,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|check|compare|plot [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|peers|check|compare|plot [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -72,8 +73,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runFederation(args[1:], stdout, stderr)
 	case "plot":
 		return runPlot(args[1:], stdout, stderr)
+	case "peers":
+		return runPeers(args[1:], stdout, stderr)
+	case "colly-crawl": // bench peers' child process
+		return runCollyCrawl(args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, partition, federation, check, compare or plot)", args[0])
+		return fmt.Errorf("bench: unknown benchmark %q (want websim, crawldb, site, correctness, cluster, partition, federation, peers, check, compare or plot)", args[0])
 	}
 }
 
