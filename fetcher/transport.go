@@ -30,8 +30,8 @@ func (f *Fetcher) newTransport() *http.Transport {
 		DialContext:            f.dial,
 		TLSHandshakeTimeout:    f.o.ConnectTimeout,
 		ResponseHeaderTimeout:  f.o.HeaderTimeout,
-		MaxIdleConns:           min(max(4*f.o.Workers, 1024), 8192), // one per recently fetched host, ~30 KB each
-		MaxIdleConnsPerHost:    1,                                   // one request at a time per host
+		MaxIdleConns:           min(max(32*f.o.Workers, 1024), 8192), // one per host in rotation, ~30 KB each
+		MaxIdleConnsPerHost:    1,                                    // one request at a time per host
 		IdleConnTimeout:        30 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 		ReadBufferSize:         8 << 10,

@@ -77,6 +77,7 @@ func runSiteBench(name string, cfg bench.SiteConfig, args []string, stdout, stde
 	fs.DurationVar(&cfg.Stall, "stall", cfg.Stall, "stop the site when it has been idle this long without finishing (negative: never)")
 	fs.BoolVar(&cfg.ScanWARC, "scan-warc", cfg.ScanWARC, "count the responses per URL in the site's WARC files")
 	siteFlags := fs.String("site-flags", "", "more `site up` flags, space-separated (e.g. \"--revisits=-1 --damping=1\")")
+	fs.BoolVar(&cfg.NoCheck, "no-check", cfg.NoCheck, "skip the check against the web's truth (throughput only)")
 	fs.BoolVar(&cfg.Watch, "watch", cfg.Watch, "keep the site's dashboard open in headless chromium and report what it cost the site")
 	fs.BoolVar(&cfg.InProcess, "in-process", cfg.InProcess, "run websim and the site in this process (CPU and memory not split)")
 	fs.StringVar(&cfg.Dir, "dir", "", "where to make the run directory (default: the temporary directory)")
