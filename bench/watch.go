@@ -46,9 +46,10 @@ type WatchResult struct {
 	PayloadBytes  int      `json:"payload_bytes"`  // the last update's size
 }
 
-// StartWatch opens base (http://host:port of a site's status listener) in
-// headless Debian chromium.
-func StartWatch(ctx context.Context, base string) (*Watch, error) {
+// ChromiumOptions are the options that run Debian's chromium headless
+// (the dashboard's browser tests and --watch); an error names how to get
+// chromium when it is missing.
+func ChromiumOptions() ([]chromedp.ExecAllocatorOption, error) {
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -57,11 +58,20 @@ func StartWatch(ctx context.Context, base string) (*Watch, error) {
 		}
 	}
 	if path == "" {
-		return nil, fmt.Errorf("bench: --watch needs chromium (scripts/test installs Debian's)")
+		return nil, fmt.Errorf("bench: chromium is not installed (scripts/test, the README's test command, installs Debian's)")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	return append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.WindowSize(1400, 1100))
+		chromedp.Flag("disable-background-networking", true), chromedp.WindowSize(1400, 1100)), nil
+}
+
+// StartWatch opens base (http://host:port of a site's status listener) in
+// headless Debian chromium.
+func StartWatch(ctx context.Context, base string) (*Watch, error) {
+	opts, err := ChromiumOptions()
+	if err != nil {
+		return nil, err
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(ctx), opts...)
 	bctx, cancelTab := chromedp.NewContext(actx)
 	w := &Watch{base: base, ctx: bctx, cancel: func() { cancelTab(); cancelAlloc() }}

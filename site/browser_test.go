@@ -3,13 +3,13 @@ package site_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/meridian-crawler/meridian/bench"
 )
 
 // browser is a headless Debian chromium driven over the DevTools
@@ -25,19 +25,10 @@ type browser struct {
 // scripts/test, installs it.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	path := ""
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
+	opts, err := bench.ChromiumOptions()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if path == "" {
-		t.Fatal("chromium is not installed: run the tests with scripts/test (the README's test command), which installs Debian's chromium")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.WindowSize(1400, 1100))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	b := &browser{ctx: ctx}

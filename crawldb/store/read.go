@@ -138,12 +138,11 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 			if len(uk) < len(prefix)+8+3 || string(uk[:len(prefix)]) != string(prefix) {
 				break
 			}
-			u, ok := urlFromTail(rev, uk[len(prefix)+8:])
-			if !ok {
-				return nil, fmt.Errorf("store: frontier: bad key %q", uk)
+			e, err := frontierEntry(uk, len(prefix), rev, hostName, urls.Value())
+			if err != nil {
+				return nil, err
 			}
-			depth, _ := binary.Uvarint(urls.Value())
-			out = append(out, FrontierEntry{URL: u, Host: hostName, Score: scoreFromBits(binary.BigEndian.Uint64(uk[len(prefix):])), Depth: uint32(depth)})
+			out = append(out, e)
 			n++
 		}
 		if err := urls.Error(); err != nil {
@@ -168,21 +167,31 @@ func (s *Store) HostFrontier(host string, limit int) ([]FrontierEntry, error) {
 	defer it.Close()
 	var out []FrontierEntry
 	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
-		k := it.Key()
-		if len(k) < len(prefix)+8+3 {
-			return nil, fmt.Errorf("store: frontier of %s: bad key %q", host, k)
+		e, err := frontierEntry(it.Key(), len(prefix), rev, host, it.Value())
+		if err != nil {
+			return nil, err
 		}
-		u, ok := urlFromTail(rev, k[len(prefix)+8:])
-		if !ok {
-			return nil, fmt.Errorf("store: frontier of %s: bad key %q", host, k)
-		}
-		depth, _ := binary.Uvarint(it.Value())
-		out = append(out, FrontierEntry{URL: u, Host: host, Score: scoreFromBits(binary.BigEndian.Uint64(k[len(prefix):])), Depth: uint32(depth)})
+		out = append(out, e)
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("store: frontier of %s: %w", host, err)
 	}
 	return out, nil
+}
+
+// frontierEntry decodes a frontier index entry of host (reversed: rev)
+// whose key starts with a prefix of prefixLen bytes: score, then the URL's
+// tail; the value is its depth.
+func frontierEntry(key []byte, prefixLen int, rev []byte, host string, val []byte) (FrontierEntry, error) {
+	if len(key) < prefixLen+8+3 {
+		return FrontierEntry{}, fmt.Errorf("store: frontier: bad key %q", key)
+	}
+	u, ok := urlFromTail(rev, key[prefixLen+8:])
+	if !ok {
+		return FrontierEntry{}, fmt.Errorf("store: frontier: bad key %q", key)
+	}
+	depth, _ := binary.Uvarint(val)
+	return FrontierEntry{URL: u, Host: host, Score: scoreFromBits(binary.BigEndian.Uint64(key[prefixLen:])), Depth: uint32(depth)}, nil
 }
 
 // hostFrom reads a host record through a snapshot.
