@@ -446,7 +446,7 @@ func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[
 	return moves
 }
 
-// MaxFetching is the most rounds fetching at once.
+// MaxFetching is the most rounds in flight (fetching or updating) at once.
 const MaxFetching = 2
 
 // Pace is what the generate rule looks at.
@@ -464,16 +464,18 @@ type Pace struct {
 func (p Pace) Dry() bool { return p.Queued <= int64(max(p.Width/4, 64)) }
 
 // Generate reports whether the next round should be generated now: when
-// nothing is fetching, or when the one round fetching is down to its tail;
-// and only once every earlier update is in, so a round lags the crawl
-// database by one round at most (more rounds in flight, from an older
-// frontier, made small rounds of leftovers and a worse fetch order for
-// OPIC: bench/README.md, "rounds in flight").
+// no earlier round is in flight, or when the one round in flight is down to
+// its tail (fetching with few URLs left to start) or done fetching and in
+// its update. A round so lags the crawl database by one round at most: the
+// round before it may not be in yet, every earlier one is. (More rounds in
+// flight, from an older frontier, made small rounds of leftovers and a
+// worse fetch order for OPIC: bench/README.md, "rounds in flight".)
 func Generate(p Pace) bool {
-	if p.LimitReached || p.Updating > 0 {
+	inFlight := p.Fetching + p.Updating
+	if p.LimitReached || inFlight >= MaxFetching {
 		return false
 	}
-	return p.Fetching == 0 || (p.Fetching < MaxFetching && p.Dry())
+	return inFlight == 0 || p.Dry()
 }
 
 // Detector decides when a node is dead: when it has not been heard of for
