@@ -32,10 +32,29 @@ func CompareSites(a, b *SiteResult) []Comparison {
 		{"pages/s", func(r *SiteResult) float64 { return r.PagesPerSec }},
 		{"fetcher busy fraction", func(r *SiteResult) float64 { return r.BusyFraction }},
 		{"site CPU µs/page", perPage},
+		{"websim CPU µs/page", func(r *SiteResult) float64 {
+			if r.Pages == 0 {
+				return 0
+			}
+			return r.Websim.WindowCPUS / float64(r.Pages) * 1e6
+		}},
+		{"site ÷ websim CPU per page", func(r *SiteResult) float64 {
+			if r.Websim.WindowCPUS == 0 {
+				return 0
+			}
+			return r.Site.WindowCPUS / r.Websim.WindowCPUS
+		}},
+		{"crawl seconds", func(r *SiteResult) float64 { return r.WindowS }},
 		{"site peak RSS MiB", func(r *SiteResult) float64 { return float64(r.Site.PeakRSS) / (1 << 20) }},
 		{"Spearman OPIC vs PageRank", func(r *SiteResult) float64 { return r.Ranking.Spearman }},
 		{"coverage", func(r *SiteResult) float64 { return r.Coverage.Ratio }},
 		{"politeness breaches", func(r *SiteResult) float64 { return float64(r.Breaches) }},
+	}
+	if a.WARC != nil && b.WARC != nil { // both scanned their WARC files
+		rows = append(rows, struct {
+			name string
+			f    func(*SiteResult) float64
+		}{"URLs with > 1 2xx (WARC)", func(r *SiteResult) float64 { return float64(r.WARC.Multi2xx) }})
 	}
 	out := make([]Comparison, len(rows))
 	for i, row := range rows {

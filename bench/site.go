@@ -51,6 +51,7 @@ const (
 	maxSiteTimeout  = 24 * time.Hour  // SiteConfig.Timeout
 	maxBreachesKept = 50              // politeness breaches listed in a result
 	maxDupExamples  = 10              // URLs fetched twice listed in a result
+	maxHog          = 64              // SiteConfig.Hog
 	progressEvery   = 5 * time.Second // progress lines while crawling
 	siteLogTail     = 16 << 10        // bytes of the site's output kept for errors
 	checkShare      = 5               // the checks keep 1/checkShare of Timeout
@@ -104,6 +105,10 @@ type SiteConfig struct {
 	// Watch keeps the site's dashboard open in headless chromium for the
 	// run and reports what that cost the site (SiteResult.Watch).
 	Watch bool `json:"watch,omitempty"`
+	// Hog runs this many CPU busy loops (each its own process) from the
+	// site's start to the crawl's end: the overload run, where the site
+	// must slow down instead of giving pages up or fetching them twice.
+	Hog int `json:"hog,omitempty"`
 	// SiteFlags are more `site up` flags (e.g. --revisits=-1), for
 	// experiments; not with InProcess.
 	SiteFlags []string `json:"site_flags,omitempty"`
@@ -183,6 +188,9 @@ func (c SiteConfig) WithDefaults() (SiteConfig, error) {
 	}
 	if c.Timeout < 0 || c.Timeout > maxSiteTimeout {
 		bad("timeout must be in (0, %v], got %v", maxSiteTimeout, c.Timeout)
+	}
+	if c.Hog < 0 || c.Hog > maxHog {
+		bad("hog must be in [0, %d] busy loops, got %d", maxHog, c.Hog)
 	}
 	if c.InProcess && len(c.SiteFlags) > 0 {
 		bad("site flags %q need the site in its own process (not --in-process)", c.SiteFlags)
@@ -307,8 +315,10 @@ type SiteResult struct {
 	StatusErrors int            `json:"status_errors"` // samples that got no answer while the site ran
 	Site         ProcStats      `json:"site"`
 	// Watch is what the dashboard open in a browser cost (with --watch).
-	Watch  *WatchResult `json:"watch,omitempty"`
-	Websim ProcStats    `json:"websim"`
+	Watch *WatchResult `json:"watch,omitempty"`
+	// Hog is what the CPU hog beside the crawl used (SiteConfig.Hog).
+	Hog    *HogResult `json:"hog,omitempty"`
+	Websim ProcStats  `json:"websim"`
 	// The checks, after the site stopped.
 	Coverage       crawlcheck.Coverage `json:"coverage"`
 	Ranking        crawlcheck.Ranking  `json:"ranking"`
@@ -374,7 +384,18 @@ func RunSite(ctx context.Context, cfg SiteConfig) (SiteResult, error) {
 		}
 		cfg.Progress("the dashboard is open in headless chromium")
 	}
+	var cpuHog *hog
+	if cfg.Hog > 0 {
+		if cpuHog, err = startHog(ctx, cfg.Hog); err != nil {
+			return res, err
+		}
+		cfg.Progress("%d CPU busy loops running beside the crawl", cfg.Hog)
+	}
 	ending, err := r.crawl(ctx, crawlDeadline)
+	if cpuHog != nil {
+		hr := cpuHog.stop()
+		res.Hog = &hr
+	}
 	if err != nil {
 		return res, err
 	}
@@ -1279,6 +1300,10 @@ func (r SiteResult) Report(cfg SiteConfig) string {
 			r.Site.WindowCPUS, ratio(r.Site.WindowCPUS, r.WindowS), 1e6*ratio(r.Site.WindowCPUS, float64(r.Pages)), r.Site.CPUS, mib(r.Site.PeakRSS))
 		p("  websim       CPU %.1fs in the window (%.2f cores, %.0f µs/page), %.1fs in all; peak RSS %s\n",
 			r.Websim.WindowCPUS, ratio(r.Websim.WindowCPUS, r.WindowS), 1e6*ratio(r.Websim.WindowCPUS, float64(r.Pages)), r.Websim.CPUS, mib(r.Websim.PeakRSS))
+		p("  CPU ratio    site ÷ websim per page %.2f\n", ratio(r.Site.WindowCPUS, r.Websim.WindowCPUS))
+	}
+	if h := r.Hog; h != nil {
+		p("  CPU hog      %d busy loops beside the crawl for %.1fs: %.1fs of CPU (%.2f cores)\n", h.Threads, h.Seconds, h.CPUS, h.Cores)
 	}
 	p("  coverage     %.2f%% of %d reachable robots-allowed URLs (%d URLs with a final status; %d robots-disallowed fetched)\n",
 		100*r.Coverage.Ratio, r.Coverage.Targets, r.Coverage.Fetched, r.Coverage.Disallow)

@@ -79,6 +79,7 @@ func runSiteBench(name string, cfg bench.SiteConfig, args []string, stdout, stde
 	siteFlags := fs.String("site-flags", "", "more `site up` flags, space-separated (e.g. \"--revisits=-1 --damping=1\")")
 	fs.BoolVar(&cfg.NoCheck, "no-check", cfg.NoCheck, "skip the check against the web's truth (throughput only)")
 	fs.BoolVar(&cfg.Watch, "watch", cfg.Watch, "keep the site's dashboard open in headless chromium and report what it cost the site")
+	fs.IntVar(&cfg.Hog, "hog", cfg.Hog, "run this many CPU busy loops beside the crawl (the overload run)")
 	fs.BoolVar(&cfg.InProcess, "in-process", cfg.InProcess, "run websim and the site in this process (CPU and memory not split)")
 	fs.StringVar(&cfg.Dir, "dir", "", "where to make the run directory (default: the temporary directory)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run directory (seeds, the site's data and log)")
@@ -197,7 +198,8 @@ func gitCommit(ctx context.Context, dir string) string {
 	return head
 }
 
-// runCompare prints two `bench site` JSON results side by side, with B/A.
+// runCompare prints two `bench site` (or two `bench correctness`) JSON
+// results side by side, with B/A.
 func runCompare(args []string, stdout io.Writer) error {
 	if len(args) != 2 {
 		return errors.New("bench compare: want two result files: A.json B.json")
@@ -212,10 +214,17 @@ func runCompare(args []string, stdout io.Writer) error {
 		if err := json.Unmarshal(b, &runs[i]); err != nil {
 			return fmt.Errorf("bench compare: %s: %w", path, err)
 		}
-		if runs[i].Benchmark != "site" {
-			return fmt.Errorf("bench compare: %s: a %q result, want a site result", path, runs[i].Benchmark)
+		if runs[i].Benchmark != "site" && runs[i].Benchmark != "correctness" {
+			return fmt.Errorf("bench compare: %s: a %q result, want a site or correctness result", path, runs[i].Benchmark)
 		}
-		names[i] = fmt.Sprintf("%s (commit %s, %s, site flags %q)", path, runs[i].Commit, runs[i].Time, runs[i].Config.SiteFlags)
+		names[i] = fmt.Sprintf("%s (commit %s, %s, site flags %q", path, runs[i].Commit, runs[i].Time, runs[i].Config.SiteFlags)
+		if runs[i].Config.Hog > 0 {
+			names[i] += fmt.Sprintf(", %d CPU busy loops beside it", runs[i].Config.Hog)
+		}
+		names[i] += ")"
+	}
+	if runs[0].Benchmark != runs[1].Benchmark {
+		return fmt.Errorf("bench compare: a %s result against a %s result", runs[0].Benchmark, runs[1].Benchmark)
 	}
 	if runs[0].Config.Hosts != runs[1].Config.Hosts || runs[0].Config.Rounds != runs[1].Config.Rounds || runs[0].Config.Width != runs[1].Config.Width {
 		fmt.Fprintln(stdout, "warning: the two runs crawled different webs or rounds")
