@@ -1,19 +1,32 @@
 // Package certs makes and loads the certificates of a Meridian deployment:
-// one certificate authority per deployment, and one certificate per site
-// (later, per node) signed by it, for mutual TLS 1.3 between sites.
+// one certificate authority per deployment, one certificate per site, for
+// mutual TLS 1.3 between sites (the federation), and one per node, for
+// mutual TLS 1.3 between the nodes of a site (Raft, the crawl database's API
+// and the nodes' calls to each other).
 //
 // A directory of certificates holds:
 //
-//	ca.pem          the CA certificate (every site needs it)
-//	ca-key.pem      the CA's private key (only where certificates are made)
-//	SITE.pem        a site's certificate, for both server and client auth
-//	SITE-key.pem    its private key
+//	ca.pem             the CA certificate (every site and node needs it)
+//	ca-key.pem         the CA's private key (only where certificates are made)
+//	SITE.pem           a site's certificate, for both server and client auth
+//	SITE-key.pem       its private key
+//	SITE.NODE.pem      a node's certificate, for both server and client auth
+//	SITE.NODE-key.pem  its private key
+//	crl.pem            the revoked certificates, signed by the CA (see Revoke)
 //
 // A certificate says who it speaks for with one URI SAN,
-// meridian://site/SITE (and, for issue 14, meridian://node/SITE/NODE); see
-// Identity. It also carries the DNS SAN SITE and the IP SANs 127.0.0.1 and
-// ::1, so that plain hostname verification works on loopback and against the
-// site's name. Private keys are ECDSA P-256 in PKCS #8, written 0600.
+// meridian://site/SITE or meridian://node/SITE/NODE; see Identity. A site's
+// certificate also carries the DNS SAN SITE, a node's NODE.SITE, and both
+// the IP SANs 127.0.0.1 and ::1, so that plain hostname verification works
+// on loopback and against a site's name. Private keys are ECDSA P-256 in
+// PKCS #8, written 0600.
+//
+// Load gives a site the crypto/tls configurations the federation uses, which
+// verify peers against the CA (and crl.pem) and leave the identity check to
+// the caller. LoadNode and LoadSite give a TLS, whose Server and Client
+// configurations also check the peer's identity (AllowNodesOf, AllowSites),
+// and whose verification picks up a crl.pem that changes while the process
+// runs.
 package certs
 
 import (
@@ -38,7 +51,8 @@ import (
 
 // Errors of this package; the ones returned are wrapped with context.
 var (
-	// ErrExists is returned by Init and IssueSite rather than overwrite a file.
+	// ErrExists is returned by Init, IssueSite, IssueNode and Issue rather
+	// than overwrite a file.
 	ErrExists = errors.New("certs: already exists")
 	// ErrInvalidName is returned for a site or node name that is not 1 to 63
 	// lower-case letters, digits and inner hyphens, or that is reserved.
@@ -48,15 +62,20 @@ var (
 	ErrIdentity = errors.New("certs: no valid identity")
 	// ErrInvalid is returned when a file holds no usable certificate or key.
 	ErrInvalid = errors.New("certs: invalid certificate or key")
+	// ErrRevoked is returned when a certificate is listed in crl.pem.
+	ErrRevoked = errors.New("certs: revoked")
 )
 
 // File names inside a certificate directory.
 const (
 	CAFile    = "ca.pem"
 	CAKeyFile = "ca-key.pem"
+	// CRLFile is the deployment's certificate revocation list, signed by
+	// the CA; see Revoke.
+	CRLFile = "crl.pem"
 )
 
-// Validity periods of what Init and IssueSite make.
+// Validity periods of what Init and IssueSite make (and Issue, by default).
 const (
 	CAValidity   = 10 * 365 * 24 * time.Hour
 	LeafValidity = 2 * 365 * 24 * time.Hour
@@ -146,35 +165,97 @@ func Init(dir string) error {
 // certificate is good for both server and client authentication and names
 // meridian://site/SITE (URI SAN), SITE (DNS SAN and CommonName), 127.0.0.1
 // and ::1 (IP SANs). It refuses, with an error wrapping ErrExists, to
-// overwrite an existing pair: remove both files to issue a new one.
+// overwrite an existing pair: see Replace to issue a new one.
 func IssueSite(dir, site string) error {
-	return issue(dir, SiteIdentity(site))
+	return issue(dir, SiteIdentity(site), IssueOptions{}, false)
 }
 
-// issue makes id's pair in dir; it is where issue 14's nodes come in.
-func issue(dir string, id Identity) error {
+// IssueNode makes the certificate and key of node of site,
+// dir/SITE.NODE.pem and dir/SITE.NODE-key.pem (0600), signed by the CA in
+// dir. The certificate is good for both server and client authentication
+// and names meridian://node/SITE/NODE (URI SAN), NODE.SITE (DNS SAN),
+// 127.0.0.1 and ::1 (IP SANs); its CommonName is SITE.NODE. Like IssueSite
+// it refuses, with an error wrapping ErrExists, to overwrite a pair.
+func IssueNode(dir, site, node string) error {
+	return issue(dir, NodeIdentity(site, node), IssueOptions{}, false)
+}
+
+// IssueOptions are the validity period of a certificate that Issue or
+// Replace makes. The zero value gives the defaults.
+type IssueOptions struct {
+	// NotBefore is when the certificate becomes valid. Zero: an hour ago
+	// (so that peers whose clocks lag a little accept it), or LeafValidity
+	// before NotAfter if NotAfter is earlier than that.
+	NotBefore time.Time
+	// NotAfter is when it expires. Zero: LeafValidity from now, or when the
+	// CA expires if that is sooner. It must be after NotBefore and not after
+	// the CA's own NotAfter (a leaf cannot outlive its CA). A NotAfter in
+	// the past makes an expired certificate, for tests.
+	NotAfter time.Time
+}
+
+// Issue makes id's certificate and key in dir (see PairFiles), signed by
+// the CA in dir, valid as o says; IssueSite and IssueNode are Issue with the
+// zero IssueOptions. It refuses, with an error wrapping ErrExists, to
+// overwrite either file of the pair.
+func Issue(dir string, id Identity, o IssueOptions) error {
+	return issue(dir, id, o, false)
+}
+
+// Replace issues a new pair for id, whose certificate must already be in
+// dir: a new key and a new serial number, valid as o says, signed by the CA
+// in dir. This is how a pair is rotated. Each file is written to a
+// temporary file in dir and renamed over the old one, key first, so neither
+// is ever half written; a crash between the two renames leaves the new key
+// beside the old certificate, which Load reports ("not the key of"), and
+// calling Replace again mends it.
+//
+// The old certificate is not revoked: peers accept it until it expires.
+// To retire it, Revoke id before Replace (Revoke lists id's current
+// certificate). A running process keeps presenting the pair it loaded; it
+// presents the new one once it loads it again (restart it).
+func Replace(dir string, id Identity, o IssueOptions) error {
+	return issue(dir, id, o, true)
+}
+
+// issue makes id's pair in dir; replace says whether to replace an existing
+// one (Replace) or to refuse to (Issue).
+func issue(dir string, id Identity, o IssueOptions, replace bool) error {
+	op := "issue"
+	if replace {
+		op = "replace"
+	}
 	if err := id.Validate(); err != nil {
-		return fmt.Errorf("certs: issue: %w", err)
+		return fmt.Errorf("certs: %s: %w", op, err)
 	}
 	certFile, keyFile := PairFiles(dir, id)
-	for _, p := range []string{certFile, keyFile} {
-		if err := absent(p); err != nil {
-			return fmt.Errorf("certs: issue %s: %w", id, err)
+	if replace {
+		if _, err := os.Stat(certFile); err != nil {
+			return fmt.Errorf("certs: replace %s: %w (nothing to replace: issue a pair first)", id, err)
+		}
+	} else {
+		for _, p := range []string{certFile, keyFile} {
+			if err := absent(p); err != nil {
+				return fmt.Errorf("certs: issue %s: %w", id, err)
+			}
 		}
 	}
 	ca, caKey, err := loadCAKey(dir)
 	if err != nil {
-		return fmt.Errorf("certs: issue %s: %w", id, err)
+		return fmt.Errorf("certs: %s %s: %w", op, id, err)
+	}
+	notBefore, notAfter, err := o.period(time.Now(), ca)
+	if err != nil {
+		return fmt.Errorf("certs: %s %s: %w", op, id, err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return fmt.Errorf("certs: issue %s: generate key: %w", id, err)
+		return fmt.Errorf("certs: %s %s: generate key: %w", op, id, err)
 	}
 	serial, err := newSerial()
 	if err != nil {
-		return fmt.Errorf("certs: issue %s: %w", id, err)
+		return fmt.Errorf("certs: %s %s: %w", op, id, err)
 	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject: pkix.Name{
@@ -182,8 +263,8 @@ func issue(dir string, id Identity) error {
 			Organization:       []string{"Meridian"},
 			OrganizationalUnit: []string{id.Role},
 		},
-		NotBefore:   now.Add(-clockSkew),
-		NotAfter:    now.Add(LeafValidity),
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		URIs:        []*url.URL{id.URI()},
@@ -194,14 +275,54 @@ func issue(dir string, id Identity) error {
 		tmpl.Subject.CommonName = id.Site + "." + id.Node
 		tmpl.DNSNames = []string{id.Node + "." + id.Site}
 	}
-	if tmpl.NotAfter.After(ca.NotAfter) {
-		tmpl.NotAfter = ca.NotAfter // a leaf cannot outlive its CA
-	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return fmt.Errorf("certs: issue %s: sign: %w", id, err)
+		return fmt.Errorf("certs: %s %s: sign: %w", op, id, err)
+	}
+	if replace {
+		return replacePair(certFile, keyFile, der, key)
 	}
 	return writePair(certFile, keyFile, der, key)
+}
+
+// period returns the validity period o asks for, at now, under ca.
+func (o IssueOptions) period(now time.Time, ca *x509.Certificate) (notBefore, notAfter time.Time, err error) {
+	notBefore, notAfter = o.NotBefore, o.NotAfter
+	if notAfter.IsZero() {
+		notAfter = now.Add(LeafValidity)
+		if notAfter.After(ca.NotAfter) {
+			notAfter = ca.NotAfter // a leaf cannot outlive its CA
+		}
+	}
+	if notBefore.IsZero() {
+		notBefore = now.Add(-clockSkew)
+		if !notAfter.After(notBefore) {
+			notBefore = notAfter.Add(-LeafValidity)
+		}
+	}
+	var errs []error
+	if !notAfter.After(notBefore) {
+		errs = append(errs, fmt.Errorf("NotAfter %s is not after NotBefore %s", notAfter.UTC().Format(time.RFC3339), notBefore.UTC().Format(time.RFC3339)))
+	}
+	if notAfter.After(ca.NotAfter) {
+		errs = append(errs, fmt.Errorf("NotAfter %s is after the CA's, %s", notAfter.UTC().Format(time.RFC3339), ca.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	return notBefore, notAfter, errors.Join(errs...)
+}
+
+// ReadCertificate returns id's certificate from dir (see PairFiles),
+// without its key and without verifying it: to report on it, or to see
+// which certificate Revoke would list.
+func ReadCertificate(dir string, id Identity) (*x509.Certificate, error) {
+	if err := id.Validate(); err != nil {
+		return nil, fmt.Errorf("certs: read: %w", err)
+	}
+	certFile, _ := PairFiles(dir, id)
+	certs, err := readCerts(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("certs: read %s: %w", id, hint(err, id))
+	}
+	return certs[0], nil
 }
 
 // Load returns the TLS configurations of site from dir: server, which
@@ -209,70 +330,116 @@ func issue(dir string, id Identity) error {
 // signed by dir/ca.pem, and client, which presents the same certificate and
 // verifies servers against dir/ca.pem. Both allow TLS 1.3 only. Load needs
 // ca.pem and the site's pair, never ca-key.pem, and checks that the pair
-// matches, chains to the CA, is valid now, and names meridian://site/SITE.
-// Errors name the file at fault.
+// matches, chains to the CA, is valid now, names meridian://site/SITE, and
+// is not listed in dir/crl.pem (if there is one). Errors name the file at
+// fault.
+//
+// Both configurations also refuse a peer whose certificate dir/crl.pem
+// lists, picking up a crl.pem that appears or changes while they are in use
+// (see TLS), in a VerifyPeerCertificate callback: keep it if you clone
+// them. The server's session tickets are off, so that a revoked certificate
+// cannot come back on a resumed session. Which identities to accept is the
+// caller's business (see PeerIdentity); LoadSite with TLS.Server and
+// TLS.Client does that too.
 //
 // The client configuration leaves ServerName empty: the caller sets it (the
 // federation client sets it to the peer's site name, its DNS SAN).
 func Load(dir, site string) (server, client *tls.Config, err error) {
-	return load(dir, SiteIdentity(site))
-}
-
-func load(dir string, id Identity) (*tls.Config, *tls.Config, error) {
-	if err := id.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("certs: load: %w", err)
-	}
-	pool, err := loadCAPool(dir)
+	m, err := loadMaterial(dir, SiteIdentity(site))
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: load %s: %w", id, err)
+		return nil, nil, err
 	}
-	certFile, keyFile := PairFiles(dir, id)
-	pair, err := loadPair(certFile, keyFile, id)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: load %s: %w", id, err)
-	}
-	leaf := pair.Leaf
-	for _, ku := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{ku}}); err != nil {
-			return nil, nil, fmt.Errorf("certs: load %s: %s: %w: does not verify against %s: %w", id, certFile, ErrInvalid, filepath.Join(dir, CAFile), err)
+	notRevoked := func(raw [][]byte, chains [][]*x509.Certificate) error {
+		var leaf *x509.Certificate
+		switch {
+		case len(chains) > 0 && len(chains[0]) > 0:
+			leaf = chains[0][0]
+		case len(raw) > 0:
+			c, err := x509.ParseCertificate(raw[0])
+			if err != nil {
+				return refuse("", "its certificate does not parse: "+err.Error(), ErrInvalid, err)
+			}
+			leaf = c
+		default:
+			return nil // crypto/tls decides about a missing certificate
 		}
+		if err := m.v.crl.check(m.v.now(), leaf); err != nil {
+			return refuse(certName(leaf), err.Error(), err)
+		}
+		return nil
 	}
-	got, err := CertIdentity(leaf)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: load %s: %s: %w", id, certFile, err)
+	server = &tls.Config{
+		MinVersion:             tls.VersionTLS13,
+		Certificates:           []tls.Certificate{m.pair},
+		ClientAuth:             tls.RequireAndVerifyClientCert,
+		ClientCAs:              m.v.roots,
+		VerifyPeerCertificate:  notRevoked,
+		SessionTicketsDisabled: true,
 	}
-	if got != id {
-		return nil, nil, fmt.Errorf("certs: load %s: %s: %w: it names %s", id, certFile, ErrIdentity, got)
-	}
-	server := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-	}
-	client := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{pair},
-		RootCAs:      pool,
+	client = &tls.Config{
+		MinVersion:            tls.VersionTLS13,
+		Certificates:          []tls.Certificate{m.pair},
+		RootCAs:               m.v.roots,
+		VerifyPeerCertificate: notRevoked,
 	}
 	return server, client, nil
 }
 
-// loadCAPool reads dir/ca.pem: one or more CA certificates.
-func loadCAPool(dir string) (*x509.CertPool, error) {
+// loadMaterial reads and checks id's pair in dir, the CA it chains to and
+// the revocation list, and returns them as a TLS.
+func loadMaterial(dir string, id Identity) (*TLS, error) {
+	if err := id.Validate(); err != nil {
+		return nil, fmt.Errorf("certs: load: %w", err)
+	}
+	cas, pool, err := loadCAs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("certs: load %s: %w", id, err)
+	}
+	certFile, keyFile := PairFiles(dir, id)
+	pair, err := loadPair(certFile, keyFile, id)
+	if err != nil {
+		return nil, fmt.Errorf("certs: load %s: %w", id, err)
+	}
+	leaf := pair.Leaf
+	for _, ku := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{ku}}); err != nil {
+			return nil, fmt.Errorf("certs: load %s: %s: %w: does not verify against %s: %w", id, certFile, ErrInvalid, filepath.Join(dir, CAFile), err)
+		}
+	}
+	got, err := CertIdentity(leaf)
+	if err != nil {
+		return nil, fmt.Errorf("certs: load %s: %s: %w", id, certFile, err)
+	}
+	if got != id {
+		return nil, fmt.Errorf("certs: load %s: %s: %w: it names %s", id, certFile, ErrIdentity, got)
+	}
+	v := &verifier{
+		caFile: filepath.Join(dir, CAFile),
+		roots:  pool,
+		crl:    &crlWatch{path: filepath.Join(dir, CRLFile), cas: cas},
+		now:    time.Now,
+	}
+	if err := v.crl.check(v.now(), leaf); err != nil {
+		return nil, fmt.Errorf("certs: load %s: %s: %w", id, certFile, err)
+	}
+	return &TLS{id: id, pair: pair, v: v}, nil
+}
+
+// loadCAs reads dir/ca.pem: one or more CA certificates.
+func loadCAs(dir string) ([]*x509.Certificate, *x509.CertPool, error) {
 	path := filepath.Join(dir, CAFile)
 	certs, err := readCerts(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pool := x509.NewCertPool()
 	for i, c := range certs {
 		if !c.IsCA || !c.BasicConstraintsValid {
-			return nil, fmt.Errorf("%s: %w: certificate %d (%q) is not a CA", path, ErrInvalid, i, c.Subject.CommonName)
+			return nil, nil, fmt.Errorf("%s: %w: certificate %d (%q) is not a CA", path, ErrInvalid, i, c.Subject.CommonName)
 		}
 		pool.AddCert(c)
 	}
-	return pool, nil
+	return certs, pool, nil
 }
 
 // loadCAKey reads the CA's certificate and key, to sign with.
@@ -323,10 +490,14 @@ func loadPair(certFile, keyFile string, id Identity) (tls.Certificate, error) {
 
 // hint adds how to make a missing pair.
 func hint(err error, id Identity) error {
-	if errors.Is(err, fs.ErrNotExist) && id.Role == RoleSite {
+	switch {
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	case id.Role == RoleSite:
 		return fmt.Errorf("%w (make it with `site certs --dir DIR --sites %s`)", err, id.Site)
+	default:
+		return fmt.Errorf("%w (make it with `site certs --dir DIR --nodes %s/%s`)", err, id.Site, id.Node)
 	}
-	return err
 }
 
 // readCerts reads the CERTIFICATE blocks of a PEM file; there must be one.
@@ -421,6 +592,90 @@ func writeNew(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		os.Remove(path)
 		return fmt.Errorf("certs: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// replacePair writes a new key and certificate over an existing pair: both
+// to temporary files first, then renamed into place, key first.
+func replacePair(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("certs: marshal key: %w", err)
+	}
+	keyTmp, err := writeTemp(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+	if err != nil {
+		return err
+	}
+	certTmp, err := writeTemp(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	if err != nil {
+		os.Remove(keyTmp)
+		return err
+	}
+	if err := os.Rename(keyTmp, keyFile); err != nil {
+		os.Remove(keyTmp)
+		os.Remove(certTmp)
+		return fmt.Errorf("certs: %w", err)
+	}
+	if err := os.Rename(certTmp, certFile); err != nil {
+		os.Remove(certTmp)
+		return fmt.Errorf("certs: %w (%s now holds the new key and %s the old certificate: replace the pair again)", err, keyFile, certFile)
+	}
+	return syncDir(filepath.Dir(certFile))
+}
+
+// writeAtomic replaces path with data: written to a temporary file in the
+// same directory, synced, and renamed over path, so that readers see the
+// old file or the new one, never part of one.
+func writeAtomic(path string, data []byte, perm fs.FileMode) error {
+	tmp, err := writeTemp(path, data, perm)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("certs: %w", err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a new temporary file beside path (a dot file:
+// names hold no dot, so it collides with nothing) with mode perm, synced,
+// and returns its name.
+func writeTemp(path string, data []byte, perm fs.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("certs: %w", err)
+	}
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("certs: write %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// syncDir makes the renames in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("certs: sync %s: %w", dir, err)
 	}
 	return nil
 }

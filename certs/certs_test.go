@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -306,4 +307,89 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestIssueNode(t *testing.T) {
+	dir := t.TempDir()
+	mustInit(t, dir)
+	if err := IssueNode(dir, "eu", "eu_1"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("IssueNode(eu_1) = %v, want ErrInvalidName", err)
+	}
+	if err := IssueNode(dir, "eu", "eu-1"); err != nil {
+		t.Fatal(err)
+	}
+	id := NodeIdentity("eu", "eu-1")
+	certFile, keyFile := PairFiles(dir, id)
+	if certFile != filepath.Join(dir, "eu.eu-1.pem") || keyFile != filepath.Join(dir, "eu.eu-1-key.pem") {
+		t.Fatalf("PairFiles = %s, %s", certFile, keyFile)
+	}
+	if err := IssueNode(dir, "eu", "eu-1"); !errors.Is(err, ErrExists) {
+		t.Fatalf("second IssueNode = %v, want ErrExists", err)
+	}
+	if fi, _ := os.Stat(keyFile); fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", keyFile, fi.Mode().Perm())
+	}
+	c, err := ReadCertificate(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Subject.CommonName != "eu.eu-1" || len(c.URIs) != 1 || c.URIs[0].String() != "meridian://node/eu/eu-1" {
+		t.Errorf("CommonName %q, URI SANs %v", c.Subject.CommonName, c.URIs)
+	}
+	for _, h := range []string{"eu-1.eu", "127.0.0.1", "::1"} {
+		if err := c.VerifyHostname(h); err != nil {
+			t.Errorf("certificate does not verify for %s: %v", h, err)
+		}
+	}
+	if got, err := CertIdentity(c); err != nil || got != id {
+		t.Errorf("CertIdentity = %v, %v", got, err)
+	}
+	// A node and a site of the same name do not collide.
+	if err := IssueSite(dir, "eu-1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIssueOptions(t *testing.T) {
+	dir := t.TempDir()
+	mustInit(t, dir)
+	id := NodeIdentity("eu", "eu-1")
+	nb, na := time.Now().Add(-48*time.Hour).Truncate(time.Second), time.Now().Add(-24*time.Hour).Truncate(time.Second)
+	if err := Issue(dir, id, IssueOptions{NotBefore: nb, NotAfter: na}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadCertificate(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.NotBefore.Equal(nb) || !c.NotAfter.Equal(na) {
+		t.Errorf("validity %v to %v, want %v to %v", c.NotBefore, c.NotAfter, nb, na)
+	}
+	if _, err := LoadNode(dir, "eu", "eu-1"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("LoadNode of an expired pair = %v, want ErrInvalid saying expired", err)
+	}
+	if err := Issue(dir, id, IssueOptions{}); !errors.Is(err, ErrExists) {
+		t.Errorf("Issue over a pair = %v, want ErrExists", err)
+	}
+	// Only NotAfter, long ago: NotBefore comes before it.
+	if err := Issue(dir, NodeIdentity("eu", "eu-2"), IssueOptions{NotAfter: na}); err != nil {
+		t.Errorf("Issue with NotAfter a day ago: %v", err)
+	}
+	for name, o := range map[string]IssueOptions{
+		"NotAfter before NotBefore": {NotBefore: na, NotAfter: nb},
+		"NotAfter after the CA's":   {NotAfter: time.Now().Add(CAValidity + time.Hour)},
+	} {
+		if err := Issue(dir, NodeIdentity("eu", "eu-3"), o); err == nil || !strings.Contains(err.Error(), "NotAfter") {
+			t.Errorf("%s: %v, want an error about NotAfter", name, err)
+		}
+	}
+	// Defaults: LeafValidity from now.
+	if err := Issue(dir, SiteIdentity("eu"), IssueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = ReadCertificate(dir, SiteIdentity("eu"))
+	if d := time.Until(c.NotAfter) - LeafValidity; d > time.Minute || d < -time.Minute {
+		t.Errorf("default NotAfter %v, want about LeafValidity from now", c.NotAfter)
+	}
+	noTemp(t, dir)
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // Roles a certificate can name. A site's certificate authenticates the site
-// to other sites (the federation); a node's certificate (issue 14)
-// authenticates one node to the other nodes of its own site.
+// to other sites (the federation); a node's certificate authenticates one
+// node to the other nodes of its own site.
 const (
 	RoleSite = "site"
 	RoleNode = "node"
@@ -31,6 +31,11 @@ type Identity struct {
 
 // SiteIdentity returns the identity of site.
 func SiteIdentity(site string) Identity { return Identity{Role: RoleSite, Site: site} }
+
+// NodeIdentity returns the identity of node, a node of site.
+func NodeIdentity(site, node string) Identity {
+	return Identity{Role: RoleNode, Site: site, Node: node}
+}
 
 // Validate reports whether id is well formed: a known role, valid names,
 // and a node name exactly when the role is RoleNode.
@@ -116,6 +121,9 @@ func CertIdentity(cert *x509.Certificate) (Identity, error) {
 // certificates, or a client that verifies the server). An unverified or
 // missing certificate has no identity. It can be called from a
 // tls.Config.VerifyConnection callback, during the handshake.
+//
+// Connections made with TLS.Server and TLS.Client have no VerifiedChains
+// (this package verifies their peers itself): use TLS.PeerIdentity there.
 func PeerIdentity(cs tls.ConnectionState) (Identity, error) {
 	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
 		return Identity{}, fmt.Errorf("%w: peer presented no verified certificate", ErrIdentity)
