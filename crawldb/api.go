@@ -3,10 +3,12 @@ package crawldb
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -104,22 +106,41 @@ func (db *DB) newMux() *http.ServeMux {
 	return mux
 }
 
-// startAPI serves the API on the node's own listener (Options.APIAddr).
+// startAPI serves the API on the node's own listener (Options.APIAddr),
+// with TLS when Options.TLS is set.
 func (db *DB) startAPI() error {
 	ln, err := net.Listen("tcp", db.opts.APIAddr)
 	if err != nil {
 		return fmt.Errorf("crawldb: api listen on %s: %w", db.opts.APIAddr, err)
 	}
 	db.apiLn = ln
-	db.api = &http.Server{Handler: db.handler, ReadHeaderTimeout: 10 * time.Second}
+	// ReadHeaderTimeout also bounds a TLS handshake; a refused handshake
+	// is logged as a warning ("crawldb: api: http: TLS handshake error from
+	// …").
+	db.api = &http.Server{Handler: db.handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(apiErrorLog(db.log), "", 0)}
+	serve := ln
+	if db.opts.TLS != nil {
+		serve = tls.NewListener(ln, db.opts.TLS.Server)
+	}
 	db.wg.Add(1)
 	go func() {
 		defer db.wg.Done()
-		if err := db.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := db.api.Serve(serve); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			db.log.Error("crawldb: api", "err", err)
 		}
 	}()
 	return nil
+}
+
+// apiURL is the URL of path on the API of the node at addr: https with
+// Options.TLS (whether that node serves its API itself or through its
+// caller's server), else http.
+func (db *DB) apiURL(addr, path string) string {
+	if db.opts.TLS != nil {
+		return "https://" + addr + path
+	}
+	return "http://" + addr + path
 }
 
 // wireResult is a Result on the wire.
@@ -134,21 +155,27 @@ type wireResult struct {
 	Failure string `json:"failure,omitempty"`
 }
 
+// handleApply takes a command (POST /crawldb/apply, the body an encoded
+// command). A body that is too large (413), unreadable or not a valid
+// command (400) is refused before anything else, with a message; a valid
+// one is applied here or forwarded to the leader, and the answer is a
+// wireResult.
 func (db *DB) handleApply(w http.ResponseWriter, r *http.Request) {
-	cmd, err := io.ReadAll(io.LimitReader(r.Body, store.MaxCommandBytes+1))
-	if err != nil {
-		http.Error(w, "crawldb: read command: "+err.Error(), http.StatusBadRequest)
-		return
+	cmd, code, err := readBody(r, store.MaxCommandBytes)
+	if err == nil {
+		if cerr := store.CheckCommand(cmd); cerr != nil {
+			code, err = http.StatusBadRequest, cerr
+		}
 	}
-	if len(cmd) > store.MaxCommandBytes {
-		http.Error(w, store.ErrCommandTooLarge.Error(), http.StatusRequestEntityTooLarge)
+	if err != nil {
+		http.Error(w, "crawldb: apply: "+err.Error(), code)
 		return
 	}
 	var out wireResult
 	var res *store.Result
 	switch {
 	case db.raft.State() == raft.Leader:
-		res, err = db.applyLocal(cmd)
+		res, err = db.applyChecked(cmd)
 	case r.Header.Get(forwardedHeader) == "":
 		ctx, cancel := db.requestContext(r)
 		res, err = db.forward(ctx, "/crawldb/apply", cmd) // one hop at most
@@ -190,6 +217,9 @@ func (db *DB) forward(ctx context.Context, path string, body []byte) (*store.Res
 		if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &he) && he.notSent() {
 			return nil, fmt.Errorf("%w: %v", errNotSent, err)
 		}
+		if errors.As(err, &he) && (he.code == http.StatusBadRequest || he.code == http.StatusRequestEntityTooLarge) {
+			return &store.Result{Err: rejectedError{he.msg}}, nil // refused before it reached a log
+		}
 		return nil, fmt.Errorf("crawldb: forward to leader %s (the write may or may not be applied): %w", addr, err)
 	}
 	if out.NotLeader {
@@ -213,7 +243,7 @@ func (db *DB) post(ctx context.Context, addr, path string, body []byte, out any)
 
 // postHeader is post that also sets header (if not "") to the node's ID.
 func (db *DB) postHeader(ctx context.Context, addr, path, header string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, db.apiURL(addr, path), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -294,6 +324,37 @@ func (db *DB) Status() Status {
 	return Status{NodeID: db.opts.NodeID, State: db.raft.State().String(), Leader: db.Leader(),
 		Applied: db.Store().AppliedIndex(), Counts: db.Store().Counts(), RaftAddr: db.RaftAddr(), APIAddr: db.APIAddr(),
 		Traffic: db.Traffic()}
+}
+
+// readBody reads a request body of at most limit bytes. It fails with the
+// status to answer: 413 for a larger body, 400 for one that cannot be read
+// whole (a connection closed before the declared length, say).
+func readBody(r *http.Request, limit int64) ([]byte, int, error) {
+	if r.ContentLength > limit {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body too large: %d bytes (at most %d)", r.ContentLength, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body too large: more than %d bytes", limit)
+	}
+	return b, 0, nil
+}
+
+// decodeJSON decodes body, a request's, strictly into v: one JSON object
+// with v's fields only, nothing after it.
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON object")
+	}
+	return nil
 }
 
 func (db *DB) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,9 @@
 // /crawldb/) either on its own listener (Options.APIAddr) or through a
 // handler the caller mounts on its own server (Options.AdvertiseAPI and
 // DB.APIHandler).
+//
+// With Options.TLS, the Raft transport and the API speak mutual TLS 1.3;
+// without it, both are plain TCP and HTTP.
 package crawldb
 
 import (
@@ -61,10 +64,10 @@ type Options struct {
 	// and dial (host:port: a proxy or a NAT in front of RaftAddr); default
 	// RaftAddr's bound address.
 	RaftAdvertise string
-	// APIAddr is where the node serves forwarded writes and joins over HTTP
-	// ("127.0.0.1:0" picks a port); empty: no listener of its own (see
-	// AdvertiseAPI), or no API at all (a single node that will never have
-	// followers).
+	// APIAddr is where the node serves forwarded writes and joins over HTTP,
+	// or HTTPS with TLS ("127.0.0.1:0" picks a port); empty: no listener of
+	// its own (see AdvertiseAPI), or no API at all (a single node that will
+	// never have followers).
 	APIAddr string
 	// AdvertiseAPI is the API address of a node whose API the caller serves:
 	// crawldb does not listen, the caller mounts APIHandler (or Handler) under
@@ -98,8 +101,17 @@ type Options struct {
 	OnFatal func(error)
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// FastTimeouts shortens Raft's heartbeat and election timeouts for
-	// loopback tests.
+	// TLS, if set, makes every channel between the nodes mutual TLS 1.3:
+	// the Raft transport listens and dials with it, the node's own API
+	// listener (APIAddr) serves HTTPS with TLS.Server, and its requests to
+	// the other nodes' APIs (forwarded writes, joins, leaves) go to https://
+	// URLs with TLS.Client. A caller that serves the API itself
+	// (AdvertiseAPI) serves it with TLS too: with TLS set, the node calls
+	// every other node over https. Nil: everything is plain TCP and HTTP,
+	// as for a one-node site on loopback. See TLSConfig.
+	TLS *TLSConfig
+	// FastTimeouts shortens Raft's heartbeat and election timeouts, and the
+	// Raft port's handshake and stall timeouts, for loopback tests.
 	FastTimeouts bool
 }
 
@@ -134,6 +146,9 @@ func (o Options) Validate() error {
 		} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 			errs = append(errs, fmt.Errorf("crawldb: AdvertiseAPI %q must name a host the other nodes can reach, not a wildcard", o.AdvertiseAPI))
 		}
+	}
+	if o.TLS != nil {
+		errs = append(errs, o.TLS.validate()...)
 	}
 	return errors.Join(errs...)
 }
@@ -212,6 +227,10 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	if o.TLS != nil {
+		httpTr.TLSClientConfig = o.TLS.Client // net/http names the server when ServerName is empty
+		httpTr.TLSHandshakeTimeout = 10 * time.Second
+	}
 	db := &DB{opts: o, log: o.Logger, ctx: bctx, cancel: cancel, handler: o.Handler, httpTr: httpTr,
 		client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second, Transport: httpTr}}
 	if db.handler == nil {
@@ -240,13 +259,8 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	db.trans = o.Transport
 	if db.trans == nil {
-		var tcp *raft.NetworkTransport
-		var err error
-		if o.RaftAdvertise != "" {
-			tcp, err = newAdvertisedTransport(o.RaftAddr, o.RaftAdvertise, &db.traffic, hlog)
-		} else {
-			tcp, err = newTCPTransport(o.RaftAddr, &db.traffic, hlog)
-		}
+		tcp, err := newNetTransport(streamConfig{bind: o.RaftAddr, advertise: o.RaftAdvertise, tls: o.TLS,
+			counters: &db.traffic, log: o.Logger, fast: o.FastTimeouts}, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("crawldb: raft listen on %s: %w", o.RaftAddr, err)
 		}
@@ -264,7 +278,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	cfg.TrailingLogs = o.TrailingLogs
 	cfg.SnapshotInterval = o.SnapshotInterval
 	cfg.BatchApplyCh = true
-	cfg.MaxAppendEntries = 256
+	cfg.MaxAppendEntries = maxAppendEntries
 	// A node shares its cores with its fetcher and Pebble's compactions:
 	// under load it answers heartbeats late, and Raft's default 500 ms
 	// lease made leaders of busy sites step down every minute or two
@@ -303,34 +317,6 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	ok = true
 	return db, nil
 }
-
-// newAdvertisedTransport is newTCPTransport (the same counted stream layer,
-// pool and timeout) whose address, as the other nodes are given it and dial
-// it, is advertise (Options.RaftAdvertise: a proxy or a NAT in front of
-// bindAddr), as raft.NewTCPTransport's advertise argument does.
-func newAdvertisedTransport(bindAddr, advertise string, c *counters, log hclog.Logger) (*raft.NetworkTransport, error) {
-	adv, err := net.ResolveTCPAddr("tcp", advertise)
-	if err != nil {
-		return nil, fmt.Errorf("advertise %s: %w", advertise, err)
-	}
-	ln, err := net.Listen("tcp", bindAddr)
-	if err != nil {
-		return nil, err
-	}
-	s := &streamLayer{ln: ln, c: c, conns: map[*trackedConn]struct{}{}}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: advertisedStream{s, adv}, MaxPool: 4, Timeout: 10 * time.Second, Logger: log,
-	}), nil
-}
-
-// advertisedStream is a stream layer that names another address as its own.
-type advertisedStream struct {
-	*streamLayer
-	addr net.Addr
-}
-
-// Addr implements net.Listener: the advertised address.
-func (s advertisedStream) Addr() net.Addr { return s.addr }
 
 // RaftAddr is the node's Raft address.
 func (db *DB) RaftAddr() string { return string(db.trans.LocalAddr()) }
@@ -437,7 +423,8 @@ func (db *DB) Apply(ctx context.Context, b *store.Batch) (*store.Result, error) 
 	return db.ApplyCommand(ctx, cmd)
 }
 
-// ApplyCommand is Apply for an encoded command.
+// ApplyCommand is Apply for an encoded command. A command that does not
+// decode is rejected whole (Result.Err) by the leader.
 func (db *DB) ApplyCommand(ctx context.Context, cmd []byte) (*store.Result, error) {
 	if err := db.usable(); err != nil {
 		return nil, err
@@ -464,6 +451,8 @@ func retryable(err error) bool {
 		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, errNotSent)
 }
 
+// applyOnce applies a command at the leader or forwards it there (whose
+// handler checks it).
 func (db *DB) applyOnce(ctx context.Context, cmd []byte) (*store.Result, error) {
 	if db.raft.State() == raft.Leader {
 		return db.applyLocal(cmd)
@@ -471,12 +460,19 @@ func (db *DB) applyOnce(ctx context.Context, cmd []byte) (*store.Result, error) 
 	return db.forward(ctx, "/crawldb/apply", cmd)
 }
 
+// applyLocal checks cmd and applies it at this node, which must lead.
 func (db *DB) applyLocal(cmd []byte) (*store.Result, error) {
-	if err := db.usable(); err != nil {
-		return nil, err
-	}
 	if err := store.CheckCommand(cmd); err != nil {
 		return &store.Result{Err: err}, nil // refused before it reaches the log
+	}
+	return db.applyChecked(cmd)
+}
+
+// applyChecked applies cmd, which store.CheckCommand accepted, at this
+// node, which must lead.
+func (db *DB) applyChecked(cmd []byte) (*store.Result, error) {
+	if err := db.usable(); err != nil {
+		return nil, err
 	}
 	f := db.raft.Apply(cmd, db.opts.ApplyTimeout)
 	if err := f.Error(); err != nil {

@@ -181,7 +181,7 @@ func TestAPIRejectsBadCommands(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := post([]byte("not a command at all"))
-	if code != 200 || !strings.Contains(body, "corrupt command") {
+	if code != http.StatusBadRequest || !strings.Contains(body, "corrupt command") {
 		t.Fatalf("garbage: %d %s", code, body)
 	}
 	code, body = post(make([]byte, store.MaxCommandBytes+10))

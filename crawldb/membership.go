@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,10 +63,66 @@ type leaveRequest struct {
 	ID string `json:"id"`
 }
 
+// maxMemberBody bounds the body of a join or leave request.
+const maxMemberBody = 4096
+
+// validate reports what is wrong with a join request, or nil.
+func (req joinRequest) validate() error {
+	var errs []error
+	if err := checkNodeID(req.ID); err != nil {
+		errs = append(errs, err)
+	}
+	for _, a := range []struct{ name, addr string }{{"raft_addr", req.RaftAddr}, {"api_addr", req.APIAddr}} {
+		if err := checkHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q %w", a.name, a.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkNodeID reports what is wrong with a node ID, or nil.
+func checkNodeID(id string) error {
+	if id == "" || strings.ContainsAny(id, "/ \t\n") {
+		return fmt.Errorf("id %q must be non-empty without spaces or slashes", id)
+	}
+	return nil
+}
+
+// checkHostPort reports what is wrong with an address other nodes are to
+// dial, or nil.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return errors.New("must be host:port")
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return errors.New("must name a host, not a wildcard")
+	}
+	return nil
+}
+
+// readMemberRequest reads and strictly decodes a join or leave request into
+// req; on failure it has answered 400 or 413 with a message.
+func readMemberRequest(w http.ResponseWriter, r *http.Request, what, want string, req interface{ validate() error }) bool {
+	body, code, err := readBody(r, maxMemberBody)
+	if err == nil {
+		if err = decodeJSON(body, req); err == nil {
+			err = req.validate()
+		}
+		if err != nil {
+			code = http.StatusBadRequest
+		}
+	}
+	if err != nil {
+		http.Error(w, fmt.Sprintf("crawldb: %s: want JSON %s: %v", what, want, err), code)
+		return false
+	}
+	return true
+}
+
 func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var req joinRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.ID == "" || req.RaftAddr == "" || req.APIAddr == "" {
-		http.Error(w, "crawldb: join: want JSON {id, raft_addr, api_addr}", http.StatusBadRequest)
+	if !readMemberRequest(w, r, "join", "{id, raft_addr, api_addr}", &req) {
 		return
 	}
 	if db.raft.State() != raft.Leader {
@@ -81,10 +137,12 @@ func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]string{"leader": db.opts.NodeID})
 }
 
+// validate reports what is wrong with a leave request, or nil.
+func (req leaveRequest) validate() error { return checkNodeID(req.ID) }
+
 func (db *DB) handleLeave(w http.ResponseWriter, r *http.Request) {
 	var req leaveRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.ID == "" {
-		http.Error(w, "crawldb: leave: want JSON {id}", http.StatusBadRequest)
+	if !readMemberRequest(w, r, "leave", "{id}", &req) {
 		return
 	}
 	if db.raft.State() != raft.Leader {

@@ -1,8 +1,11 @@
 package crawldb
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -15,8 +18,9 @@ import (
 
 // Traffic counts the bytes a node has sent and received since Open.
 type Traffic struct {
-	// RaftSent and RaftReceived: on the Raft TCP transport (0 with
-	// Options.Transport).
+	// RaftSent and RaftReceived: on the Raft TCP transport, as bytes on
+	// the wire (with Options.TLS, TLS records and handshakes included; 0
+	// with Options.Transport).
 	RaftSent     int64 `json:"raft_sent_bytes"`
 	RaftReceived int64 `json:"raft_received_bytes"`
 	// APISent and APIReceived: request and response bodies of the crawldb
@@ -38,66 +42,132 @@ type counters struct {
 	apiSent, apiReceived   atomic.Int64
 }
 
-// newTCPTransport is raft.NewTCPTransportWithLogger (the listener's address
-// advertised, 4 pooled connections, 10 s timeout) over a stream layer that
-// counts its bytes.
-func newTCPTransport(bindAddr string, c *counters, log hclog.Logger) (*raft.NetworkTransport, error) {
-	ln, err := net.Listen("tcp", bindAddr)
+// streamConfig configures the Raft stream layer.
+type streamConfig struct {
+	bind      string     // address to listen on
+	advertise string     // address the other nodes are given; "": the listener's
+	tls       *TLSConfig // nil: plain TCP
+	counters  *counters
+	log       *slog.Logger
+	fast      bool // Options.FastTimeouts: shorter handshake and stall timeouts
+}
+
+// newNetTransport is raft.NewTCPTransportWithLogger (4 pooled connections,
+// 10 s timeout) over a stream layer of its own (see newStreamLayer).
+func newNetTransport(cfg streamConfig, hlog hclog.Logger) (*raft.NetworkTransport, error) {
+	s, err := newStreamLayer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
-		ln.Close()
-		return nil, errors.New("local bind address is not advertisable")
-	}
-	s := &streamLayer{ln: ln, c: c, conns: map[*trackedConn]struct{}{}}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: s, MaxPool: 4, Timeout: 10 * time.Second, Logger: log,
+		Stream: s, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
 	}), nil
 }
 
-// streamLayer is raft's TCP stream layer with counted connections. Unlike
-// raft's, it closes the connections it accepted when it closes, so that
-// their handlers end with the node.
-type streamLayer struct {
-	ln net.Listener
-	c  *counters
-
-	mu     sync.Mutex
-	closed bool
-	conns  map[*trackedConn]struct{}
+// newStreamLayer listens on cfg.bind. The layer counts its bytes on the
+// wire, speaks mutual TLS when configured, guards the frames it accepts
+// (see raftConn) and closes the connections it accepted when it closes. Its
+// address, as the other nodes are given it and dial it, is the listener's
+// or cfg.advertise (Options.RaftAdvertise: a proxy or a NAT in front of the
+// listener), as raft.NewTCPTransport's advertise argument does.
+func newStreamLayer(cfg streamConfig) (*streamLayer, error) {
+	var adv net.Addr
+	if cfg.advertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.advertise)
+		if err != nil {
+			return nil, fmt.Errorf("advertise %s: %w", cfg.advertise, err)
+		}
+		adv = a
+	}
+	ln, err := net.Listen("tcp", cfg.bind)
+	if err != nil {
+		return nil, err
+	}
+	if adv == nil {
+		addr, ok := ln.Addr().(*net.TCPAddr)
+		if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
+			ln.Close()
+			return nil, errors.New("local bind address is not advertisable")
+		}
+		adv = addr
+	}
+	s := &streamLayer{ln: ln, addr: adv, c: cfg.counters, tls: cfg.tls, log: cfg.log,
+		handshake: handshakeTimeout, stall: stallTimeout, limits: defaultFrameLimits(), conns: map[*raftConn]struct{}{}}
+	if cfg.fast {
+		s.handshake, s.stall = fastTimeout, fastTimeout
+	}
+	return s, nil
 }
 
-// Accept implements net.Listener.
+// streamLayer is raft's TCP stream layer with counted connections, TLS
+// and guarded frames (see raftConn). Unlike raft's, it closes the
+// connections it accepted when it closes, so that their handlers end with
+// the node.
+type streamLayer struct {
+	ln        net.Listener
+	addr      net.Addr // advertised
+	c         *counters
+	tls       *TLSConfig // nil: plain TCP
+	log       *slog.Logger
+	handshake time.Duration // bound on an accepted connection's TLS handshake
+	stall     time.Duration // bound on a read in the middle of a frame
+	limits    frameLimits
+
+	down   atomic.Bool // closed: reads that fail are the layer's doing
+	mu     sync.Mutex
+	closed bool
+	conns  map[*raftConn]struct{}
+}
+
+// Accept implements net.Listener. It does not wait for the TLS handshake:
+// the connection's first read does it.
 func (s *streamLayer) Accept() (net.Conn, error) {
 	conn, err := s.ln.Accept()
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{countingConn: countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}, s: s}
+	wire := &countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}
+	rc := &raftConn{Conn: wire, wire: wire, s: s, guard: newFrameGuard(s.limits)}
+	if s.tls != nil {
+		rc.tls = tls.Server(wire, s.tls.Server)
+		rc.Conn = rc.tls
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		conn.Close()
 		return nil, net.ErrClosed
 	}
-	s.conns[tc] = struct{}{}
-	return tc, nil
+	s.conns[rc] = struct{}{}
+	return rc, nil
 }
 
-// Dial implements raft.StreamLayer.
+// Dial implements raft.StreamLayer: a TCP connection, and with TLS its
+// handshake, within timeout.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	start := time.Now()
 	conn, err := net.DialTimeout("tcp", string(address), timeout)
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}, nil
+	wire := &countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}
+	if s.tls == nil {
+		return wire, nil
+	}
+	return dialTLS(wire, s.tls.Client, string(address), max(timeout-time.Since(start), time.Millisecond))
+}
+
+// forget drops an accepted connection that closed.
+func (s *streamLayer) forget(c *raftConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 }
 
 // Close implements net.Listener: it closes the listener and the accepted
-// connections.
+// connections (their sockets, at once: no TLS close_notify).
 func (s *streamLayer) Close() error {
+	s.down.Store(true)
 	s.mu.Lock()
 	s.closed = true
 	conns := s.conns
@@ -105,13 +175,13 @@ func (s *streamLayer) Close() error {
 	s.mu.Unlock()
 	err := s.ln.Close()
 	for c := range conns {
-		c.Conn.Close()
+		c.wire.Close()
 	}
 	return err
 }
 
-// Addr implements net.Listener.
-func (s *streamLayer) Addr() net.Addr { return s.ln.Addr() }
+// Addr implements net.Listener: the address the other nodes dial.
+func (s *streamLayer) Addr() net.Addr { return s.addr }
 
 // countingConn counts the bytes read from and written to a connection.
 type countingConn struct {
@@ -129,19 +199,6 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.sent.Add(int64(n))
 	return n, err
-}
-
-// trackedConn is an accepted connection its stream layer closes on Close.
-type trackedConn struct {
-	countingConn
-	s *streamLayer
-}
-
-func (c *trackedConn) Close() error {
-	c.s.mu.Lock()
-	delete(c.s.conns, c)
-	c.s.mu.Unlock()
-	return c.Conn.Close()
 }
 
 // countingReader counts the bytes read through it.
