@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -67,6 +68,9 @@ type ClusterConfig struct {
 	// before every node is), and measures how long the leader takes to
 	// move its parts to the others. The killed node stays dead.
 	KillAfter time.Duration `json:"kill_after_ns"`
+	// TLS runs every node with certificates (--certs): Raft and the node
+	// API over mutual TLS 1.3, for the TLS on/off A/B.
+	TLS bool `json:"tls,omitempty"`
 	// SampleEvery is how often every node's /status, CPU and memory (and
 	// websim's CPU and memory) are sampled. Default 200ms.
 	SampleEvery time.Duration `json:"sample_every_ns"`
@@ -334,9 +338,16 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterResult, error) {
 	if res.PrimedFlakyHosts, err = primeFlakyRobots(ctx, sr.web); err != nil {
 		return res, err
 	}
+	certsDir := ""
+	if cfg.TLS {
+		certsDir = filepath.Join(dir, "certs")
+		if err := issueClusterCerts(certsDir, slices.Max(cfg.Nodes)); err != nil {
+			return res, err
+		}
+	}
 	var errs []error
 	for i, n := range cfg.Nodes {
-		r := &clusterRun{cfg: &cfg, sim: sr.sim, web: sr.web, bin: siteBin, seeds: seeds, n: n,
+		r := &clusterRun{cfg: &cfg, sim: sr.sim, web: sr.web, bin: siteBin, seeds: seeds, n: n, certs: certsDir,
 			dir: filepath.Join(dir, fmt.Sprintf("run%d-%dnodes", i+1, n)), kill: cfg.KillAfter > 0 && n >= 3}
 		run, err := r.run(ctx)
 		if !cfg.Keep {
@@ -426,6 +437,7 @@ func (res *ClusterResult) targets() map[string]ClusterTarget {
 // clusterRun is one configuration of RunCluster.
 type clusterRun struct {
 	cfg   *ClusterConfig
+	certs string // the deployment's certificates ("": no TLS)
 	sim   *simProc
 	web   *synth.Web
 	bin   string
@@ -593,6 +605,20 @@ func (r *clusterRun) start(ctx context.Context) error {
 	return nil
 }
 
+// issueClusterCerts makes a CA in dir and the certificates of nodes n1..nN
+// of site "bench".
+func issueClusterCerts(dir string, n int) error {
+	if err := certs.Init(dir); err != nil {
+		return fmt.Errorf("bench: certificates: %w", err)
+	}
+	for i := 1; i <= n; i++ {
+		if err := certs.IssueNode(dir, "bench", fmt.Sprintf("n%d", i)); err != nil {
+			return fmt.Errorf("bench: certificates: %w", err)
+		}
+	}
+	return nil
+}
+
 // nodeArgs are the `site up` flags of a node; join is nil for the first.
 func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 	c := r.cfg
@@ -600,6 +626,9 @@ func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 		"--workers", strconv.Itoa(c.Workers), "--progress", "5s", "--log-level", "info"}
 	if c.NoSync {
 		args = append(args, "--no-sync")
+	}
+	if r.certs != "" {
+		args = append(args, "--certs", r.certs)
 	}
 	if join != nil {
 		return append(args, "--join", join.listen)

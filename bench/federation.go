@@ -504,6 +504,11 @@ func (e *fedEnv) prepare() error {
 		if err := certs.IssueSite(e.certs, s.Name); err != nil {
 			return fmt.Errorf("bench: certificates: %w", err)
 		}
+		// Each federated site is one node, REGION-1: its Raft and node
+		// API run over mutual TLS too.
+		if err := certs.IssueNode(e.certs, s.Name, s.Name+"-1"); err != nil {
+			return fmt.Errorf("bench: certificates: %w", err)
+		}
 	}
 	return nil
 }
@@ -826,15 +831,15 @@ func (r *fedRun) startFederated(ctx context.Context) error {
 }
 
 // startStretched starts one site of as many nodes as the federation has
-// sites, each node behind two WAN links (its Raft listener and its HTTP
-// listener, which serves the crawl database's API and the nodes'
-// reports), advertising the links' addresses so that every connection
-// between nodes crosses the WAN: the first node, then the others joining
-// through its link.
+// sites, each node behind two WAN links (its Raft listener and its node
+// API, which serves the crawl database's API and the nodes' reports),
+// advertising the links' addresses so that every connection between nodes
+// crosses the WAN: the first node, then the others joining it (they read
+// its /site/info on its status listener, which gives its API's link).
 func (r *fedRun) startStretched(ctx context.Context) error {
 	c := r.env.cfg
 	n := len(FederationSites())
-	addrs, err := freeAddrs(2 * n)
+	addrs, err := freeAddrs(3 * n) // per node: Raft, API, status
 	if err != nil {
 		return err
 	}
@@ -851,12 +856,12 @@ func (r *fedRun) startStretched(ctx context.Context) error {
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
 		data := filepath.Join(r.dir, name)
-		args := append(r.nodeArgs("bench", data, addrs[2*i+1]), "--node", name, "--raft", addrs[2*i],
+		args := append(r.nodeArgs("bench", data, addrs[2*n+i]), "--node", name, "--raft", addrs[2*i], "--api", addrs[2*i+1],
 			"--raft-advertise", r.em.Addr(name+"-raft"), "--advertise", r.em.Addr(name+"-api"))
 		if i == 0 {
 			args = append(append(args, r.crawlArgs(c.Width*n)...), c.SiteFlags...)
 		} else {
-			args = append(args, "--join", r.em.Addr("n1-api"))
+			args = append(args, "--join", addrs[2*n])
 		}
 		if err := r.startMember(name, data, args); err != nil {
 			return err

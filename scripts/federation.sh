@@ -208,10 +208,14 @@ ADMIN=$(sed -n 's/.* admin=\([^ ]*\).*/\1/p' "$DIR/websim.ready" 2>/dev/null || 
 [ -n "$DNS" ] || die "websim did not start: see $DIR/websim.log"
 echo "== websim: pid $WEBSIM, DNS $DNS, statistics http://$ADMIN/_websim/stats"
 
-echo "== certificates: one CA, one pair per site, in $DIR/certs"
+echo "== certificates: one CA, one pair per site and per node (REGION-1), in $DIR/certs"
 "$BIN/site" certs --dir "$DIR/certs" --sites "$(
 	IFS=,
 	echo "${SITES[*]}"
+)" --nodes "$(
+	IFS=,
+	n=("${SITES[@]/%/-1}")
+	echo "${n[*]}"
 )" >"$DIR/certs.log"
 
 echo "== WAN: scripts/wan.sh --probe says $("$REPO/scripts/wan.sh" --probe 2>/dev/null || echo unknown);" \

@@ -21,8 +21,9 @@ type Config struct {
 	Node          string        // this node's name in its site ("" → region-1, or region-<raft port> for a node that joins)
 	Raft          string        // this node's Raft address ("" → the one it had, or a free loopback port)
 	RaftAdvertise string        // the Raft address the site's other nodes dial ("" → Raft's bound address); a proxy in front of Raft
-	Advertise     string        // the --listen address the site's other nodes call ("" → Listen's bound address); a proxy in front of it
-	Join          string        // --listen address of a node of the site to join ("" → start or restart a site)
+	API           string        // this node's API address: the crawl database's API and the other nodes' calls ("" → the one it had, or a free loopback port)
+	Advertise     string        // the --api address the site's other nodes call ("" → API's bound address); a proxy in front of it
+	Join          string        // --listen (status) address of a node of the site to join ("" → start or restart a site)
 	FailTimeout   time.Duration // a node silent this long is dead and its hosts go to the others
 	CheckCash     bool          // check OPIC's invariant after every round (a full scan: debugging)
 	Seeds         string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
@@ -34,7 +35,9 @@ type Config struct {
 	IPDelay       time.Duration // minimum gap between request starts to one IP
 	DNS           string        // DNS server host:port ("" → the system's)
 	AllowPrivate  bool          // allow loopback/private/link-local addresses
-	Listen        string        // status API and /metrics address
+	Listen        string        // status, /metrics and dashboard address: read-only (and /debug/pprof with Pprof)
+	Pprof         bool          // serve /debug/pprof on Listen
+	Insecure      bool          // allow Raft and API listeners off loopback without certificates (labs only)
 	Workers       int           // concurrent fetches
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
@@ -64,8 +67,13 @@ type Config struct {
 	// "" → the address the federation file names for the site; "off" →
 	// not here (another node of the site serves it, e.g. on this machine).
 	FederationListen string
-	Certs            string // directory of the federation's certificates (site certs)
-	GeoIP            string // GeoIP2/GeoLite2 City database, for the distance partitioner
+	// Certs is the directory of the deployment's certificates (site certs):
+	// ca.pem, the node's REGION.NODE.pem pair (mutual TLS on Raft and the
+	// node API), and with Federation the site's REGION.pem pair. "" → no
+	// TLS, allowed only with every Raft and API listener on loopback (or
+	// with Insecure).
+	Certs string
+	GeoIP string // GeoIP2/GeoLite2 City database, for the distance partitioner
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local
@@ -143,7 +151,7 @@ func (c Config) Validate() error {
 	if c.LinkMemory < 1<<20 {
 		bad("--link-memory must be at least 1 MiB, got %d bytes", c.LinkMemory)
 	}
-	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}, {"--raft", c.Raft}, {"--join", c.Join}} {
+	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}, {"--raft", c.Raft}, {"--api", c.API}, {"--join", c.Join}} {
 		if a.addr == "" {
 			continue
 		}
@@ -161,6 +169,13 @@ func (c Config) Validate() error {
 			bad("%s %q: want a host the other nodes can reach, not a wildcard", a.flag, a.addr)
 		}
 	}
+	if c.Certs == "" && !c.Insecure {
+		for _, a := range []struct{ flag, addr string }{{"--raft", c.Raft}, {"--api", c.API}} {
+			if a.addr != "" && !IsLoopback(a.addr) {
+				bad("%s %s is not a loopback address: the site's nodes must authenticate each other there; give --certs DIR (make it with: site certs --dir DIR --nodes %s/NODE,...), or --insecure for a lab", a.flag, a.addr, c.Region)
+			}
+		}
+	}
 	if c.Federation != "" && c.Certs == "" {
 		bad("--federation needs --certs DIR: sites authenticate each other (make them with: site certs --dir DIR --sites NAME,...)")
 	}
@@ -173,6 +188,20 @@ func (c Config) Validate() error {
 		bad("--websim %q: want off, clean, realistic or hostile", c.Websim)
 	}
 	return errors.Join(errs...)
+}
+
+// IsLoopback reports whether the host of addr (host:port) is a loopback
+// address or "localhost". An empty host (all interfaces) is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ConfigError is a problem in a config file, with its place.

@@ -87,11 +87,11 @@ func (s *Site) leaderFedState(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/site/federation/state", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.apiURL(addr, "/site/federation/state"), nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Do(req)
+	resp, err := s.nodeClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("site: the leader's federation state: %w", err)
 	}

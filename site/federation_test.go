@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ type fedWeb struct {
 func startFedWeb(t *testing.T, hosts, pages, ips int, seed uint64, sites []string) *fedWeb {
 	t.Helper()
 	dir := t.TempDir()
-	w := &fedWeb{multiWeb: &multiWeb{truth: filepath.Join(dir, "truth.jsonl")}, geoip: filepath.Join(dir, "geoip.mmdb"), certs: filepath.Join(dir, "certs")}
+	w := &fedWeb{multiWeb: &multiWeb{truth: filepath.Join(dir, "truth.jsonl"), certs: filepath.Join(dir, "certs")}, geoip: filepath.Join(dir, "geoip.mmdb"), certs: filepath.Join(dir, "certs")}
 	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: hosts, Pages: pages, Seed: seed, IPs: ips, Profile: synth.Realistic},
 		DNSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", TruthPath: w.truth, GeoIPPath: w.geoip})
 	if err != nil {
@@ -102,6 +103,7 @@ func writeFedFile(t *testing.T, dir, kind string, grace time.Duration) (string, 
 func fedConfig(w *fedWeb, root, fedFile, name string) site.Config {
 	cfg := nodeConfig(nil, w.multiWeb, root, name+"-1", "")
 	cfg.Region = name
+	issueNodeCert(w.certs, name, name+"-1")
 	cfg.Data = filepath.Join(root, name)
 	cfg.Federation, cfg.Certs, cfg.GeoIP = fedFile, w.certs, w.geoip
 	cfg.FailTimeout = 3 * time.Second
@@ -545,6 +547,11 @@ const readFedView = `(() => ({
 // screenshot.
 func watchFederation(t *testing.T, cfg site.Config) func() {
 	b := startBrowser(t)
+	tl, terr := certs.LoadNode(cfg.Certs, cfg.Region, cfg.Node) // the node API admits the site's nodes only
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tl.Client(certs.AllowNodesOf(cfg.Region))}}
 	var (
 		mu   sync.Mutex
 		best fedView
@@ -555,10 +562,10 @@ func watchFederation(t *testing.T, cfg site.Config) func() {
 	done := make(chan struct{})
 	go func() { // owner: watchFederation's check; ends when the map shows it all or ctx ends
 		defer close(done)
-		var addr string
+		var addr, api string
 		for ctx.Err() == nil && addr == "" {
 			if in, e := site.ReadInfo(cfg.Data); e == nil && in.Listen != "" {
-				addr = in.Listen
+				addr, api = in.Listen, in.API
 			} else {
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -570,7 +577,7 @@ func watchFederation(t *testing.T, cfg site.Config) func() {
 		}
 		var e error
 		for try := 0; try < 50; try++ {
-			if e = getJSON(t, "http://"+addr+"/site/federation/state", &ls); e == nil {
+			if e = getJSONWith(client, "https://"+api+"/site/federation/state", &ls); e == nil {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

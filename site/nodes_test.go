@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/rounds"
@@ -30,6 +31,7 @@ type multiWeb struct {
 	sim   *websim.Server
 	seeds string
 	truth string
+	certs string // the deployment's certificates: every node runs with mutual TLS
 }
 
 func startMultiWeb(t *testing.T, hosts, pages, ips int, seed uint64) *multiWeb {
@@ -50,7 +52,11 @@ func startMultiWeb(t *testing.T, hosts, pages, ips int, seed uint64) *multiWeb {
 	if err := os.WriteFile(seeds, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &multiWeb{sim: sim, seeds: seeds, truth: truth}
+	cd := filepath.Join(dir, "certs")
+	if err := certs.Init(cd); err != nil {
+		t.Fatal(err)
+	}
+	return &multiWeb{sim: sim, seeds: seeds, truth: truth, certs: cd}
 }
 
 // nodeConfig is the configuration of node name of a test site crawling w.
@@ -73,7 +79,30 @@ func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config 
 	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
 	cfg.FailTimeout = 1500 * time.Millisecond
 	cfg.CheckCash = true
+	if w.certs != "" {
+		cfg.Certs = w.certs
+		issueNodeCert(w.certs, cfg.Region, name)
+	}
 	return cfg
+}
+
+// nodeAPIClient is a client of the site's node APIs with node's
+// certificate (issued if needed) from w's deployment.
+func nodeAPIClient(t *testing.T, w *multiWeb, region, node string) *http.Client {
+	t.Helper()
+	issueNodeCert(w.certs, region, node)
+	tl, err := certs.LoadNode(w.certs, region, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tl.Client(certs.AllowNodesOf(region))}}
+}
+
+// issueNodeCert makes node's certificate in dir unless it has one.
+func issueNodeCert(dir, region, node string) {
+	if err := certs.IssueNode(dir, region, node); err != nil && !errors.Is(err, certs.ErrExists) {
+		panic(fmt.Sprintf("certificate of node %s/%s: %v", region, node, err))
+	}
 }
 
 // kill is a node SIGKILLed at a time. A leader killed with rounds in
@@ -275,7 +304,7 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	waitFor(t, 60*time.Second, "n2 and n3 to hold parts", func() bool {
 		return n2.s.Crawler().Status().Parts > 0 && n3.s.Crawler().Status().Parts > 0
 	})
-	resp, err := http.Post("http://"+n2.s.Addr()+"/site/leave", "text/plain", nil)
+	resp, err := nodeAPIClient(t, w, "eu", "n2").Post("https://"+n2.s.APIAddr()+"/site/leave", "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
@@ -50,13 +51,17 @@ var (
 // `site leave` and restarts (the Raft address and the node's name must stay
 // the same).
 type Info struct {
-	Region   string    `json:"region"`
-	Node     string    `json:"node"`
-	PID      int       `json:"pid"`
-	Listen   string    `json:"listen"`
-	RaftAddr string    `json:"raft_addr"`
-	Started  time.Time `json:"started"`
-	Websim   string    `json:"websim,omitempty"` // the in-process websim's admin address
+	Region   string `json:"region"`
+	Node     string `json:"node"`
+	PID      int    `json:"pid"`
+	Listen   string `json:"listen"`
+	API      string `json:"api"` // the node API's bound address
+	RaftAddr string `json:"raft_addr"`
+	// Certs is the absolute path of --certs ("" → no TLS): `site leave`
+	// calls its node's API with the node's own certificate from there.
+	Certs   string    `json:"certs,omitempty"`
+	Started time.Time `json:"started"`
+	Websim  string    `json:"websim,omitempty"` // the in-process websim's admin address
 	// Joined: the node joined a site (it did not bootstrap it); Settings
 	// are the site's crawl settings it took then.
 	Joined   bool      `json:"joined,omitempty"`
@@ -105,12 +110,20 @@ type Site struct {
 	sim     *websim.Server
 	http    *http.Server
 	ln      net.Listener
-	lock    *os.File
-	info    Info
-	started time.Time
-	metrics *metrics
-	dash    dashState // the dashboard's samples and rounds
-	client  *http.Client
+	apiHTTP *http.Server // the node API (apiHandler), mutual TLS with --certs
+	apiLn   net.Listener
+	nodeTLS *certs.TLS // this node's certificate; nil without --certs
+	// nodeClient calls the other nodes' APIs (over mutual TLS with
+	// --certs); client calls status listeners (plain, read-only).
+	nodeClient *http.Client
+	apiScheme  string // "https" with --certs, else "http"
+	joinAPI    string // the API address of the node to join (from its /site/info)
+	lock       *os.File
+	info       Info
+	started    time.Time
+	metrics    *metrics
+	dash       dashState // the dashboard's samples and rounds
+	client     *http.Client
 
 	fed          *federation.Fed // nil: not in a federation
 	fedLn        net.Listener
@@ -203,9 +216,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	}
 	cfg = s.cfg
 
-	// One listener for the status API, metrics, the crawl database's API
-	// and the nodes' reports; it serves before the crawl database opens
-	// (a node that becomes leader at once is forwarded to at once).
+	// The status listener: status, metrics, the dashboard, read-only.
 	s.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("site: --listen %s: %w", cfg.Listen, err)
@@ -219,7 +230,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 		raftAddr = prev.RaftAddr
 	}
 	if raftAddr == "" {
-		if raftAddr, err = freeAddr(); err != nil {
+		if raftAddr, err = freeAddr("Raft"); err != nil {
 			return nil, err
 		}
 	}
@@ -231,17 +242,24 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 		}
 		s.cfg.Node = cfg.Node
 	}
+	// The node API: the crawl database's API and the other nodes' calls.
+	// It serves before the crawl database opens (a node that becomes
+	// leader at once is forwarded to at once).
+	dbTLS, err := s.listenAPI(prev)
+	if err != nil {
+		return nil, err
+	}
 	join := ""
 	if !hasState {
-		join = cfg.Join
+		join = s.joinAPI
 	}
-	advertise := s.ln.Addr().String()
+	advertise := s.apiLn.Addr().String()
 	if cfg.Advertise != "" {
 		advertise = cfg.Advertise
 	}
 	s.db, err = crawldb.Open(ctx, crawldb.Options{
 		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: raftAddr, RaftAdvertise: cfg.RaftAdvertise,
-		AdvertiseAPI: advertise, Join: join,
+		AdvertiseAPI: advertise, Join: join, TLS: dbTLS,
 		NoSync: cfg.NoSync, Logger: slog.New(quietHandler{log.Handler()}).With("part", "crawldb"),
 	})
 	if err != nil {
@@ -321,7 +339,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 	s.metrics.attach(s)
 
 	st := SettingsOf(cfg)
-	s.info = Info{Region: cfg.Region, Node: cfg.Node, PID: os.Getpid(), Listen: s.ln.Addr().String(), RaftAddr: raftAddr, Started: s.started,
+	s.info = Info{Region: cfg.Region, Node: cfg.Node, PID: os.Getpid(), Listen: s.ln.Addr().String(), API: s.apiLn.Addr().String(),
+		Certs: certsPath(cfg.Certs), RaftAddr: raftAddr, Started: s.started,
 		Joined: prev.Joined || cfg.Join != "" && !hasState, Settings: &st}
 	if s.sim != nil {
 		s.info.Websim = s.sim.AdminAddr()
@@ -382,6 +401,10 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 			return prev, false, fmt.Errorf("%w: the site at %s already has a node named %q (at %s); pick another --node", ErrWrongSite, cfg.Join, cfg.Node, m.RaftAddr)
 		}
 	}
+	if in.API == "" {
+		return prev, false, fmt.Errorf("%w: the node at %s does not say its API address (an older version?)", ErrNoSite, cfg.Join)
+	}
+	s.joinAPI = in.API
 	if in.Settings != nil {
 		in.Settings.Apply(cfg)
 		s.log.Info("site: joining with the site's crawl settings", "site", cfg.Join, "host_delay", cfg.HostDelay, "ip_delay", cfg.IPDelay, "width", cfg.Width)
@@ -395,6 +418,7 @@ type SiteInfo struct {
 	Region   string           `json:"region"`
 	Node     string           `json:"node"`
 	Leader   string           `json:"leader"`
+	API      string           `json:"api"` // the API address this node advertises (where a joining node sends its join)
 	Members  []crawldb.Member `json:"members"`
 	Settings *Settings        `json:"settings"`
 }
@@ -481,10 +505,10 @@ func prevWebsimPort(data string) int {
 	return p
 }
 
-func freeAddr() (string, error) {
+func freeAddr(what string) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", fmt.Errorf("site: pick a Raft port: %w", err)
+		return "", fmt.Errorf("site: pick a %s port: %w", what, err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
@@ -528,12 +552,12 @@ func (s *Site) report(ctx context.Context, r rounds.NodeReport) (rounds.ReportRe
 		return reply, err
 	}
 	body, _ := json.Marshal(r)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/site/report", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.apiURL(addr, "/site/report"), bytes.NewReader(body))
 	if err != nil {
 		return reply, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
+	resp, err := s.nodeClient.Do(req)
 	if err != nil {
 		return reply, err
 	}
@@ -668,10 +692,15 @@ func (s *Site) Close() error {
 
 func (s *Site) close() error {
 	var errs []error
-	if s.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s.http.Shutdown(ctx)
-		cancel()
+	for _, srv := range []*http.Server{s.http, s.apiHTTP} {
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			srv.Shutdown(ctx)
+			cancel()
+		}
+	}
+	if s.apiHTTP == nil && s.apiLn != nil {
+		s.apiLn.Close()
 	}
 	if s.fed != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -701,13 +730,22 @@ func (s *Site) close() error {
 	return errors.Join(errs...)
 }
 
-// quietHandler passes on a handler's records from Error up only: a
-// one-node site's Raft warns at every start that it is holding an election,
-// which tells an operator nothing.
+// quietHandler passes on a handler's records from Error up, and the
+// crawl database's own warnings (messages "crawldb: ...", such as a
+// connection refused on the Raft port); not Raft's warnings: a one-node
+// site's Raft warns at every start that it is holding an election, which
+// tells an operator nothing.
 type quietHandler struct{ slog.Handler }
 
 func (q quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelError && q.Handler.Enabled(ctx, l)
+	return l >= slog.LevelWarn && q.Handler.Enabled(ctx, l)
+}
+
+func (q quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelError && !strings.HasPrefix(r.Message, "crawldb: ") {
+		return nil
+	}
+	return q.Handler.Handle(ctx, r)
 }
 
 func (q quietHandler) WithAttrs(a []slog.Attr) slog.Handler {

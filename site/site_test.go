@@ -43,7 +43,11 @@ func testConfig(t *testing.T, profile string) site.Config {
 
 func getJSON(t *testing.T, url string, v any) error {
 	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
+	return getJSONWith(&http.Client{Timeout: 5 * time.Second}, url, v)
+}
+
+// getJSONWith is getJSON through c.
+func getJSONWith(c *http.Client, url string, v any) error {
 	resp, err := c.Get(url)
 	if err != nil {
 		return err

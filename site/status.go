@@ -112,8 +112,13 @@ func (s *Site) nodes() []rounds.NodeView {
 	if err != nil {
 		return nil
 	}
-	c := &http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + addr + "/site/nodes")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.apiURL(addr, "/site/nodes"), nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := s.nodeClient.Do(req)
 	if err != nil {
 		return nil
 	}
@@ -125,28 +130,13 @@ func (s *Site) nodes() []rounds.NodeView {
 	return out
 }
 
+// handler serves the status listener (--listen): read-only views of the
+// node (status, the dashboard, metrics, the site's info for a joining
+// node), and Go's profiles with --pprof. Whatever changes the node or its
+// crawl database is on the node API (apiHandler).
 func (s *Site) handler() http.Handler {
 	mux := http.NewServeMux()
-	ready := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if !s.ready.Load() {
-				http.Error(w, "site: starting", http.StatusServiceUnavailable)
-				return
-			}
-			h(w, r)
-		}
-	}
-	// The crawl database's API (forwarded writes, joins, leaves), once open.
-	mux.HandleFunc("/crawldb/", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		db := s.dbReady
-		s.mu.Unlock()
-		if db == nil {
-			http.Error(w, "site: crawl database starting", http.StatusServiceUnavailable)
-			return
-		}
-		db.APIHandler().ServeHTTP(w, r)
-	})
+	ready := s.whenReady
 	mux.HandleFunc("GET /site/info", ready(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		db := s.dbReady
@@ -154,51 +144,7 @@ func (s *Site) handler() http.Handler {
 		members, _ := db.Voters()
 		st := SettingsOf(s.cfg)
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(SiteInfo{Region: s.cfg.Region, Node: s.cfg.Node, Leader: db.Leader(), Members: members, Settings: &st})
-	}))
-	mux.HandleFunc("POST /site/report", ready(func(w http.ResponseWriter, r *http.Request) {
-		var rep rounds.NodeReport
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rep); err != nil || rep.ID == "" {
-			http.Error(w, "site: report: want a JSON node report with an id", http.StatusBadRequest)
-			return
-		}
-		reply, err := s.crawler.Heard(rep)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(reply)
-	}))
-	mux.HandleFunc("GET /site/nodes", ready(func(w http.ResponseWriter, r *http.Request) {
-		v := s.crawler.Nodes()
-		if v == nil {
-			http.Error(w, rounds.ErrNotLeader.Error(), http.StatusMisdirectedRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(v)
-	}))
-	mux.HandleFunc("GET /site/federation/state", ready(func(w http.ResponseWriter, r *http.Request) {
-		if s.fed == nil {
-			http.Error(w, "site: not in a federation", http.StatusNotFound)
-			return
-		}
-		b, err := s.fed.LeaderState()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-	}))
-	mux.HandleFunc("POST /site/leave", ready(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.Leave(); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
-		fmt.Fprintf(w, "node %s is leaving its site\n", s.cfg.Node)
+		json.NewEncoder(w).Encode(SiteInfo{Region: s.cfg.Region, Node: s.cfg.Node, Leader: db.Leader(), API: db.APIAddr(), Members: members, Settings: &st})
 	}))
 	mux.HandleFunc("GET /status", ready(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -225,11 +171,38 @@ func (s *Site) handler() http.Handler {
 		mux.Handle(p, page)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	// Profiles, for finding where a crawl spends its time.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	if s.cfg.Pprof {
+		// Profiles, for finding where a crawl spends its time; only on
+		// request, since they expose the process's internals.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return readOnly(mux)
+}
+
+// readOnly refuses every method but GET and HEAD, before any route: the
+// status listener changes nothing, whatever is mounted on it.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "site: the status listener is read-only (the node API is on --api)", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// whenReady answers 503 until Start is done.
+func (s *Site) whenReady(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "site: starting", http.StatusServiceUnavailable)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // progress prints a line every cfg.Progress until ctx is done.

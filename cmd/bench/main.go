@@ -393,6 +393,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	profile := fs.String("profile", cfg.Profile.String(), "websim profile: clean, realistic or hostile")
 	nodes := intList(cfg.Nodes)
 	fs.Var(&nodes, "nodes", "comma-separated numbers of nodes, one run each, in this order (default 1,2,3)")
+	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run every node with certificates: Raft and the node API over mutual TLS")
 	fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "SIGKILL a follower this long after the first node is up, in runs of ≥ 3 nodes, and time the re-plan (0: none)")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "site up --rounds (0: until the crawl is exhausted)")
 	fs.IntVar(&cfg.Width, "width", cfg.Width, "site up --width: URLs per round")

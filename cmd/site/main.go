@@ -4,7 +4,7 @@
 //	site up --join HOST:PORT --data DIR2 --listen ADDR2 [--raft ADDR] [--node NAME]
 //	                                               add a node to a running site
 //	site status [--data DIR | --addr HOST:PORT] [--json]   print a node's state (and its site's nodes and federation peers)
-//	site leave [--data DIR | --addr HOST:PORT]     take a node out of its site, handing its work back
+//	site leave [--data DIR | --addr API-HOST:PORT]  take a node out of its site, handing its work back
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
 // and crawls it: the README's first command.
@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/spf13/cobra"
 )
@@ -114,8 +115,8 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&cfg.Node, "node", cfg.Node, "this node's name in its site (default: REGION-1, or REGION-<raft port> for a node that joins; kept in --data)")
 	f.StringVar(&cfg.Raft, "raft", cfg.Raft, "this node's Raft address, host:port (default: the one it had, or a free loopback port; kept in --data)")
 	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", cfg.RaftAdvertise, "the Raft address the site's other nodes dial, when not --raft's (a proxy or NAT in front of it)")
-	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "the --listen address the site's other nodes call, when not --listen's (a proxy or NAT in front of it)")
-	f.StringVar(&cfg.Join, "join", cfg.Join, "join the site of the node listening at this --listen address (the site's crawl settings are taken from it)")
+	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "the --api address the site's other nodes call, when not --api's (a proxy or NAT in front of it)")
+	f.StringVar(&cfg.Join, "join", cfg.Join, "join the site of the node whose status (--listen) address this is: its /site/info gives the site's crawl settings and the node's --api address")
 	f.DurationVar(&cfg.FailTimeout, "fail-timeout", cfg.FailTimeout, "a node silent this long is taken for dead and its hosts go to the other nodes")
 	f.BoolVar(&cfg.CheckCash, "check-cash", cfg.CheckCash, "check OPIC's cash invariant after every round (a full scan of the crawl database: for debugging)")
 	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")
@@ -127,7 +128,10 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.DurationVar(&cfg.IPDelay, "ip-delay", cfg.IPDelay, "minimum gap between request starts to one IP address")
 	f.StringVar(&cfg.DNS, "dns", cfg.DNS, "DNS server host:port (default: the system's)")
 	f.BoolVar(&cfg.AllowPrivate, "allow-private", cfg.AllowPrivate, "allow fetching from loopback, private and link-local addresses")
-	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "status API and Prometheus /metrics address")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "status, Prometheus /metrics and dashboard address (read-only, plain HTTP)")
+	f.StringVar(&cfg.API, "api", cfg.API, "this node's API address: the crawl database's API and the calls of the site's other nodes (default: the one it had, or a free loopback port); mutual TLS with --certs")
+	f.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "also serve Go's /debug/pprof profiles on --listen (they expose the process's internals: keep --listen private)")
+	f.BoolVar(&cfg.Insecure, "insecure", cfg.Insecure, "allow --raft and --api off loopback without --certs: anyone who reaches those ports can write the crawl database (labs only)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent fetches")
 	f.IntVar(&cfg.MaxDepth, "max-depth", cfg.MaxDepth, "links deeper than this are not followed")
 	f.IntVar(&cfg.HostBudget, "host-budget", cfg.HostBudget, "pages fetched per host at most")
@@ -153,7 +157,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.Int64Var(&cfg.LinkMemory, "link-memory", cfg.LinkMemory, "bytes of outlinks kept for revisits (the pages that distributed the most cash)")
 	f.StringVar(&cfg.Federation, "federation", cfg.Federation, "federation file (JSON: partitioner, replicas, grace, sites): crawl one web with the sites it lists, as the site named by --region")
 	f.StringVar(&cfg.FederationListen, "federation-listen", cfg.FederationListen, "where this node serves the federation endpoint: default the address the federation file names for the site; \"off\": not on this node (another node of the site serves it)")
-	f.StringVar(&cfg.Certs, "certs", cfg.Certs, "directory of the federation's certificates: ca.pem and REGION.pem, REGION-key.pem (make them with site certs)")
+	f.StringVar(&cfg.Certs, "certs", cfg.Certs, "directory of the deployment's certificates (make them with site certs): ca.pem, this node's REGION.NODE.pem and -key.pem (mutual TLS on --raft and --api), and with --federation the site's REGION.pem and -key.pem")
 	f.StringVar(&cfg.GeoIP, "geoip", cfg.GeoIP, "GeoIP2/GeoLite2 City database locating hosts for the distance partitioner")
 	f.BoolVar(&cfg.KeepFiles, "keep-round-files", cfg.KeepFiles, "keep each round's generate/fetch/update files")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
@@ -209,7 +213,9 @@ func leaveCmd(stdout io.Writer) *cobra.Command {
 		Short: "Take a running node out of its site: it hands its hosts back, leaves the site's group and exits",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pid := 0
+			pid, status := 0, ""
+			c := &http.Client{Timeout: 10 * time.Second}
+			scheme := "http"
 			if addr == "" {
 				in, err := site.ReadInfo(data)
 				if err != nil {
@@ -218,12 +224,21 @@ func leaveCmd(stdout io.Writer) *cobra.Command {
 				if in.Left {
 					return fmt.Errorf("node %s (%s) has already left its site", in.Node, data)
 				}
-				addr, pid = in.Listen, in.PID
+				addr, pid, status = in.API, in.PID, in.Listen
+				if in.Certs != "" {
+					// The node API admits the site's nodes only: call it
+					// with this node's own certificate.
+					t, err := certs.LoadNode(in.Certs, in.Region, in.Node)
+					if err != nil {
+						return fmt.Errorf("node %s's certificate: %w", in.Node, err)
+					}
+					c.Transport = &http.Transport{TLSClientConfig: t.Client(certs.AllowNodesOf(in.Region))}
+					scheme = "https"
+				}
 			}
-			c := &http.Client{Timeout: 10 * time.Second}
-			resp, err := c.Post("http://"+addr+"/site/leave", "text/plain", nil)
+			resp, err := c.Post(scheme+"://"+addr+"/site/leave", "text/plain", nil)
 			if err != nil {
-				return fmt.Errorf("no node answering at %s (is it running?): %w", addr, err)
+				return fmt.Errorf("no node API answering at %s (is it running? a node with --certs: give --data, not --addr): %w", addr, err)
 			}
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
@@ -242,7 +257,11 @@ func leaveCmd(stdout io.Writer) *cobra.Command {
 					}
 					continue
 				}
-				if _, err := c.Get("http://" + addr + "/status"); err != nil {
+				probe := scheme + "://" + addr + "/site/nodes" // any answer: still up
+				if status != "" {
+					probe = "http://" + status + "/status"
+				}
+				if _, err := c.Get(probe); err != nil {
 					fmt.Fprintln(stdout, "left")
 					return nil
 				}
@@ -250,8 +269,8 @@ func leaveCmd(stdout io.Writer) *cobra.Command {
 			return fmt.Errorf("the node at %s is still running after %v", addr, wait)
 		},
 	}
-	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the node's data directory")
-	cmd.Flags().StringVar(&addr, "addr", "", "the node's status address (default: from DATA/site.json)")
+	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the node's data directory (its API address and certificate are found there)")
+	cmd.Flags().StringVar(&addr, "addr", "", "the node's API address (--api), for a node without --certs (default: from DATA/site.json)")
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the node to exit")
 	return cmd
 }

@@ -1,0 +1,47 @@
+package site_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// TestListenersOffLoopbackNeedCertificates: a node whose Raft or API
+// listener is off loopback refuses to start without --certs (saying how to
+// make them), unless --insecure; loopback needs none.
+func TestListenersOffLoopbackNeedCertificates(t *testing.T) {
+	tests := []struct {
+		name      string
+		raft, api string
+		certs     string
+		insecure  bool
+		wantErr   string // "" : valid
+	}{
+		{"defaults", "", "", "", false, ""},
+		{"loopback v4", "127.0.0.1:7180", "127.0.0.2:7280", "", false, ""},
+		{"loopback v6 and localhost", "[::1]:7180", "localhost:7280", "", false, ""},
+		{"raft on all interfaces", "0.0.0.0:7180", "", "", false, "--raft 0.0.0.0:7180 is not a loopback address"},
+		{"raft with an empty host", ":7180", "", "", false, "--raft :7180 is not a loopback address"},
+		{"api on a LAN address", "", "10.1.2.3:7280", "", false, "--api 10.1.2.3:7280 is not a loopback address"},
+		{"api on a host name", "", "node1.example:7280", "", false, "--api node1.example:7280"},
+		{"off loopback with certificates", "0.0.0.0:7180", "10.1.2.3:7280", "certs", false, ""},
+		{"off loopback, --insecure", "0.0.0.0:7180", "10.1.2.3:7280", "", true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := site.DefaultConfig()
+			cfg.Raft, cfg.API, cfg.Certs, cfg.Insecure = tt.raft, tt.api, tt.certs, tt.insecure
+			err := cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v, want valid", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "site certs") || !strings.Contains(err.Error(), "--insecure") {
+				t.Fatalf("Validate: %v, want an error with %q that says how to make certificates and names --insecure", err, tt.wantErr)
+			}
+		})
+	}
+}
