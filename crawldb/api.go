@@ -155,6 +155,14 @@ type wireResult struct {
 	Failure string `json:"failure,omitempty"`
 }
 
+// refuse answers a request the API will not take (a body too large, not a
+// command, not the JSON wanted) and logs it with the caller's address: a
+// node sending garbage is worth knowing about.
+func (db *DB) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	db.log.Warn("crawldb: api: refused a request", "remote", r.RemoteAddr, "path", r.URL.Path, "status", code, "reason", msg)
+	http.Error(w, msg, code)
+}
+
 // handleApply takes a command (POST /crawldb/apply, the body an encoded
 // command). A body that is too large (413), unreadable or not a valid
 // command (400) is refused before anything else, with a message; a valid
@@ -168,7 +176,7 @@ func (db *DB) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		http.Error(w, "crawldb: apply: "+err.Error(), code)
+		db.refuse(w, r, code, "crawldb: apply: "+err.Error())
 		return
 	}
 	var out wireResult

@@ -103,7 +103,7 @@ func checkHostPort(addr string) error {
 
 // readMemberRequest reads and strictly decodes a join or leave request into
 // req; on failure it has answered 400 or 413 with a message.
-func readMemberRequest(w http.ResponseWriter, r *http.Request, what, want string, req interface{ validate() error }) bool {
+func (db *DB) readMemberRequest(w http.ResponseWriter, r *http.Request, what, want string, req interface{ validate() error }) bool {
 	body, code, err := readBody(r, maxMemberBody)
 	if err == nil {
 		if err = decodeJSON(body, req); err == nil {
@@ -114,7 +114,7 @@ func readMemberRequest(w http.ResponseWriter, r *http.Request, what, want string
 		}
 	}
 	if err != nil {
-		http.Error(w, fmt.Sprintf("crawldb: %s: want JSON %s: %v", what, want, err), code)
+		db.refuse(w, r, code, fmt.Sprintf("crawldb: %s: want JSON %s: %v", what, want, err))
 		return false
 	}
 	return true
@@ -122,7 +122,7 @@ func readMemberRequest(w http.ResponseWriter, r *http.Request, what, want string
 
 func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var req joinRequest
-	if !readMemberRequest(w, r, "join", "{id, raft_addr, api_addr}", &req) {
+	if !db.readMemberRequest(w, r, "join", "{id, raft_addr, api_addr}", &req) {
 		return
 	}
 	if db.raft.State() != raft.Leader {
@@ -142,7 +142,7 @@ func (req leaveRequest) validate() error { return checkNodeID(req.ID) }
 
 func (db *DB) handleLeave(w http.ResponseWriter, r *http.Request) {
 	var req leaveRequest
-	if !readMemberRequest(w, r, "leave", "{id}", &req) {
+	if !db.readMemberRequest(w, r, "leave", "{id}", &req) {
 		return
 	}
 	if db.raft.State() != raft.Leader {

@@ -201,7 +201,7 @@ func TestListenersRefuseStrangers(t *testing.T) {
 	}
 	// The refusals are logged, saying why.
 	deadline := time.Now().Add(5 * time.Second)
-	for _, want := range []string{"http: TLS handshake error", "crawldb: raft: refused"} {
+	for _, want := range []string{"http: TLS handshake error", "crawldb: raft: refused", "crawldb: api: refused a request"} {
 		for !strings.Contains(logs.String(), want) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no %q in the node's log:\n%s", want, logs.String())
