@@ -15,6 +15,12 @@ type Comparison struct {
 	Ratio float64 `json:"ratio"`
 }
 
+// measure is one row of CompareSites: a name and how to read it off a run.
+type measure struct {
+	name string
+	f    func(*SiteResult) float64
+}
+
 // CompareSites lines up the headline measures of two site runs (B against
 // A), for A/B runs made one after the other on the same machine: on a noisy
 // machine their ratios mean more than either figure alone.
@@ -25,10 +31,7 @@ func CompareSites(a, b *SiteResult) []Comparison {
 		}
 		return r.Site.WindowCPUS / float64(r.Pages) * 1e6
 	}
-	rows := []struct {
-		name string
-		f    func(*SiteResult) float64
-	}{
+	rows := []measure{
 		{"pages/s", func(r *SiteResult) float64 { return r.PagesPerSec }},
 		{"fetcher busy fraction", func(r *SiteResult) float64 { return r.BusyFraction }},
 		{"site CPU µs/page", perPage},
@@ -51,10 +54,7 @@ func CompareSites(a, b *SiteResult) []Comparison {
 		{"politeness breaches", func(r *SiteResult) float64 { return float64(r.Breaches) }},
 	}
 	if a.WARC != nil && b.WARC != nil { // both scanned their WARC files
-		rows = append(rows, struct {
-			name string
-			f    func(*SiteResult) float64
-		}{"URLs with > 1 2xx (WARC)", func(r *SiteResult) float64 { return float64(r.WARC.Multi2xx) }})
+		rows = append(rows, measure{"URLs with > 1 2xx (WARC)", func(r *SiteResult) float64 { return float64(r.WARC.Multi2xx) }})
 	}
 	out := make([]Comparison, len(rows))
 	for i, row := range rows {

@@ -582,18 +582,23 @@ func writeNew(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("certs: %w", err)
 	}
-	_, err = f.Write(data)
+	if err := finish(f, data); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("certs: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// finish writes data to the new file f, syncs and closes it.
+func finish(f *os.File, data []byte) error {
+	_, err := f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(path)
-		return fmt.Errorf("certs: write %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 // replacePair writes a new key and certificate over an existing pair: both
@@ -647,15 +652,10 @@ func writeTemp(path string, data []byte, perm fs.FileMode) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("certs: %w", err)
 	}
-	err = f.Chmod(perm)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err = f.Chmod(perm); err != nil {
+		f.Close()
+	} else {
+		err = finish(f, data)
 	}
 	if err != nil {
 		os.Remove(f.Name())

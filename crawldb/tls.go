@@ -42,12 +42,7 @@ func (c *TLSConfig) validate() []error {
 	if c.Server == nil {
 		errs = append(errs, errors.New("crawldb: TLS.Server is required when TLS is set"))
 	} else {
-		if c.Server.MinVersion < tls.VersionTLS13 {
-			errs = append(errs, fmt.Errorf("crawldb: TLS.Server allows %s; set MinVersion to tls.VersionTLS13 (TLS 1.3 only)", tlsVersionName(c.Server.MinVersion)))
-		}
-		if c.Server.MaxVersion != 0 && c.Server.MaxVersion < tls.VersionTLS13 {
-			errs = append(errs, errors.New("crawldb: TLS.Server's MaxVersion is below TLS 1.3"))
-		}
+		errs = append(errs, tls13Only("TLS.Server", c.Server)...)
 		if len(c.Server.Certificates) == 0 && c.Server.GetCertificate == nil && c.Server.GetConfigForClient == nil {
 			errs = append(errs, errors.New("crawldb: TLS.Server has no certificate"))
 		}
@@ -61,18 +56,26 @@ func (c *TLSConfig) validate() []error {
 	if c.Client == nil {
 		errs = append(errs, errors.New("crawldb: TLS.Client is required when TLS is set"))
 	} else {
-		if c.Client.MinVersion < tls.VersionTLS13 {
-			errs = append(errs, fmt.Errorf("crawldb: TLS.Client allows %s; set MinVersion to tls.VersionTLS13 (TLS 1.3 only)", tlsVersionName(c.Client.MinVersion)))
-		}
-		if c.Client.MaxVersion != 0 && c.Client.MaxVersion < tls.VersionTLS13 {
-			errs = append(errs, errors.New("crawldb: TLS.Client's MaxVersion is below TLS 1.3"))
-		}
+		errs = append(errs, tls13Only("TLS.Client", c.Client)...)
 		if len(c.Client.Certificates) == 0 && c.Client.GetClientCertificate == nil {
 			errs = append(errs, errors.New("crawldb: TLS.Client has no certificate to present (mutual TLS)"))
 		}
 		if c.Client.InsecureSkipVerify && c.Client.VerifyPeerCertificate == nil && c.Client.VerifyConnection == nil {
 			errs = append(errs, errors.New("crawldb: TLS.Client skips verifying servers (InsecureSkipVerify) without a verification callback of its own"))
 		}
+	}
+	return errs
+}
+
+// tls13Only reports a configuration (named name) that allows a version
+// other than TLS 1.3.
+func tls13Only(name string, c *tls.Config) []error {
+	var errs []error
+	if c.MinVersion < tls.VersionTLS13 {
+		errs = append(errs, fmt.Errorf("crawldb: %s allows %s; set MinVersion to tls.VersionTLS13 (TLS 1.3 only)", name, tlsVersionName(c.MinVersion)))
+	}
+	if c.MaxVersion != 0 && c.MaxVersion < tls.VersionTLS13 {
+		errs = append(errs, fmt.Errorf("crawldb: %s's MaxVersion is below TLS 1.3", name))
 	}
 	return errs
 }

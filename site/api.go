@@ -41,8 +41,8 @@ func (s *Site) listenAPI(prev Info) (*crawldb.TLSConfig, error) {
 		dbTLS = &crawldb.TLSConfig{Server: t.Server(allow), Client: t.Client(allow)}
 		s.apiScheme = "https"
 		s.nodeClient = &http.Client{Timeout: apiClientTimeout, Transport: &http.Transport{
-			Proxy: nil, TLSClientConfig: t.Client(allow), TLSHandshakeTimeout: apiClientTimeout,
-			MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ForceAttemptHTTP2: false,
+			TLSClientConfig: dbTLS.Client, TLSHandshakeTimeout: apiClientTimeout,
+			MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute,
 		}}
 	} else if cfg.Insecure {
 		s.log.Warn("site: --insecure: the node API and Raft are plain TCP without authentication; anyone who reaches them can write this site's crawl database. Use --certs outside a lab.",

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -547,11 +546,7 @@ const readFedView = `(() => ({
 // screenshot.
 func watchFederation(t *testing.T, cfg site.Config) func() {
 	b := startBrowser(t)
-	tl, terr := certs.LoadNode(cfg.Certs, cfg.Region, cfg.Node) // the node API admits the site's nodes only
-	if terr != nil {
-		t.Fatal(terr)
-	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tl.Client(certs.AllowNodesOf(cfg.Region))}}
+	client := nodeClientFrom(t, cfg.Certs, cfg.Region, cfg.Node) // the node API admits the site's nodes only
 	var (
 		mu   sync.Mutex
 		best fedView

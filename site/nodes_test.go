@@ -91,7 +91,14 @@ func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config 
 func nodeAPIClient(t *testing.T, w *multiWeb, region, node string) *http.Client {
 	t.Helper()
 	issueNodeCert(w.certs, region, node)
-	tl, err := certs.LoadNode(w.certs, region, node)
+	return nodeClientFrom(t, w.certs, region, node)
+}
+
+// nodeClientFrom is a client of region's node APIs with node's certificate
+// from dir.
+func nodeClientFrom(t *testing.T, dir, region, node string) *http.Client {
+	t.Helper()
+	tl, err := certs.LoadNode(dir, region, node)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,35 +150,30 @@ func TestListenersRefuseStrangers(t *testing.T) {
 		pair       []tls.Certificate
 		payload    []byte
 		status     string // "": refused at the TLS level; else the HTTP status wanted
+		plain      bool   // over plain TCP (the status listener), not TLS
 	}{
-		{"raft/no certificate", db.RaftAddr(), none, raftGarbage, ""},
-		{"raft/another CA", db.RaftAddr(), otherCA, raftGarbage, ""},
-		{"raft/another site's node", db.RaftAddr(), usNode, raftGarbage, ""},
-		{"raft/a federation peer (site certificate)", db.RaftAddr(), euSite, raftGarbage, ""},
-		{"api/no certificate", s.APIAddr(), none, httpReq("POST", "/crawldb/apply", apply), ""},
-		{"api/another CA", s.APIAddr(), otherCA, httpReq("POST", "/crawldb/apply", apply), ""},
-		{"api/another site's node", s.APIAddr(), usNode, httpReq("POST", "/crawldb/apply", apply), ""},
-		{"api/a federation peer (site certificate)", s.APIAddr(), euSite, httpReq("POST", "/crawldb/join", []byte(`{"id":"x","raft_addr":"127.0.0.1:1","api_addr":"127.0.0.1:2"}`)), ""},
-		{"federation/no certificate", spec.ListenAddr(), none, httpReq("POST", federation.ProbePath, []byte("x")), ""},
-		{"federation/another CA", spec.ListenAddr(), otherCA, httpReq("POST", federation.ProbePath, []byte("x")), ""},
-		{"federation/a node, not a site", spec.ListenAddr(), euNode, httpReq("POST", federation.ProbePath, []byte("x")), "403"},
+		{"raft/no certificate", db.RaftAddr(), none, raftGarbage, "", false},
+		{"raft/another CA", db.RaftAddr(), otherCA, raftGarbage, "", false},
+		{"raft/another site's node", db.RaftAddr(), usNode, raftGarbage, "", false},
+		{"raft/a federation peer (site certificate)", db.RaftAddr(), euSite, raftGarbage, "", false},
+		{"api/no certificate", s.APIAddr(), none, httpReq("POST", "/crawldb/apply", apply), "", false},
+		{"api/another CA", s.APIAddr(), otherCA, httpReq("POST", "/crawldb/apply", apply), "", false},
+		{"api/another site's node", s.APIAddr(), usNode, httpReq("POST", "/crawldb/apply", apply), "", false},
+		{"api/a federation peer (site certificate)", s.APIAddr(), euSite, httpReq("POST", "/crawldb/join", []byte(`{"id":"x","raft_addr":"127.0.0.1:1","api_addr":"127.0.0.1:2"}`)), "", false},
+		{"federation/no certificate", spec.ListenAddr(), none, httpReq("POST", federation.ProbePath, []byte("x")), "", false},
+		{"federation/another CA", spec.ListenAddr(), otherCA, httpReq("POST", federation.ProbePath, []byte("x")), "", false},
+		{"federation/a node, not a site", spec.ListenAddr(), euNode, httpReq("POST", federation.ProbePath, []byte("x")), "403", false},
 		// The status listener takes no writes and serves no profiles.
-		{"status/a write", s.Addr(), nil, nil, "405"},
-		{"status/pprof without --pprof", s.Addr(), nil, nil, "404"},
+		{"status/a write", s.Addr(), nil, httpReq("POST", "/crawldb/apply", apply), "405", true},
+		{"status/pprof without --pprof", s.Addr(), nil, httpReq("GET", "/debug/pprof/", nil), "404", true},
 		// A node of the site gets in, but garbage is still garbage.
-		{"api/garbage from a node of the site", s.APIAddr(), euNode, httpReq("POST", "/crawldb/apply", []byte("\x00\xffnot a command")), "400"},
+		{"api/garbage from a node of the site", s.APIAddr(), euNode, httpReq("POST", "/crawldb/apply", []byte("\x00\xffnot a command")), "400", false},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []byte
-			var err error
-			switch {
-			case strings.HasPrefix(tc.name, "status/a write"):
-				got, err = plainHTTP(s.Addr(), httpReq("POST", "/crawldb/apply", apply))
-			case strings.HasPrefix(tc.name, "status/pprof"):
-				got, err = plainHTTP(s.Addr(), httpReq("GET", "/debug/pprof/", nil))
-			default:
-				got, err = knock(tc.addr, tc.pair, tc.payload)
+			got, err := knock(tc.addr, tc.pair, tc.payload)
+			if tc.plain {
+				got, err = plainHTTP(tc.addr, tc.payload)
 			}
 			if tc.status == "" {
 				if !isTLSRefusal(err) {
