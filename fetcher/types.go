@@ -24,6 +24,10 @@ type Job struct {
 	// Part is the caller's name for the share of the round the job belongs
 	// to; carried through untouched.
 	Part uint32
+	// Take is the caller's name for the hand-over of the part that the job
+	// came with (a part can be taken, moved away and taken again); carried
+	// through untouched.
+	Take uint64
 	// NotBefore, if set, is the earliest start of any request to the job's
 	// host (the host was fetched by another node until shortly before).
 	NotBefore time.Time

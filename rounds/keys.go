@@ -110,6 +110,10 @@ type partDone struct {
 	// Local: the results stayed in the node's fetch segment (a site of one
 	// node, whose leader reads them there).
 	Local bool `json:"local,omitempty"`
+	// Late counts the page results the node dropped since its previous
+	// done marker because their take was over (the part had moved or was
+	// done): fetched, but not counted. The round's statistics sum them.
+	Late int64 `json:"late,omitempty"`
 }
 
 func (d partDone) encode() []byte {

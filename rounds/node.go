@@ -41,6 +41,7 @@ func (r partRef) String() string { return fmt.Sprintf("%d/%d", r.round, r.id) }
 // nodePart is a part this node fetches.
 type nodePart struct {
 	ref       partRef
+	epoch     uint64 // this take of the part: its jobs carry it (fetcher.Job.Take)
 	owner     []byte // the owner value its stage commands are guarded by
 	hosts     []string
 	threshold float64 // stage the outlinks of pages that distributed at least this much cash
@@ -69,11 +70,17 @@ type nodeSide struct {
 	wake    chan struct{}
 	stageMu sync.Mutex // one stage pass at a time
 
-	mu         sync.Mutex
-	parts      map[partRef]*nodePart
-	lastEnd    map[string]time.Time // host → when its last request here ended (any part, robots.txt and sitemaps too)
-	wal        map[uint64]*segment.Writer
-	recover    map[uint64]bool   // rounds whose write-ahead segment was read at this start
+	mu      sync.Mutex
+	parts   map[partRef]*nodePart
+	lastEnd map[string]time.Time // host → when its last request here ended (any part, robots.txt and sitemaps too)
+	wal     map[uint64]*segment.Writer
+	recover map[uint64]bool // rounds whose write-ahead segment was read at this start
+	// recovered holds, per round, the results its write-ahead segment had
+	// at this start and that no take has used yet: every part taken again
+	// after a restart stages them instead of fetching their URLs again.
+	recovered  map[uint64]*recoveredRound
+	epochs     uint64            // takes so far: the last take's epoch
+	late       int64             // page results dropped since the last done marker: their take was over
 	orphans    []*fetcher.Result // sitemap results that came with no part open
 	failed     error             // a write-ahead segment write failed
 	draining   atomic.Bool
@@ -87,7 +94,7 @@ type nodeSide struct {
 
 func newNodeSide(c *Crawler) *nodeSide {
 	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},
-		lastEnd: map[string]time.Time{}}
+		recovered: map[uint64]*recoveredRound{}, lastEnd: map[string]time.Time{}}
 	n.lastOK.Store(c.o.Now().UnixNano())
 	return n
 }
@@ -124,6 +131,17 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 		n.lastEnd[res.Host] = now
 	}
 	p := n.parts[partRef{res.Round, int(res.Part)}]
+	if res.Kind == fetcher.KindPage && (p == nil || p.revoked.Load() || p.epoch != res.Take || p.isDone()) {
+		// A page result of a take that is over (its part given away, or
+		// given away and taken again, or done): what the part's current
+		// take fetched, or its new owner, counts; this one is dropped.
+		// Staging it would count the URL's result twice.
+		if !res.NoRequest {
+			n.late++
+		}
+		n.mu.Unlock()
+		return
+	}
 	if res.Kind != fetcher.KindPage && (p == nil || p.revoked.Load() || p.isDone()) {
 		// A robots.txt or sitemap fetch can finish after the part that
 		// asked for it: it goes with the newest part still open here.
@@ -140,6 +158,9 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 		n.mu.Unlock()
 		return // a part given away, or unknown: its owner fetches it
 	}
+	// The take is still the part's: the part's state changes under n.mu,
+	// so a revoke cannot come between this check and the append below
+	// without the stage's owner guard refusing what it adds.
 	w := n.wal[p.ref.round]
 	n.mu.Unlock()
 	if w != nil {
@@ -196,17 +217,47 @@ func (n *nodeSide) openPartLocked() *nodePart {
 	return best
 }
 
-// skip is the fetcher's Skip hook: jobs of parts given away are dropped,
-// and in a federation those of hosts their owner has taken back.
+// skip is the fetcher's Skip hook: a job goes only while its take is the
+// part's (its epoch is the part's held here, not revoked, not done) and
+// this node's replica says the same: the part's owner is the one this take
+// was given, and no other node has marked the part done. The watch catches
+// moves only every 100 ms, and a replica that catches up after a restart
+// can jump past a move and the round's end between two watches: the
+// replica is asked again here, right before each request, so a job of a
+// part that moved cannot start however late the watch sees the move. In a
+// federation, jobs of hosts their owner has taken back are dropped too.
 func (c *Crawler) skip(j *fetcher.Job) bool {
 	if r := c.o.Router; r != nil && r.Away(j.Host) {
 		return true
 	}
 	n := c.node
+	ref := partRef{j.Round, int(j.Part)}
 	n.mu.Lock()
-	p := n.parts[partRef{j.Round, int(j.Part)}]
+	p := n.parts[ref]
 	n.mu.Unlock()
-	return p == nil || p.revoked.Load()
+	if p == nil || p.revoked.Load() || p.epoch != j.Take || p.isStaged() {
+		return true
+	}
+	return !n.stillMine(p)
+}
+
+// stillMine reports whether this node's replica still gives part p to the
+// take that holds it: the part's owner value is the one the take was given
+// and no other node's done marker exists. On a read error it says no.
+func (n *nodeSide) stillMine(p *nodePart) bool {
+	cur, err := n.c.st.User(ownKey(p.ref.round, p.ref.id))
+	if err != nil || !bytes.Equal(cur, p.owner) {
+		return false
+	}
+	v, err := n.c.st.User(doneKey(p.ref.round, p.ref.id))
+	if err != nil {
+		return false
+	}
+	if v == nil {
+		return true
+	}
+	var d partDone
+	return decodeJSON(v, &d) == nil && d.Node == n.c.id
 }
 
 // Skip returns the fetcher's Skip hook (see fetcher.Options.Skip).
@@ -284,6 +335,21 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 	for _, a := range s.Active {
 		live[a.Round] = true
 		if a.Phase != PhaseFetch {
+			// Every part of a round past its fetch is done, by this node
+			// or another: a part still held here that this node has not
+			// marked done was given away (seen only now: the replica
+			// caught up past the move and the round's end at once).
+			n.mu.Lock()
+			var stale []*nodePart
+			for ref, p := range n.parts {
+				if ref.round == a.Round && !p.isStaged() {
+					stale = append(stale, p)
+				}
+			}
+			n.mu.Unlock()
+			for _, p := range stale {
+				n.revoke(p)
+			}
 			continue
 		}
 		done := map[int]bool{}
@@ -364,6 +430,11 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 			delete(n.parts, ref)
 		}
 	}
+	for r := range n.recovered {
+		if !live[r] {
+			delete(n.recovered, r)
+		}
+	}
 	var retired []uint64
 	for r, w := range n.wal {
 		if !live[r] {
@@ -439,7 +510,11 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	if err != nil {
 		return fmt.Errorf("rounds: read staged results of part %s: %w", ref, err)
 	}
-	p := &nodePart{ref: ref, owner: owner, threshold: head.LinkThreshold,
+	n.mu.Lock()
+	n.epochs++
+	epoch := n.epochs
+	n.mu.Unlock()
+	p := &nodePart{ref: ref, epoch: epoch, owner: owner, threshold: head.LinkThreshold,
 		taker: fmt.Sprintf("%s-%x", c.id, time.Now().UnixNano())}
 	p.local.Store(n.alone())
 	want := map[string]*genEntry{}
@@ -453,15 +528,18 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 		p.hosts = append(p.hosts, h.Name)
 	}
 	// A restart: results this node wrote before it stopped are staged, not
-	// fetched again.
-	recovered, err := n.openWAL(ref.round)
-	if err != nil {
+	// fetched again, for every part of the round (each takes its own).
+	if err := n.openWAL(ref.round); err != nil {
 		return err
 	}
+	var recovered []*fetcher.Result
 	if fromWAL {
+		var err error
 		if recovered, err = n.readPart(p); err != nil {
 			return err
 		}
+	} else {
+		recovered = n.takeRecovered(ref.round, want)
 	}
 	for _, r := range recovered {
 		switch {
@@ -488,7 +566,7 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 		if want[e.URL] == nil {
 			continue
 		}
-		jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: ref.round, Part: uint32(ref.id), Depth: e.Depth, Cash: e.Cash,
+		jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: ref.round, Part: uint32(ref.id), Take: epoch, Depth: e.Depth, Cash: e.Cash,
 			NotBefore: notBefore[e.Host], FreshRobots: o.Lost})
 	}
 	p.pending.Store(int64(len(jobs)))
@@ -525,31 +603,49 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	return nil
 }
 
-// openWAL opens (once per start) the write-ahead segment of a round and
-// returns the results it already holds.
-func (n *nodeSide) openWAL(round uint64) ([]*fetcher.Result, error) {
+// recoveredRound is what a round's write-ahead segment held when this node
+// started, not yet used by a take: page results by URL (the first of each:
+// a URL has one result per round) and sitemap results.
+type recoveredRound struct {
+	pages    map[string]*fetcher.Result
+	sitemaps []*fetcher.Result
+}
+
+// openWAL opens (once per start) the write-ahead segment of a round,
+// keeping the results it already holds for the round's takes.
+func (n *nodeSide) openWAL(round uint64) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.wal[round] != nil {
-		return nil, nil
+		return nil
 	}
 	dir := n.c.roundDir(round)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("rounds: round %d: %w", round, err)
+		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
 	path := filepath.Join(dir, fetchFile)
-	var out []*fetcher.Result
 	if _, err := os.Stat(path); err == nil && !n.recover[round] {
+		rr := &recoveredRound{pages: map[string]*fetcher.Result{}}
 		_, _, err := segment.Read(path, func(rec []byte) error {
 			fr, err := decodeFetch(rec)
 			if err != nil {
 				return err
 			}
-			out = append(out, fr.result(round))
+			switch fr.Kind {
+			case fetcher.KindPage:
+				if rr.pages[fr.URL] == nil {
+					rr.pages[fr.URL] = fr.result(round)
+				}
+			case fetcher.KindSitemap:
+				rr.sitemaps = append(rr.sitemaps, fr.result(round))
+			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("rounds: round %d: read fetch segment: %w", round, err)
+			return fmt.Errorf("rounds: round %d: read fetch segment: %w", round, err)
+		}
+		if len(rr.pages)+len(rr.sitemaps) > 0 {
+			n.recovered[round] = rr
 		}
 	}
 	n.recover[round] = true
@@ -558,13 +654,37 @@ func (n *nodeSide) openWAL(round uint64) ([]*fetcher.Result, error) {
 		w, err = segment.Create(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rounds: round %d: open fetch segment: %w", round, err)
+		return fmt.Errorf("rounds: round %d: open fetch segment: %w", round, err)
 	}
 	if dropped > 0 {
 		n.c.log.Warn("rounds: fetch segment had a torn tail", "round", round, "bytes", dropped)
 	}
 	n.wal[round] = w
-	return out, nil
+	return nil
+}
+
+// takeRecovered hands a take the results recovered at this start for the
+// URLs it wants (and, to the round's first take, its sitemap results); each
+// is handed once.
+func (n *nodeSide) takeRecovered(round uint64, want map[string]*genEntry) []*fetcher.Result {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rr := n.recovered[round]
+	if rr == nil {
+		return nil
+	}
+	out := rr.sitemaps
+	rr.sitemaps = nil
+	for u := range want {
+		if r := rr.pages[u]; r != nil {
+			out = append(out, r)
+			delete(rr.pages, u)
+		}
+	}
+	if len(rr.pages) == 0 {
+		delete(n.recovered, round)
+	}
+	return out
 }
 
 // result turns a fetch segment record back into the fetcher's result.
@@ -624,6 +744,7 @@ type staged struct {
 	final bool
 	value []byte // the batch; nil for a local part's done marker alone
 	done  []byte
+	late  int64 // the late results its done marker counts
 }
 
 // stage maps the results each part has into its accumulator (combined by
@@ -650,6 +771,9 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 		return a.ref.id - b.ref.id
 	})
 	var due []*staged
+	n.mu.Lock()
+	lateLeft := n.late
+	n.mu.Unlock()
 	for _, p := range parts {
 		if p.revoked.Load() {
 			continue
@@ -690,7 +814,9 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 			s.value = p.acc.batch().encode()
 		}
 		if complete {
-			s.done = partDone{Node: c.id, At: now, FreeAt: n.freeAt(p, now), Local: p.local.Load()}.encode()
+			// The first done marker of the pass counts the late results.
+			s.late, lateLeft = lateLeft, 0
+			s.done = partDone{Node: c.id, At: now, FreeAt: n.freeAt(p, now), Local: p.local.Load(), Late: s.late}.encode()
 		}
 		due = append(due, s)
 	}
@@ -762,6 +888,9 @@ func (n *nodeSide) staged(s *staged) {
 	if !s.final {
 		return
 	}
+	n.mu.Lock()
+	n.late -= s.late
+	n.mu.Unlock()
 	p.mu.Lock()
 	p.done = true
 	late := p.results

@@ -51,6 +51,12 @@ type RoundStats struct {
 	// Unanswered counts the round's URLs that had no result when its update
 	// was prepared (sent back to the frontier); 0 unless something went wrong.
 	Unanswered int `json:"unanswered,omitempty"`
+	// LateResults counts page results fetched but dropped because their
+	// node's take of the part was over (the part had moved to another
+	// node, or was done); DuplicateResults, second results of one URL in a
+	// node's fetch segment, not counted. Both 0 unless something went wrong.
+	LateResults      int64 `json:"late_results,omitempty"`
+	DuplicateResults int   `json:"duplicate_results,omitempty"`
 	// RemoteURLs and RemoteCash: the URLs the update put in other sites'
 	// outboxes (a federation), and their cash.
 	RemoteURLs int     `json:"remote_urls,omitempty"`

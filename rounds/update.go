@@ -78,6 +78,12 @@ type updateTrailer struct {
 	Staged int64 `json:"staged_bytes"`
 	// Unanswered: URLs of the plan without a result, sent back to the frontier.
 	Unanswered int `json:"unanswered,omitempty"`
+	// Late: page results the nodes fetched but dropped because their take
+	// of a part was over (the part had moved or was done), summed from the
+	// round's done markers; Duplicates: second results of one URL found in
+	// a fetch segment, not counted.
+	Late       int64 `json:"late,omitempty"`
+	Duplicates int   `json:"duplicates,omitempty"`
 	// Budget counts, per host, the fetch results that use its page budget.
 	Budget map[string]int64 `json:"budget,omitempty"`
 	// Sent is the cash of the URLs put in other sites' outboxes; SentURLs
@@ -212,6 +218,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	st.Targets, st.NewURLs, st.Virtual = tr.Targets, newURLs, tr.Virtual
 	st.Revisits, st.RevisitCash = tr.Revisits, tr.RevisitCash
 	st.StagedBytes, st.Unanswered = tr.Staged, tr.Unanswered
+	st.LateResults, st.DuplicateResults = tr.Late, tr.Duplicates
 	st.RemoteURLs, st.RemoteCash = tr.SentURLs, tr.Sent
 	if cs, ok := c.o.Router.(interface{ CacheStats() (hits, lookups int64) }); ok {
 		st.SentCacheHits, st.SentCacheLookups = cs.CacheStats()
@@ -388,6 +395,16 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	seen := map[string]bool{} // a URL's result counts once
 	var mu sync.Mutex         // fold's state, for the parallel map of local results
 	fold := func(b *stageBatch) error {
+		mu.Lock()
+		for _, op := range b.Ops {
+			if seen[op.URL] {
+				// Its credits and its virtual share would be counted
+				// twice while its spend is counted once: cash created.
+				mu.Unlock()
+				return fmt.Errorf("%w: %s", errTwoResults, op.URL)
+			}
+		}
+		mu.Unlock()
 		for _, t := range b.Credits {
 			if err := sh.Emit([]byte(t.url), t.credit); err != nil {
 				return err
@@ -396,13 +413,14 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, op := range b.Ops {
-			if !seen[op.URL] {
-				seen[op.URL] = true
-				fetchOps = append(fetchOps, op)
-				spent.Add(op.Spend)
-				if !op.Retry {
-					budget[hostOf(op.URL)]++
-				}
+			if seen[op.URL] {
+				return fmt.Errorf("%w: %s", errTwoResults, op.URL)
+			}
+			seen[op.URL] = true
+			fetchOps = append(fetchOps, op)
+			spent.Add(op.Spend)
+			if !op.Retry {
+				budget[hostOf(op.URL)]++
 			}
 		}
 		requeues = append(requeues, b.Requeues...)
@@ -433,8 +451,16 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	if err != nil {
 		return fmt.Errorf("rounds: round %d: read staged results: %w", round, err)
 	}
-	if err := c.mapLocal(ctx, round, fold); err != nil {
+	late, err := c.lateResults(round)
+	if err != nil {
 		return fmt.Errorf("rounds: round %d: %w", round, err)
+	}
+	dups, err := c.mapLocal(ctx, round, fold)
+	if err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
+	}
+	if dups > 0 {
+		c.log.Warn("rounds: a fetch segment held more than one result of a URL: the first counts", "round", round, "duplicates", dups)
 	}
 	// A URL's result counts once: sort fetch results (the local ones come
 	// in no set order) so that the commands are the same on any leader.
@@ -575,7 +601,8 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 	}
 	tr, _ := json.Marshal(updateTrailer{Sent: sent, SentURLs: sentURLs, Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
-		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget, Unanswered: len(unanswered)})
+		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget, Unanswered: len(unanswered),
+		Late: late, Duplicates: dups})
 	part := filepath.Join(dir, updateFile+".part")
 	os.Remove(part)
 	w, err := segment.Create(part)
@@ -714,10 +741,10 @@ func distribute(emit func(url string, cr credit), cash, d float64, links []strin
 // mapLocal maps the results of the round's local parts (done by this node,
 // leading a site of one node) from its fetch segment, in parallel, and
 // folds them in.
-func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBatch) error) error {
+func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBatch) error) (dups int, err error) {
 	urls := map[string]bool{}
 	local := false
-	err := c.st.UserScan(donePrefix(round), func(k string, v []byte) error {
+	err = c.st.UserScan(donePrefix(round), func(k string, v []byte) error {
 		var d partDone
 		if err := decodeJSON(v, &d); err != nil {
 			return fmt.Errorf("%s: %w", k, err)
@@ -744,16 +771,27 @@ func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBa
 		return nil
 	})
 	if err != nil || !local {
-		return err
+		return 0, err
 	}
 	var chunks [][]*fetcher.Result
 	var cur []*fetcher.Result
+	seen := map[string]bool{}
 	_, _, err = segment.Read(filepath.Join(c.roundDir(round), fetchFile), func(rec []byte) error {
 		fr, err := decodeFetch(rec)
 		if err != nil {
 			return err
 		}
+		if fr.Kind == fetcher.KindPage && urls[fr.URL] && seen[fr.URL] {
+			// A URL has one result a round; a second one (fetched again
+			// after a restart that did not recover the first) is not
+			// counted: fold would refuse it.
+			dups++
+			return nil
+		}
 		if fr.Kind == fetcher.KindSitemap || fr.Kind == fetcher.KindRobots || (fr.Kind == fetcher.KindPage && urls[fr.URL]) {
+			if fr.Kind == fetcher.KindPage {
+				seen[fr.URL] = true
+			}
 			cur = append(cur, fr.result(round))
 			if len(cur) == mapChunk {
 				chunks, cur = append(chunks, cur), nil
@@ -762,13 +800,13 @@ func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBa
 		return nil
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read fetch segment: %w", err)
+		return 0, fmt.Errorf("read fetch segment: %w", err)
 	}
 	if len(cur) > 0 {
 		chunks = append(chunks, cur)
 	}
 	p := &nodePart{ref: partRef{round: round}} // every page's outlinks are offered to the link store
-	return mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk []*fetcher.Result) error {
+	return dups, mapreduce.Map(ctx, c.o.Workers, chunks, func(ctx context.Context, chunk []*fetcher.Result) error {
 		acc := newStageAcc()
 		if err := c.mapResults(p, chunk, acc); err != nil {
 			return err
@@ -779,3 +817,20 @@ func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBa
 
 // mapChunk is how many results one map task of local results takes.
 const mapChunk = 512
+
+// errTwoResults: the update met a second result of one URL in a round.
+var errTwoResults = errors.New("rounds: a second fetch result of one URL in a round")
+
+// lateResults sums the late results the round's done markers count.
+func (c *Crawler) lateResults(round uint64) (int64, error) {
+	var late int64
+	err := c.st.UserScan(donePrefix(round), func(k string, v []byte) error {
+		var d partDone
+		if err := decodeJSON(v, &d); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		late += d.Late
+		return nil
+	})
+	return late, err
+}

@@ -1,0 +1,398 @@
+package rounds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+// jobSink is a Fetcher that keeps what it is given and fetches nothing: the
+// tests below decide when, and whether, a job's result comes back.
+type jobSink struct {
+	mu   sync.Mutex
+	jobs []fetcher.Job
+}
+
+func (s *jobSink) Submit(jobs []fetcher.Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jobs = append(s.jobs, jobs...)
+}
+
+func (s *jobSink) Stats() fetcher.Stats { return fetcher.Stats{} }
+
+func (s *jobSink) take() []fetcher.Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs
+	s.jobs = nil
+	return j
+}
+
+// nodeFixture is a crawler on a real one-node crawl database whose round
+// state, plan and part owners the test writes itself, as a leader's
+// replicated commands would arrive at a node's replica.
+type nodeFixture struct {
+	t    *testing.T
+	c    *Crawler
+	sink *jobSink
+}
+
+func newNodeFixture(t *testing.T) *nodeFixture {
+	t.Helper()
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	t.Cleanup(func() { db.Close() })
+	c, err := New(Options{DB: db, Dir: dir, NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &nodeFixture{t: t, c: c, sink: &jobSink{}}
+}
+
+// apply writes b to the crawl database, as the leader's command would.
+func (f *nodeFixture) apply(b *store.Batch) {
+	f.t.Helper()
+	res, err := f.c.db.Apply(context.Background(), b)
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// plan writes round 1 in phase ph with one part of urls on host h.test,
+// owned by node.
+func (f *nodeFixture) plan(ph Phase, node string, gen int, urls ...string) {
+	f.t.Helper()
+	pp := partPlan{Hosts: []partHost{{Name: "h.test"}}}
+	for _, u := range urls {
+		pp.Entries = append(pp.Entries, genEntry{URL: u, Host: "h.test", Cash: 0.5, Depth: 1})
+	}
+	b := store.NewBatch()
+	b.PutUser(headKey(1), mustJSON(f.t, planHead{Round: 1, Parts: 1, URLs: len(urls)}))
+	b.PutUser(partKey(1, 0), pp.encode())
+	b.PutUser(ownKey(1, 0), partOwner{Node: node, Gen: gen}.encode())
+	s := State{Next: 2, Active: []Active{{Round: 1, Phase: ph, Generated: len(urls), Parts: 1}}}
+	b.PutRound(s.encode())
+	f.apply(b)
+}
+
+// move gives the part to node (generation gen), and with done marks it done
+// by that node and puts the round in its update: what a replica that was
+// behind sees at once when it catches up.
+func (f *nodeFixture) move(node string, gen int, done bool) {
+	f.t.Helper()
+	b := store.NewBatch()
+	b.PutUser(ownKey(1, 0), partOwner{Node: node, Gen: gen}.encode())
+	if done {
+		b.PutUser(doneKey(1, 0), partDone{Node: node, At: time.Now()}.encode())
+		s := State{Next: 2, Active: []Active{{Round: 1, Phase: PhaseUpdate, Parts: 1}}}
+		b.PutRound(s.encode())
+	}
+	f.apply(b)
+}
+
+func (f *nodeFixture) watch() {
+	f.t.Helper()
+	if err := f.c.node.watch(context.Background(), f.sink); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSkipAfterCatchUpJump: a node holds a part and its jobs wait; its
+// replica then jumps past the part's move to another node and the round's
+// end (the round is in its update) before the next watch. No job of the
+// part may start, and a result that comes anyway is not staged; the next
+// watch drops the part although its round is no longer fetching.
+func TestSkipAfterCatchUpJump(t *testing.T) {
+	f := newNodeFixture(t)
+	f.plan(PhaseFetch, "n1", 0, "http://h.test/a", "http://h.test/b")
+	f.watch()
+	jobs := f.sink.take()
+	if len(jobs) != 2 {
+		t.Fatalf("took %d jobs, want 2", len(jobs))
+	}
+	for _, j := range jobs {
+		if f.c.skip(&j) {
+			t.Fatalf("job %s of a part this node holds is skipped", j.URL)
+		}
+	}
+	f.move("n2", 1, true) // the replica catches up: moved, done by n2, round in update
+	for _, j := range jobs {
+		if !f.c.skip(&j) {
+			t.Errorf("job %s of a part that moved to n2 would start", j.URL)
+		}
+	}
+	f.c.node.mu.Lock()
+	p := f.c.node.parts[partRef{1, 0}]
+	f.c.node.mu.Unlock()
+	if p == nil {
+		t.Fatal("the part is gone before the watch saw the move")
+	}
+	f.watch()
+	f.c.node.mu.Lock()
+	_, held := f.c.node.parts[partRef{1, 0}]
+	f.c.node.mu.Unlock()
+	if held || !p.revoked.Load() {
+		t.Fatal("the watch kept a part that moved, because its round is past its fetch")
+	}
+	// A result that was in flight: dropped, and counted as late.
+	f.c.OnResult(&fetcher.Result{Job: jobs[0], Status: store.StatusFetched, HTTPStatus: 200})
+	f.c.node.mu.Lock()
+	late := f.c.node.late
+	f.c.node.mu.Unlock()
+	p.mu.Lock()
+	queued := len(p.results)
+	p.mu.Unlock()
+	if queued != 0 || late != 1 {
+		t.Errorf("a result of the moved part: %d queued, %d counted late; want 0 and 1", queued, late)
+	}
+	for _, j := range jobs {
+		if !f.c.skip(&j) {
+			t.Errorf("job %s would start after the watch", j.URL)
+		}
+	}
+}
+
+// TestSkipKeyedByTake: a part moves away and back within one process while
+// the first take's jobs still wait (their host backing off): the old jobs
+// are skipped, the new take's go, and a result of the old take is dropped
+// and counted instead of being staged with the new take or re-queued to
+// another part.
+func TestSkipKeyedByTake(t *testing.T) {
+	f := newNodeFixture(t)
+	f.plan(PhaseFetch, "n1", 0, "http://h.test/a", "http://h.test/b")
+	f.watch()
+	old := f.sink.take()
+	f.move("n2", 1, false)
+	f.watch()
+	if j := f.sink.take(); len(j) != 0 {
+		t.Fatalf("a part given away produced %d jobs", len(j))
+	}
+	f.move("n1", 2, false)
+	f.watch()
+	cur := f.sink.take()
+	if len(old) != 2 || len(cur) != 2 {
+		t.Fatalf("jobs: %d then %d, want 2 and 2", len(old), len(cur))
+	}
+	if old[0].Take == cur[0].Take {
+		t.Fatalf("two takes of a part share the epoch %d", cur[0].Take)
+	}
+	for i := range old {
+		if !f.c.skip(&old[i]) {
+			t.Errorf("job %s of the first take would start again", old[i].URL)
+		}
+		if f.c.skip(&cur[i]) {
+			t.Errorf("job %s of the current take is skipped", cur[i].URL)
+		}
+	}
+	// The old take's result of a: fetched (a request was made), dropped.
+	f.c.OnResult(&fetcher.Result{Job: old[0], Status: store.StatusFetched, HTTPStatus: 200, Links: []string{"http://h.test/x"}})
+	f.c.node.mu.Lock()
+	p := f.c.node.parts[partRef{1, 0}]
+	late := f.c.node.late
+	f.c.node.mu.Unlock()
+	p.mu.Lock()
+	queued := len(p.results)
+	p.mu.Unlock()
+	if queued != 0 {
+		t.Errorf("the first take's result is queued with the second take (%d results)", queued)
+	}
+	if late != 1 {
+		t.Errorf("late results counted: %d, want 1", late)
+	}
+	// The current take's results complete the part; the done marker
+	// carries the late count into the round's statistics.
+	for i := range cur {
+		f.c.OnResult(&fetcher.Result{Job: cur[i], Status: store.StatusFetched, HTTPStatus: 200})
+	}
+	if err := f.c.node.stage(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.c.lateResults(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("the round's done markers count %d late results, want 1", n)
+	}
+	f.c.node.mu.Lock()
+	left := f.c.node.late
+	f.c.node.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d late results still to count after the done marker", left)
+	}
+}
+
+// TestFoldRefusesSecondResult: two staged results of one URL in a round
+// would credit its outlinks twice while spending its cash once (cash
+// created); the update refuses them with an error that names the URL.
+func TestFoldRefusesSecondResult(t *testing.T) {
+	f := newNodeFixture(t)
+	f.plan(PhaseUpdate, "n1", 0, "http://h.test/a")
+	batch := func() []byte {
+		acc := newStageAcc()
+		p := &nodePart{ref: partRef{1, 0}}
+		res := &fetcher.Result{Job: fetcher.Job{URL: "http://h.test/a", Host: "h.test", Cash: 1, Depth: 1},
+			Status: store.StatusFetched, HTTPStatus: 200, Links: []string{"http://h.test/x", "http://h.test/y"}}
+		if err := f.c.mapResults(p, []*fetcher.Result{res}, acc); err != nil {
+			t.Fatal(err)
+		}
+		return acc.batch().encode()
+	}
+	b := store.NewBatch()
+	b.PutUser(resKey(1, 0, "n1-1", 0), batch())
+	f.apply(b)
+	if err := f.c.prepareUpdate(context.Background(), 1); err != nil {
+		t.Fatalf("one result: %v", err)
+	}
+	b = store.NewBatch()
+	b.PutUser(resKey(1, 0, "n1-2", 0), batch()) // the same URL, from a second take
+	f.apply(b)
+	err := f.c.prepareUpdate(context.Background(), 1)
+	if !errors.Is(err, errTwoResults) {
+		t.Fatalf("two results of one URL: %v, want errTwoResults", err)
+	}
+	t.Log(err)
+}
+
+// TestRestartRecoversEveryPart stops a one-node crawl in the middle of a
+// round that is cut into several parts (as a SIGKILL would: nothing is
+// drained or staged) and starts a new crawler on its crawl database and
+// round files. Every part taken again must use the results its fetch
+// segment already holds: no URL is fetched twice but the few in flight at
+// the stop, and OPIC's cash is conserved after every round.
+func TestRestartRecoversEveryPart(t *testing.T) {
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 100, Pages: 12, Seed: 9, IPs: 4, Profile: synth.Clean}, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	sim.Stats().CountURLs()
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	defer ts.db.Close()
+	// Every page is a seed, so the first round is large enough to be cut
+	// into several parts.
+	var seeds []string
+	if err := sim.Web().Truth(func(r *synth.Record) error {
+		if r.Reachable && r.Status == 200 && strings.HasPrefix(r.ContentType, "text/html") {
+			seeds = append(seeds, r.URL)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const workers = 8
+	start := func(o Options) (*Crawler, *fetcher.Fetcher) {
+		o.DB, o.Dir, o.Width, o.PerHost, o.HostDelay = ts.db, ts.dir, 5000, 10, 40*time.Millisecond
+		c, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := fetcher.New(fetcher.Options{
+			Workers: workers, HostDelay: 40 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
+			TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+			Resolver: mustResolver(t, sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: c.OnResult, Skip: c.Skip(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// First run: stopped once a third of round 1 is fetched.
+	c, f := start(Options{})
+	if _, err := c.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	ts.c, ts.f = c, f
+	rctx, stop := context.WithCancel(ctx)
+	go func() {
+		defer stop()
+		for rctx.Err() == nil && c.node.done.Load() < int64(len(seeds)/3) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if err := ts.run(t, rctx, 0); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	st := c.Status()
+	c.node.mu.Lock()
+	parts := 0
+	for ref := range c.node.parts {
+		if ref.round == 1 {
+			parts++
+		}
+	}
+	c.node.mu.Unlock()
+	atStop := c.node.done.Load()
+	c.Close()
+	if st.Done != 0 || parts < 2 {
+		t.Fatalf("stopped after %d rounds with %d parts of round 1 held (%d results of %d seeds, state %+v): the stop must land in a first round of several parts", st.Done, parts, atStop, len(seeds), st)
+	}
+	t.Logf("stopped in round 1 (%d parts) with %d of %d results", parts, atStop, len(seeds))
+
+	// Second run, to exhaustion, checking the cash after every round.
+	var cashErrs []float64
+	rounds := 0
+	c, f = start(Options{CheckCash: true, OnRound: func(s RoundStats) {
+		rounds++
+		if s.CashError != nil {
+			cashErrs = append(cashErrs, *s.CashError)
+		}
+		if s.DuplicateResults != 0 || s.LateResults != 0 {
+			t.Errorf("round %d: %d duplicate and %d late results", s.Round, s.DuplicateResults, s.LateResults)
+		}
+	}})
+	defer c.Close()
+	ts.c, ts.f = c, f
+	if err := ts.run(t, ctx, 0); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("second run: %v", err)
+	}
+	if len(cashErrs) != rounds || rounds == 0 {
+		t.Fatalf("%d cash checks for %d rounds", len(cashErrs), rounds)
+	}
+	for i, e := range cashErrs {
+		if math.Abs(e) > 1e-9 {
+			t.Errorf("round %d after the restart: cash error %g of the injected cash", i+1, e)
+		}
+	}
+	twice := 0
+	for u, n := range sim.Stats().URLRequests() {
+		if n > 1 {
+			twice++
+			if twice <= 5 {
+				t.Logf("fetched %d times: %s", n, u)
+			}
+		}
+	}
+	t.Logf("%d rounds after the restart; %d URLs fetched twice (bound: %d workers in flight)", rounds, twice, workers)
+	if twice > workers {
+		t.Errorf("%d URLs fetched twice: the parts taken again after the restart fetched what the fetch segment held", twice)
+	}
+}
