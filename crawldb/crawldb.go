@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -198,6 +199,7 @@ type DB struct {
 	traffic   counters
 	leaders   leadership
 	memberMu  sync.Mutex // serializes membership changes on the leader
+	joinGate  atomic.Pointer[func(context.Context) (func(), error)]
 	closeOnce sync.Once
 	closeErr  error
 

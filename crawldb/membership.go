@@ -129,6 +129,18 @@ func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
 		db.relay(w, r, "/crawldb/join", req)
 		return
 	}
+	if g := db.joinGate.Load(); g != nil {
+		// The node above the crawl database may need to settle before the
+		// group grows (see SetJoinGate).
+		ctx, cancel := db.requestContext(r)
+		release, err := (*g)(ctx)
+		cancel()
+		if err != nil {
+			http.Error(w, fmt.Sprintf("crawldb: join %s: %v", req.ID, err), http.StatusServiceUnavailable)
+			return
+		}
+		defer release()
+	}
 	if err := db.addVoter(req); err != nil {
 		http.Error(w, err.Error(), membershipStatus(err))
 		return
@@ -202,6 +214,18 @@ func membershipStatus(err error) int {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
+}
+
+// SetJoinGate sets what a leader calls before it adds a joining node: gate
+// returns when the group may grow (release is called once the node is
+// added or refused) or an error, and the join is answered 503 so that the
+// joining node tries again. nil: no gate.
+func (db *DB) SetJoinGate(gate func(ctx context.Context) (release func(), err error)) {
+	if gate == nil {
+		db.joinGate.Store(nil)
+		return
+	}
+	db.joinGate.Store(&gate)
 }
 
 // addVoter adds a node to the group and records its API address. It

@@ -46,6 +46,8 @@ type Fetcher struct {
 	runCtx    context.Context // set by Run before any goroutine uses it
 	started   atomic.Bool
 	paused    atomic.Bool
+	// aborts is cancelled by Abort: requests in flight watch it.
+	aborts atomic.Pointer[abortScope]
 
 	mu struct {
 		sync.Mutex
@@ -119,6 +121,36 @@ func (f *Fetcher) Pause(on bool) {
 		case f.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// abortScope is what the requests in flight watch for Abort.
+type abortScope struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// abortContext returns the context that Abort cancels.
+func (f *Fetcher) abortContext() context.Context {
+	for {
+		if a := f.aborts.Load(); a != nil {
+			return a.ctx
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if !f.aborts.CompareAndSwap(nil, &abortScope{ctx, cancel}) {
+			cancel()
+		}
+	}
+}
+
+// Abort ends the requests in flight now (their jobs are answered as
+// transient failures); later requests are not affected. A node that has
+// lost its site's leader pauses and aborts: the leader may give its hosts
+// to another node once the fail timeout has passed, and a request that
+// went on up to TotalTimeout would overlap the new node's.
+func (f *Fetcher) Abort() {
+	if a := f.aborts.Swap(nil); a != nil {
+		a.cancel()
 	}
 }
 

@@ -582,3 +582,35 @@ func TestHandoverFreshRobots(t *testing.T) {
 		t.Errorf("a.test's robots.txt fetched %d times, want never", n)
 	}
 }
+
+// TestHandoverAbort: a node cut off from its leader pauses and aborts; the
+// request in flight, which would run up to the 30 s TotalTimeout, ends at
+// once as a transient failure, and requests after it are not affected.
+func TestHandoverAbort(t *testing.T) {
+	s := startHoServer(t, func(path string) time.Duration {
+		if path == "/hang" {
+			return 25 * time.Second // ends early when the client goes away
+		}
+		return 0
+	})
+	c := &hoResults{}
+	f := newHoFetcher(t, s, c, nil)
+	runHo(t, f)
+	hang := s.url("a.test", "/hang")
+	f.Submit([]Job{{URL: hang}})
+	waitHo(t, 10*time.Second, "the slow request to arrive", func() bool { return s.saw("a.test", "/hang") })
+	f.Pause(true)
+	f.Abort()
+	// Far less than TotalTimeout: only the abort can end it by then.
+	waitHo(t, 10*time.Second, "the aborted request's result", func() bool { return c.count() == 1 })
+	if r := c.only(t, hang); !r.Retry || r.Status == crawl.StatusFetched {
+		t.Errorf("aborted request: %s, want a transient failure", describe(r))
+	}
+	f.Pause(false)
+	ok := s.url("b.test", "/ok")
+	f.Submit([]Job{{URL: ok}})
+	waitIdle(t, f, c, 2)
+	if r := c.only(t, ok); r.Status != crawl.StatusFetched {
+		t.Errorf("a request after the abort: %s", describe(r))
+	}
+}

@@ -111,6 +111,8 @@ func (w *worker) get(t *task, url string) error {
 	w.ex.reset()
 	t.start = time.Now()
 	ctx, cancel := context.WithTimeout(w.ctx, w.f.o.TotalTimeout)
+	stopAbort := context.AfterFunc(w.f.abortContext(), cancel)
+	defer stopAbort()
 	ctx = context.WithValue(ctx, dialKey{}, &dialTarget{ip: t.ip})
 	ctx = httptrace.WithClientTrace(ctx, w.tr)
 	w.cur = t

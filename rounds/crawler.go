@@ -33,6 +33,10 @@ type Fetcher interface {
 // pauser is the optional capability of a Fetcher to stop starting requests.
 type pauser interface{ Pause(on bool) }
 
+// aborter is the optional capability of a Fetcher to end its requests in
+// flight at once.
+type aborter interface{ Abort() }
+
 // Options configures a Crawler.
 type Options struct {
 	DB  *crawldb.DB
@@ -261,6 +265,10 @@ type Crawler struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool
+	// growMu and growing: a node is joining (GrowthGate); no part is
+	// kept local meanwhile.
+	growMu  sync.Mutex
+	growing atomic.Bool
 }
 
 // New opens the crawler's state in the crawl database and directory.

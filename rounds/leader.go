@@ -562,12 +562,14 @@ func (l *leader) reclaimLocal(ctx context.Context) error {
 	for i := range s.Active {
 		a := &s.Active[i]
 		var refs []partRef
+		var by string
 		err := c.st.UserScan(donePrefix(a.Round), func(k string, v []byte) error {
 			var d partDone
 			if err := decodeJSON(v, &d); err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
 			if d.Local && d.Node != c.id {
+				by = d.Node
 				id, err := partID(k)
 				if err != nil {
 					return err
@@ -582,7 +584,19 @@ func (l *leader) reclaimLocal(ctx context.Context) error {
 		if len(refs) == 0 {
 			continue
 		}
+		// The update of a round with local parts is prepared from the
+		// node's fetch segment alone: once one of its commands is applied,
+		// no other node can prepare the rest. GrowthGate keeps the site
+		// from growing while such a round is active, so this cannot be;
+		// were it so, preparing the update again here from other data and
+		// resuming after the applied commands would corrupt the accounts.
+		if applied, err := loadProgress(c.st, a.Round); err != nil {
+			return err
+		} else if applied > 0 {
+			return fmt.Errorf("rounds: round %d: %d update commands applied from %s's local results, which only it has: it must lead to finish the round", a.Round, applied, by)
+		}
 		b := c.newBatch()
+		b.PutUser(progressKey(a.Round), nil)
 		for _, ref := range refs {
 			b.PutUser(doneKey(ref.round, ref.id), nil)
 			if rp := l.plans[ref.round]; rp != nil && rp.parts[ref.id] != nil {
@@ -759,9 +773,10 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 	for i := range held {
 		if !takes[held[i].Node] {
 			// Only for the parts that may move (a read per host). A node
-			// silent since lastSeen pauses within half the fail timeout,
-			// and its last requests end by then (it is dead, or its
-			// requests in flight end): after that the hosts' delays.
+			// silent since lastSeen pauses within half the fail timeout
+			// and aborts its requests in flight then (it is dead, or cut
+			// off: see reportLoop), so they end by then: after that the
+			// hosts' delays.
 			held[i].Delay = c.o.FailTimeout + l.delayOf(held[i].Hosts)
 		}
 	}

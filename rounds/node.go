@@ -707,11 +707,82 @@ const stageCommandBytes = 8 << 20
 // node can take over its parts or its updates, and results need not cross
 // the crawl database (local parts).
 func (n *nodeSide) alone() bool {
-	if !n.c.db.IsLeader() {
+	if !n.c.db.IsLeader() || n.c.growing.Load() {
 		return false
 	}
 	m, err := n.c.db.Members()
 	return err == nil && len(m) == 1
+}
+
+// GrowthGate is the crawl database's join gate (crawldb.DB.SetJoinGate):
+// before a node joins, this node (leading a site of one node) stops keeping
+// parts local and waits until no local part is held and no round has a
+// local part done, so that every round's results are in the crawl database
+// when the site grows. A local round's update is prepared from this node's
+// fetch segment alone: were the site to grow while one is applied, a new
+// leader could not finish it. It gives up after growthWait (the joining
+// node tries again).
+func (c *Crawler) GrowthGate(ctx context.Context) (release func(), err error) {
+	c.growMu.Lock()
+	c.growing.Store(true)
+	release = func() {
+		c.growing.Store(false)
+		c.growMu.Unlock()
+	}
+	deadline := c.o.Now().Add(growthWait)
+	for {
+		local, err := c.node.localWork()
+		if err != nil {
+			release()
+			return nil, err
+		}
+		if !local {
+			return release, nil
+		}
+		if c.o.Now().After(deadline) {
+			release()
+			return nil, fmt.Errorf("rounds: the site's rounds still hold parts done by this node alone after %v: try again", growthWait)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			release()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// growthWait bounds how long a join waits for local parts to be updated.
+const growthWait = 30 * time.Second
+
+// localWork reports whether this node holds a local part or an active
+// round has a part done locally.
+func (n *nodeSide) localWork() (bool, error) {
+	n.mu.Lock()
+	for _, p := range n.parts {
+		if p.local.Load() && !p.revoked.Load() {
+			n.mu.Unlock()
+			return true, nil
+		}
+	}
+	n.mu.Unlock()
+	s, err := loadState(n.c.st)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range s.Active {
+		local := false
+		err := n.c.st.UserScan(donePrefix(a.Round), func(k string, v []byte) error {
+			var d partDone
+			if err := decodeJSON(v, &d); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			local = local || d.Local
+			return nil
+		})
+		if err != nil || local {
+			return local, err
+		}
+	}
+	return false, nil
 }
 
 func (n *nodeSide) stageLoop(ctx context.Context) error {
@@ -1273,7 +1344,15 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 			n.paused.Store(true)
 			n.resumeAt.Store(0)
 			p.Pause(true)
-			c.log.Warn("rounds: no leader took this node's report: fetching paused", "err", err)
+			// The leader moves this node's parts FailTimeout after it last
+			// heard of it, and lets their hosts go from then on (plus
+			// their delays): requests still in flight must end now, not
+			// at the request timeout, or they would overlap the new
+			// owner's (a node cut off from the leader is not dead).
+			if a, ok := f.(aborter); ok {
+				a.Abort()
+			}
+			c.log.Warn("rounds: no leader took this node's report: fetching paused, requests in flight aborted", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -1288,6 +1367,13 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
 	idx := n.resumeAt.Load()
 	if idx == 0 || !n.paused.Load() || n.c.st.AppliedIndex() < idx || n.draining.Load() {
+		return func() {}
+	}
+	// The reply that set idx may be old: resume only while a leader has
+	// taken a report within half the fail timeout (the lease the pause
+	// is about), or the node would fetch again just as it should pause.
+	if n.c.o.Now().Sub(time.Unix(0, n.lastOK.Load())) > n.c.o.FailTimeout/2 {
+		n.resumeAt.Store(0)
 		return func() {}
 	}
 	return func() {

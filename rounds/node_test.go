@@ -396,3 +396,86 @@ func TestRestartRecoversEveryPart(t *testing.T) {
 		t.Errorf("%d URLs fetched twice: the parts taken again after the restart fetched what the fetch segment held", twice)
 	}
 }
+
+// TestGrowthGate: a node leading a site alone keeps a part's results in its
+// fetch segment (a local part). Before another node may join, the gate
+// stops making parts local and waits until the local part is done and its
+// results are staged in the crawl database like any other's, so that a
+// later leader can update the round.
+func TestGrowthGate(t *testing.T) {
+	f := newNodeFixture(t)
+	f.plan(PhaseFetch, "n1", 0, "http://h.test/a", "http://h.test/b")
+	f.watch()
+	jobs := f.sink.take()
+	f.c.node.mu.Lock()
+	p := f.c.node.parts[partRef{1, 0}]
+	f.c.node.mu.Unlock()
+	if p == nil || !p.local.Load() {
+		t.Fatal("a part taken by a node alone is not local")
+	}
+	type opened struct {
+		release func()
+		err     error
+	}
+	gate := make(chan opened, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		r, err := f.c.GrowthGate(ctx)
+		gate <- opened{r, err}
+	}()
+	// While the gate waits, nothing is local any more.
+	waitFor(t, 5*time.Second, "the gate to close", func() bool { return f.c.growing.Load() })
+	if f.c.node.alone() {
+		t.Error("the node still counts as alone while a node waits to join")
+	}
+	select {
+	case o := <-gate:
+		t.Fatalf("the gate opened with a local part held: %v", o.err)
+	default:
+	}
+	for i := range jobs {
+		f.c.OnResult(&fetcher.Result{Job: jobs[i], Status: store.StatusFetched, HTTPStatus: 200, Links: []string{"http://h.test/x"}})
+	}
+	if err := f.c.node.stage(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	var o opened
+	select {
+	case o = <-gate:
+	case <-ctx.Done():
+		t.Fatal("the gate did not open once the local part was staged")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	o.release()
+	v, err := f.c.st.User(doneKey(1, 0))
+	if err != nil || v == nil {
+		t.Fatalf("no done marker: %v", err)
+	}
+	var d partDone
+	if err := decodeJSON(v, &d); err != nil || d.Local {
+		t.Errorf("done marker %s: the part stayed local (%v)", v, err)
+	}
+	staged := 0
+	if err := f.c.st.UserScan(resPrefix(1), func(string, []byte) error { staged++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if staged == 0 {
+		t.Error("the part's results were not staged in the crawl database")
+	}
+	if f.c.growing.Load() {
+		t.Error("still growing after the release")
+	}
+}
+
+// waitFor polls cond every 5 ms until it holds, failing the test after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after %v", what, limit)
+		}
+	}
+}

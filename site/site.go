@@ -323,6 +323,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err erro
 		return nil, err
 	}
 	s.crawlerReady.Store(s.crawler)
+	// A node joins only once no round's results are kept on this node alone.
+	s.db.SetJoinGate(s.crawler.GrowthGate)
 	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site: warc: %w", err)
