@@ -73,7 +73,7 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			var fin finished
 			if errors.As(err, &fin) {
 				c.waitFollowers(ctx)
-				if fin.reason == "exhausted" {
+				if fin.reason == EndExhausted {
 					return ErrExhausted
 				}
 				return nil
@@ -105,6 +105,17 @@ func (c *Crawler) roundDone(st RoundStats) error {
 	c.mu.Unlock()
 	if err := c.writeStats(st); err != nil {
 		return err
+	}
+	// The crawl may have ended as the round left the state, before its
+	// line was written (finish marks the line when it comes first).
+	c.mu.Lock()
+	fin := c.state.Finished
+	next := c.state.Next
+	c.mu.Unlock()
+	if fin != nil && fin.At.After(c.started) && st.Round == next-1 {
+		if _, err := c.markEnd(st.Round, *fin); err != nil {
+			c.log.Warn("rounds: mark the crawl's end in rounds.jsonl", "err", err)
+		}
 	}
 	if c.o.OnRound != nil {
 		c.o.OnRound(st)
