@@ -104,10 +104,13 @@ func (c *Crawler) writeStats(s RoundStats) error {
 // MarkEnd records on the last line of this node's stats/rounds.jsonl that
 // the crawl stopped after that round, and why (the line's "end" field): the
 // leader does it when the site's crawl ends, the site when a signal stops
-// a one-node site. A line marked already stays as it is; with no line (no
-// round done on this node) there is nothing to mark. Only the line's
-// closing brace is overwritten: the rest of the file is untouched, and
-// readers that do not know the field see the line they knew.
+// a one-node site. A line marked already keeps its mark, unless the mark
+// is a signal's and the crawl has ended since (resumed, it found nothing
+// more to do); with no line (no round done on this node) there is nothing
+// to mark. Only the line's closing brace (or its mark) is overwritten: the
+// rest of the file is untouched, and readers that do not know the field
+// see the line they knew. A crawl stopped by a signal and resumed keeps
+// the mark of its stop on the line where it stopped.
 func (c *Crawler) MarkEnd(end Finish) error {
 	_, err := c.markEnd(0, end)
 	return err
@@ -136,19 +139,30 @@ func (c *Crawler) markEnd(round uint64, end Finish) (bool, error) {
 	if err := json.Unmarshal(line, &last); err != nil {
 		return false, fmt.Errorf("rounds: mark the end: the last line of %s: %w", path, err)
 	}
-	if last.End != nil {
-		return true, nil
-	}
 	if round != 0 && last.Round != round {
-		return false, nil
+		return last.End != nil, nil
+	}
+	// The line ends in "}\n": the field goes in before the brace, or in
+	// place of a signal's mark (always the line's last field), padded
+	// with blanks to its length so that nothing is left past the line.
+	at := int64(len(line)) - 1
+	if last.End != nil {
+		i := bytes.LastIndex(line, []byte(`,"end":`))
+		if last.End.Reason != EndSignal || end.Reason == EndSignal || i < 0 {
+			return true, nil
+		}
+		at = int64(i)
 	}
 	e, err := json.Marshal(end)
 	if err != nil {
 		return false, err
 	}
-	// The line ends in "}\n": the field goes in before the brace.
-	tail := append(append([]byte(`,"end":`), e...), "}\n"...)
-	if _, err := f.WriteAt(tail, off+int64(len(line))-1); err != nil {
+	tail := append([]byte(`,"end":`), e...)
+	if pad := int(int64(len(line))-1-at) - len(tail); pad > 0 {
+		tail = append(tail, bytes.Repeat([]byte(" "), pad)...)
+	}
+	tail = append(tail, "}\n"...)
+	if _, err := f.WriteAt(tail, off+at); err != nil {
 		return false, fmt.Errorf("rounds: mark the end in %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {

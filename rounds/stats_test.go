@@ -23,17 +23,23 @@ func TestMarkEnd(t *testing.T) {
 		return string(b) + "\n"
 	}
 	end := Finish{Reason: EndRounds, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Rounds: 2, Frontier: 158}
-	marked := func(round uint64, extra int) string {
+	markedWith := func(round uint64, extra int, end Finish) string {
 		l := line(round, extra)
 		e, _ := json.Marshal(end)
 		return l[:len(l)-2] + `,"end":` + string(e) + "}\n"
 	}
+	marked := func(round uint64, extra int) string { return markedWith(round, extra, end) }
+	signal := Finish{Reason: EndSignal, At: end.At.Add(-time.Hour), Rounds: 2, Frontier: 1234567, InFlight: 40}
+	// A signal's mark replaced by a shorter one: blanks fill its place.
+	replaced := line(1, 0) + marked(2, 0)
+	replaced = replaced[:len(replaced)-2] + strings.Repeat(" ", len(markedWith(2, 0, signal))-len(marked(2, 0))) + "}\n"
 	for _, tc := range []struct {
 		name    string
 		file    string
 		round   uint64 // 0: whichever
 		want    string // the file after
 		done    bool   // the last line carries a mark after
+		signal  bool   // mark a signal's stop, not the end
 		wantErr string
 	}{
 		{name: "no line", file: "", want: ""},
@@ -41,6 +47,8 @@ func TestMarkEnd(t *testing.T) {
 		{name: "the round asked for", file: line(1, 0) + line(2, 0), round: 2, want: line(1, 0) + marked(2, 0), done: true},
 		{name: "not the round asked for", file: line(1, 0) + line(2, 0), round: 3, want: line(1, 0) + line(2, 0)},
 		{name: "marked already", file: line(1, 0) + marked(2, 0), want: line(1, 0) + marked(2, 0), done: true},
+		{name: "a signal's mark, then the end", file: line(1, 0) + markedWith(2, 0, signal), round: 2, want: replaced, done: true},
+		{name: "the end's mark stays", file: line(1, 0) + marked(2, 0), want: line(1, 0) + marked(2, 0), done: true, signal: true},
 		{name: "one long line", file: line(7, 200<<10), want: marked(7, 200<<10), done: true},
 		{name: "a long line after another", file: line(6, 100<<10) + line(7, 150<<10), want: line(6, 100<<10) + marked(7, 150<<10), done: true},
 		{name: "cut mid-line", file: line(1, 0) + `{"round":2,"fetch`, want: line(1, 0) + `{"round":2,"fetch`, wantErr: "does not end with a whole line"},
@@ -57,7 +65,11 @@ func TestMarkEnd(t *testing.T) {
 			}
 			defer f.Close()
 			c := &Crawler{statsF: f}
-			done, err := c.markEnd(tc.round, end)
+			mark := end
+			if tc.signal {
+				mark = signal
+			}
+			done, err := c.markEnd(tc.round, mark)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
