@@ -886,7 +886,11 @@ func (l *leader) resolve(ctx context.Context, hosts []string) map[string][]netip
 	return out
 }
 
-// finish marks the site's crawl ended: every node sees it and stops.
+// finish marks the site's crawl ended: every node sees it and stops. It
+// records what the crawl left: a crawl found exhausted whose frontier
+// still holds URLs (all of hosts closed for their budget: generate skips
+// them) ended at its budget. The last round's line in rounds.jsonl says
+// so too.
 func (l *leader) finish(ctx context.Context, reason string) error {
 	c := l.c
 	c.stateMu.Lock() // held until the new state is written: writers take turns
@@ -894,11 +898,20 @@ func (l *leader) finish(ctx context.Context, reason string) error {
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
-	s.Finished = &Finish{Reason: reason, At: c.o.Now()}
+	left := c.st.Counts().Frontier
+	if reason == EndExhausted && left > 0 {
+		reason = EndBudget
+	}
+	s.Finished = &Finish{Reason: reason, At: c.o.Now(), Rounds: s.Done, Frontier: left}
 	if err := c.putState(ctx, c.newBatch(), s); err != nil {
 		return err
 	}
-	c.log.Info("rounds: the site's crawl is finished", "reason", reason, "rounds", s.Done)
+	c.log.Info("rounds: the site's crawl is finished", "reason", reason, "rounds", s.Done, "frontier", left)
+	// The last round's line, if this node wrote it already (else
+	// roundDone marks it when it does).
+	if _, err := c.markEnd(s.Next-1, *s.Finished); err != nil {
+		c.log.Warn("rounds: mark the crawl's end in rounds.jsonl", "err", err)
+	}
 	return nil
 }
 

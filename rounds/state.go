@@ -47,10 +47,50 @@ type State struct {
 	Finished *Finish `json:"finished,omitempty"`
 }
 
-// Finish says why and when a site's crawl ended.
+// Why a crawl ended: Finish.Reason.
+const (
+	// EndExhausted: nothing is left to fetch (the frontier is empty and
+	// no host is backing off).
+	EndExhausted = "exhausted"
+	// EndRounds: the site generated the rounds it was told to (--rounds).
+	EndRounds = "rounds"
+	// EndBudget: URLs are left in the frontier, but all of them are of
+	// hosts closed for their page budget (--host-budget): nothing more can
+	// be generated.
+	EndBudget = "budget"
+	// EndSignal: the node was stopped (SIGINT or SIGTERM to `site up`, or
+	// its context cancelled) before the crawl ended; the site, not this
+	// package, records it (Crawler.MarkEnd). Restarted, the crawl resumes.
+	EndSignal = "signal"
+)
+
+// Finish says why and when a site's crawl ended, and what it left.
 type Finish struct {
-	Reason string    `json:"reason"` // "exhausted" or "rounds"
+	Reason string    `json:"reason"` // EndExhausted, EndRounds, EndBudget or EndSignal
 	At     time.Time `json:"at"`
+	// Rounds is how many rounds were done in all when it ended.
+	Rounds uint64 `json:"rounds"`
+	// Frontier is how many URLs were left unfetched in the frontier (0
+	// for an exhausted crawl); InFlight how many were in rounds generated
+	// and not yet updated (only a signal leaves any: they resume).
+	Frontier uint64 `json:"frontier"`
+	InFlight uint64 `json:"in_flight,omitempty"`
+}
+
+// String says, in a line for people, why the crawl ended and what it left.
+// An exhausted crawl's line, alone, says "crawl exhausted".
+func (f Finish) String() string {
+	switch f.Reason {
+	case EndExhausted:
+		return fmt.Sprintf("crawl exhausted: every reachable URL in scope has been fetched (%d rounds)", f.Rounds)
+	case EndRounds:
+		return fmt.Sprintf("crawl stopped at its round limit (--rounds) after %d rounds: %d URLs left unfetched in the frontier", f.Rounds, f.Frontier)
+	case EndBudget:
+		return fmt.Sprintf("crawl stopped after %d rounds: the %d URLs left in the frontier are all of hosts that have used their page budget (--host-budget)", f.Rounds, f.Frontier)
+	case EndSignal:
+		return fmt.Sprintf("crawl stopped by a signal after %d rounds: %d URLs left unfetched in the frontier, %d in rounds in flight (starting the node again resumes it)", f.Rounds, f.Frontier, f.InFlight)
+	}
+	return fmt.Sprintf("crawl ended (%s) after %d rounds: %d URLs left unfetched in the frontier", f.Reason, f.Rounds, f.Frontier)
 }
 
 // Active is a round in flight.

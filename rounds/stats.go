@@ -1,8 +1,12 @@
 package rounds
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 )
 
@@ -69,6 +73,10 @@ type RoundStats struct {
 	// CashError, with Options.CheckCash, is OPIC's invariant after the
 	// round: (cash of all pages + virtual − injected) / injected.
 	CashError *float64 `json:"cash_error,omitempty"`
+	// End is set on the last line only, once the crawl has stopped after
+	// this round: why (exhausted, rounds, budget, signal) and the URLs it
+	// left (see MarkEnd).
+	End *Finish `json:"end,omitempty"`
 }
 
 // HostFate counts what happened to one host's fetches in a round.
@@ -97,4 +105,110 @@ func (c *Crawler) writeStats(s RoundStats) error {
 		return fmt.Errorf("rounds: write statistics: %w", err)
 	}
 	return nil
+}
+
+// MarkEnd records on the last line of this node's stats/rounds.jsonl that
+// the crawl stopped after that round, and why (the line's "end" field): the
+// leader does it when the site's crawl ends, the site when a signal stops
+// a one-node site. A line marked already keeps its mark, unless the mark
+// is a signal's and the crawl has ended since (resumed, it found nothing
+// more to do); with no line (no round done on this node) there is nothing
+// to mark. Only the line's closing brace (or its mark) is overwritten: the
+// rest of the file is untouched, and readers that do not know the field
+// see the line they knew. A crawl stopped by a signal and resumed keeps
+// the mark of its stop on the line where it stopped.
+func (c *Crawler) MarkEnd(end Finish) error {
+	_, err := c.markEnd(0, end)
+	return err
+}
+
+// markEnd marks the last line of rounds.jsonl with end if its round is
+// round (0: whichever round it is); it reports whether the line carries
+// the mark now.
+func (c *Crawler) markEnd(round uint64, end Finish) (bool, error) {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	path := c.statsF.Name()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false, fmt.Errorf("rounds: mark the end: %w", err)
+	}
+	defer f.Close()
+	line, off, err := lastLine(f)
+	if err != nil || line == nil {
+		return false, err
+	}
+	var last struct {
+		Round uint64  `json:"round"`
+		End   *Finish `json:"end"`
+	}
+	if err := json.Unmarshal(line, &last); err != nil {
+		return false, fmt.Errorf("rounds: mark the end: the last line of %s: %w", path, err)
+	}
+	if round != 0 && last.Round != round {
+		return last.End != nil, nil
+	}
+	// The line ends in "}\n": the field goes in before the brace, or in
+	// place of a signal's mark (always the line's last field), padded
+	// with blanks to its length so that nothing is left past the line.
+	at := int64(len(line)) - 1
+	if last.End != nil {
+		i := bytes.LastIndex(line, []byte(`,"end":`))
+		if last.End.Reason != EndSignal || end.Reason == EndSignal || i < 0 {
+			return true, nil
+		}
+		at = int64(i)
+	}
+	e, err := json.Marshal(end)
+	if err != nil {
+		return false, err
+	}
+	tail := append([]byte(`,"end":`), e...)
+	if pad := int(int64(len(line))-1-at) - len(tail); pad > 0 {
+		tail = append(tail, bytes.Repeat([]byte(" "), pad)...)
+	}
+	tail = append(tail, "}\n"...)
+	if _, err := f.WriteAt(tail, off+at); err != nil {
+		return false, fmt.Errorf("rounds: mark the end in %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return false, fmt.Errorf("rounds: mark the end in %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// lastLine returns the last line of f (without its newline) and where it
+// starts; nil if f is empty. A last line without its newline (a write cut
+// short) or not a JSON object is an error.
+func lastLine(f *os.File) ([]byte, int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("rounds: mark the end: %w", err)
+	}
+	size := st.Size()
+	if size == 0 {
+		return nil, 0, nil
+	}
+	const chunk = 64 << 10
+	var buf []byte // the file's tail read so far
+	start := size
+	for {
+		n := min(int64(chunk), start)
+		start -= n
+		b := make([]byte, n, int(n)+len(buf))
+		if _, err := f.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, fmt.Errorf("rounds: mark the end: %w", err)
+		}
+		buf = append(b, buf...)
+		if buf[len(buf)-1] != '\n' {
+			return nil, 0, fmt.Errorf("rounds: mark the end: %s does not end with a whole line", f.Name())
+		}
+		if i := bytes.LastIndexByte(buf[:len(buf)-1], '\n'); i >= 0 || start == 0 {
+			line := buf[i+1 : len(buf)-1]
+			if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
+				return nil, 0, fmt.Errorf("rounds: mark the end: the last line of %s is not a JSON object", f.Name())
+			}
+			return line, start + int64(i+1), nil
+		}
+	}
 }

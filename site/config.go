@@ -24,6 +24,7 @@ type Config struct {
 	API           string        // this node's API address: the crawl database's API and the other nodes' calls ("" → the one it had, or a free loopback port)
 	Advertise     string        // the --api address the site's other nodes call ("" → API's bound address); a proxy in front of it
 	Join          string        // --listen (status) address of a node of the site to join ("" → start or restart a site)
+	JoinWait      time.Duration // how long a joining node waits for a node that answers it is still starting (0: not at all)
 	FailTimeout   time.Duration // a node silent this long is dead and its hosts go to the others
 	CheckCash     bool          // check OPIC's invariant after every round (a full scan: debugging)
 	Seeds         string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
@@ -86,7 +87,7 @@ func DefaultConfig() Config {
 		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3, MaxRedirects: 10,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
-		Damping: 0.85, LinkMemory: 64 << 20, FailTimeout: 3 * time.Second,
+		Damping: 0.85, LinkMemory: 64 << 20, FailTimeout: 3 * time.Second, JoinWait: time.Minute,
 	}
 }
 
@@ -114,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.HostDelay < 0 || c.IPDelay < 0 || c.MaxCrawlDelay < 0 {
 		bad("--host-delay, --ip-delay and --max-crawl-delay must not be negative")
+	}
+	if c.JoinWait < 0 {
+		bad("--join-wait must not be negative, got %v", c.JoinWait)
 	}
 	if c.Rounds < 0 {
 		bad("--rounds must not be negative")

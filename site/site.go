@@ -23,6 +23,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
@@ -120,6 +121,7 @@ type Site struct {
 	joinAPI    string // the API address of the node to join (from its /site/info)
 	lock       *os.File
 	info       Info
+	progressW  io.Writer // Up's progress writer (nil: none), for a join that waits
 	started    time.Time
 	metrics    *metrics
 	dash       dashState // the dashboard's samples and rounds
@@ -135,6 +137,7 @@ type Site struct {
 	dbReady *crawldb.DB // set once the crawl database is open (for the API handler)
 	stopRun context.CancelFunc
 	leaving bool
+	stopped *rounds.Finish // why this node stopped (a signal), once it has
 
 	closeOnce sync.Once
 	closeErr  error
@@ -143,7 +146,7 @@ type Site struct {
 // Up runs a node until ctx is done, the site's crawl ends, or the node
 // leaves. Progress lines go to progress (nil: none).
 func Up(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer) error {
-	s, err := Start(ctx, cfg, log)
+	s, err := start(ctx, cfg, log, progress)
 	if err != nil {
 		return err
 	}
@@ -158,14 +161,20 @@ func Up(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer) e
 // node), or joins one with cfg.Join. Run crawls. Nothing is created in the
 // data directory until the checks (region, node name, the site to join)
 // have passed.
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Site, err error) {
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Site, error) {
+	return start(ctx, cfg, log, nil)
+}
+
+// start is Start; a join that waits for its site says so on progress too
+// (nil: in the log only).
+func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer) (_ *Site, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Site{cfg: cfg, log: log, started: time.Now(), client: &http.Client{Timeout: 5 * time.Second}}
+	s := &Site{cfg: cfg, log: log, started: time.Now(), client: &http.Client{Timeout: 5 * time.Second}, progressW: progress}
 	prev, hasState, err := s.check(ctx)
 	if err != nil {
 		return nil, err
@@ -425,29 +434,48 @@ type SiteInfo struct {
 	Settings *Settings        `json:"settings"`
 }
 
+// joinNoteEvery is how often a join waiting for its site says so.
+const joinNoteEvery = 5 * time.Second
+
+// errStarting is a node's answer that it is still starting (503 from
+// whenReady, before Start is done).
+var errStarting = errors.New("the node is still starting")
+
+// siteInfo asks the node at addr (its status listener) for its site. A
+// node that answers it is still starting is asked again every 200 ms for
+// up to cfg.JoinWait, with a line every joinNoteEvery in the log and on
+// the progress writer; a refused connection is tried again for 2 s (a node
+// that is about to listen); any other answer (a 404, another server's
+// 503, an answer that is not a Meridian site's) fails at once.
 func (s *Site) siteInfo(ctx context.Context, addr string) (SiteInfo, error) {
-	var in SiteInfo
-	var last error
-	for attempt := 0; attempt < 10; attempt++ {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/site/info", nil)
-		resp, err := s.client.Do(req)
+	start := time.Now()
+	nextNote := start.Add(joinNoteEvery)
+	for attempt := 1; ; attempt++ {
+		in, err := s.askSiteInfo(ctx, addr)
 		if err == nil {
-			if resp.StatusCode == http.StatusOK {
-				err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&in)
-			} else {
-				err = fmt.Errorf("GET /site/info: %s", resp.Status)
+			if attempt > 1 {
+				s.log.Info("site: the site to join answers", "join", addr, "waited", time.Since(start).Round(time.Millisecond))
 			}
-			resp.Body.Close()
-			if err == nil && in.Region == "" {
-				err = errors.New("the answer is not a Meridian site's")
-			}
-			if err == nil {
-				return in, nil
-			}
+			return in, nil
 		}
-		last = err
-		if resp != nil && resp.StatusCode == http.StatusNotFound {
-			break
+		var netErr net.Error
+		waited := time.Since(start)
+		switch {
+		case errors.Is(err, errStarting):
+			if waited >= s.cfg.JoinWait {
+				return in, fmt.Errorf("%w after waiting %v (--join-wait)", err, waited.Round(time.Second))
+			}
+			if now := time.Now(); !now.Before(nextNote) {
+				nextNote = now.Add(joinNoteEvery)
+				msg := fmt.Sprintf("site: the node at --join %s is still starting; waiting (%v of --join-wait %v)", addr, waited.Round(time.Second), s.cfg.JoinWait)
+				s.log.Info(msg)
+				if s.progressW != nil {
+					fmt.Fprintln(s.progressW, msg)
+				}
+			}
+		case errors.As(err, &netErr) && attempt < 10:
+		default:
+			return in, err
 		}
 		select {
 		case <-ctx.Done():
@@ -455,7 +483,36 @@ func (s *Site) siteInfo(ctx context.Context, addr string) (SiteInfo, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return in, last
+}
+
+// askSiteInfo asks the node at addr for its site once. A node still
+// starting gives errStarting.
+func (s *Site) askSiteInfo(ctx context.Context, addr string) (SiteInfo, error) {
+	var in SiteInfo
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/site/info", nil)
+	if err != nil {
+		return in, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return in, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err := fmt.Errorf("GET /site/info: %s", resp.Status)
+		if resp.StatusCode == http.StatusServiceUnavailable && bytes.HasPrefix(b, []byte(startingMsg)) {
+			err = fmt.Errorf("%w (%w)", errStarting, err)
+		}
+		return in, err
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&in); err != nil {
+		return in, fmt.Errorf("GET /site/info: %w", err)
+	}
+	if in.Region == "" {
+		return in, errors.New("the answer is not a Meridian site's")
+	}
+	return in, nil
 }
 
 func (s *Site) startWebsim(prev Info) ([]string, error) {
@@ -606,6 +663,10 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	s.mu.Lock()
 	leaving := s.leaving
 	s.mu.Unlock()
+	var end *rounds.Finish
+	if err == nil || errors.Is(err, rounds.ErrExhausted) {
+		end = s.ending(ctx, rctx, leaving)
+	}
 	if err == nil && rctx.Err() != nil {
 		if herr := s.handOff(leaving); herr != nil {
 			s.log.Warn("site: hand work back", "err", herr)
@@ -619,16 +680,69 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 		err = ferr
 	}
 	if errors.Is(err, rounds.ErrExhausted) {
-		s.log.Info("site: crawl exhausted")
-		if progress != nil {
-			fmt.Fprintln(progress, "crawl exhausted: every reachable URL in scope has been fetched")
-		}
 		err = nil
 	}
 	if progress != nil {
 		s.printProgress(progress, time.Now(), nil)
 	}
+	if end != nil && err == nil {
+		s.reportEnd(*end, progress)
+	}
 	return err
+}
+
+// ending says why Run's crawl stopped, once it has: the site's crawl
+// ended (exhausted, its round limit, its budget: the round state says
+// which and what it left), or this node was stopped (a signal; a node
+// that leaves is not a crawl that stops: nil). A one-node site stopped by
+// a signal marks the last line of its rounds.jsonl; a node of several
+// does not, since the others crawl on. /status shows a stop until the
+// node exits.
+func (s *Site) ending(ctx, rctx context.Context, leaving bool) *rounds.Finish {
+	rs := s.crawler.Status()
+	if f := rs.Finished; f != nil && f.At.After(s.started) {
+		return f
+	}
+	if rctx.Err() == nil || leaving {
+		return nil
+	}
+	c := s.db.Store().Counts()
+	end := rounds.Finish{Reason: rounds.EndSignal, At: time.Now(), Rounds: rs.Done, Frontier: c.Frontier, InFlight: c.ByStatus[store.StatusGenerated]}
+	if members, err := s.db.Members(); err == nil && len(members) < 2 {
+		if err := s.crawler.MarkEnd(end); err != nil {
+			s.log.Warn("site: mark the stop in rounds.jsonl", "err", err)
+		}
+	}
+	s.mu.Lock()
+	s.stopped = &end
+	s.mu.Unlock()
+	if cause := context.Cause(ctx); cause != nil {
+		s.log.Info("site: stopping", "cause", cause)
+	}
+	return &end
+}
+
+// reportEnd says in the log and on the progress writer (nil: none) why
+// the crawl stopped and what it left.
+func (s *Site) reportEnd(end rounds.Finish, progress io.Writer) {
+	msg := end.String()
+	if end.Reason == rounds.EndSignal {
+		if members, err := s.db.Members(); err == nil && len(members) > 1 {
+			msg = fmt.Sprintf("node %s stopped by a signal; the site's other nodes crawl on (%d URLs left unfetched in the frontier)", s.cfg.Node, end.Frontier)
+		}
+	}
+	attrs := []any{"reason", end.Reason, "rounds", end.Rounds, "frontier", end.Frontier}
+	switch end.Reason {
+	case rounds.EndExhausted:
+		s.log.Info("site: crawl exhausted", attrs...)
+	case rounds.EndBudget:
+		s.log.Warn("site: "+msg, attrs...)
+	default:
+		s.log.Info("site: "+msg, attrs...)
+	}
+	if progress != nil {
+		fmt.Fprintln(progress, msg)
+	}
 }
 
 // handOff gives this node's work back to the site when it stops (and,

@@ -40,6 +40,9 @@ type Status struct {
 	Traffic crawldb.Traffic `json:"traffic"`
 	// Federation is the federation as this node sees it (with --federation).
 	Federation *federation.Status `json:"federation,omitempty"`
+	// Stopped is set while the node stops on a signal, before the crawl
+	// ended: what it leaves (Rounds.Finished says why a crawl ended).
+	Stopped *rounds.Finish `json:"stopped,omitempty"`
 }
 
 type fetcherStatus struct {
@@ -93,6 +96,9 @@ func (s *Site) Status() Status {
 		st.Federation = &fs
 	}
 	st.Nodes = s.nodes()
+	s.mu.Lock()
+	st.Stopped = s.stopped
+	s.mu.Unlock()
 	if rs.Next > 0 {
 		st.Round = rs.Next - 1
 	}
@@ -194,11 +200,15 @@ func readOnly(h http.Handler) http.Handler {
 	})
 }
 
+// startingMsg is what a node answers (503) until Start is done; a node
+// that joins waits while it reads it.
+const startingMsg = "site: starting"
+
 // whenReady answers 503 until Start is done.
 func (s *Site) whenReady(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready.Load() {
-			http.Error(w, "site: starting", http.StatusServiceUnavailable)
+			http.Error(w, startingMsg, http.StatusServiceUnavailable)
 			return
 		}
 		h(w, r)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/meridian-crawler/meridian/rounds"
 )
 
 // WriteSummary writes st as the few lines an operator reads at a glance
@@ -25,8 +27,14 @@ func (st Status) WriteSummary(w io.Writer) error {
 
 	r := st.Rounds
 	switch {
+	case r.Finished != nil && r.Finished.Reason == rounds.EndRounds:
+		p("rounds    stopped at the round limit (--rounds) after %d rounds; %d URLs left unfetched in the frontier\n", r.Done, r.Finished.Frontier)
+	case r.Finished != nil && r.Finished.Reason == rounds.EndBudget:
+		p("rounds    stopped after %d rounds: the %d URLs left in the frontier are all of hosts that used their page budget (--host-budget)\n", r.Done, r.Finished.Frontier)
 	case r.Finished != nil:
 		p("rounds    finished after %d rounds (%s)\n", r.Done, r.Finished.Reason)
+	case st.Stopped != nil:
+		p("rounds    stopping (%s) after %d rounds; %d URLs left unfetched in the frontier, %d in rounds in flight\n", st.Stopped.Reason, r.Done, st.Stopped.Frontier, st.Stopped.InFlight)
 	default:
 		p("rounds    %d done, phase %s", r.Done, st.Phase)
 		if len(r.Active) > 0 {

@@ -26,6 +26,12 @@ func TestWriteSummary(t *testing.T) {
 		Peers: []federation.PeerStatus{{Name: "us", State: "up", Sent: 9, Recv: 8, BytesOut: 4096}, {Name: "asia", State: "suspect", Silent: 3, LastErr: "timeout"}}}
 	finished := base
 	finished.Rounds.Finished = &rounds.Finish{Reason: "exhausted"}
+	cut := base
+	cut.Rounds.Finished = &rounds.Finish{Reason: rounds.EndRounds, Rounds: 5, Frontier: 158}
+	budget := base
+	budget.Rounds.Finished = &rounds.Finish{Reason: rounds.EndBudget, Rounds: 5, Frontier: 12}
+	stopping := base
+	stopping.Stopped = &rounds.Finish{Reason: rounds.EndSignal, Rounds: 5, Frontier: 600, InFlight: 40}
 	tests := []struct {
 		name      string
 		st        site.Status
@@ -38,6 +44,12 @@ func TestWriteSummary(t *testing.T) {
 		{"federation", withFed, []string{"federation (consistent partitioner): crawling; sent 1234 URLs, received 567; outbox 2 entries; URL-sent cache hit 75.0% of 400",
 			"us    up", "4.0 KiB", "asia  suspect", "timeout"}, nil},
 		{"finished", finished, []string{"rounds    finished after 5 rounds (exhausted)"}, []string{"in flight: "}},
+		{"round limit", cut, []string{"rounds    stopped at the round limit (--rounds) after 5 rounds; 158 URLs left unfetched in the frontier"},
+			[]string{"in flight: ", "exhausted"}},
+		{"budget", budget, []string{"rounds    stopped after 5 rounds: the 12 URLs left in the frontier are all of hosts that used their page budget"},
+			[]string{"in flight: ", "exhausted"}},
+		{"signal", stopping, []string{"rounds    stopping (signal) after 5 rounds; 600 URLs left unfetched in the frontier, 40 in rounds in flight"},
+			[]string{"exhausted"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

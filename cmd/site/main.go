@@ -117,6 +117,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", cfg.RaftAdvertise, "the Raft address the site's other nodes dial, when not --raft's (a proxy or NAT in front of it)")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "the --api address the site's other nodes call, when not --api's (a proxy or NAT in front of it)")
 	f.StringVar(&cfg.Join, "join", cfg.Join, "join the site of the node whose status (--listen) address this is: its /site/info gives the site's crawl settings and the node's --api address")
+	f.DurationVar(&cfg.JoinWait, "join-wait", cfg.JoinWait, "how long --join waits for a node that answers it is still starting (a progress line every few seconds); a wrong address fails at once")
 	f.DurationVar(&cfg.FailTimeout, "fail-timeout", cfg.FailTimeout, "a node silent this long is taken for dead and its hosts go to the other nodes")
 	f.BoolVar(&cfg.CheckCash, "check-cash", cfg.CheckCash, "check OPIC's cash invariant after every round (a full scan of the crawl database: for debugging)")
 	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")

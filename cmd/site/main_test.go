@@ -149,10 +149,13 @@ func TestUpAndStatus(t *testing.T) {
 		t.Fatalf("status %v", status)
 	}
 	log := stderr.String()
-	for _, want := range []string{"line=3", "line=4", "round 2", "fetched"} {
+	for _, want := range []string{"line=3", "line=4", "round 2", "fetched", "crawl stopped at its round limit (--rounds) after 2 rounds: "} {
 		if !strings.Contains(log, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, log)
 		}
+	}
+	if strings.Contains(log, "crawl exhausted") {
+		t.Errorf("a crawl cut by --rounds says it is exhausted:\n%s", log)
 	}
 	if strings.Contains(log, "line=2 ") || strings.Contains(log, "line=6") {
 		t.Errorf("good seed lines reported as bad:\n%s", log)
