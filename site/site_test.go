@@ -38,7 +38,36 @@ func testConfig(t *testing.T, profile string) site.Config {
 	cfg.Progress = 0
 	cfg.Timeout = 3 * time.Second
 	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
+	// OPIC's invariant is checked after every round of every test crawl
+	// (a full scan: small webs), and each round's result checked at the
+	// test's end.
+	cfg.CheckCash = true
+	t.Cleanup(func() { checkCashEveryRound(t, cfg.Data) })
 	return cfg
+}
+
+// checkCashEveryRound checks the cash error each round of the crawl in data
+// recorded (CheckCash): OPIC's cash is conserved after every round, across
+// restarts too. A data directory where no round ended has nothing to check.
+func checkCashEveryRound(t *testing.T, data string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(data, "stats", "rounds.jsonl")); err != nil {
+		return
+	}
+	for _, st := range readRounds(t, data) {
+		switch {
+		case st.CashError == nil:
+			t.Errorf("round %d has no cash check", st.Round)
+		case math.Abs(*st.CashError) > 1e-9:
+			t.Errorf("round %d (led by %s): cash off by %g of what was injected", st.Round, st.Leader, *st.CashError)
+		}
+		if st.DuplicateResults != 0 {
+			t.Errorf("round %d: %d URLs had a second result in a fetch segment (fetched again after a restart)", st.Round, st.DuplicateResults)
+		}
+		if st.LateResults != 0 {
+			t.Logf("round %d: %d late results dropped (parts that moved)", st.Round, st.LateResults)
+		}
+	}
 }
 
 func getJSON(t *testing.T, url string, v any) error {
