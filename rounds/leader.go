@@ -32,7 +32,9 @@ type leader struct {
 	f     Fetcher
 	token []byte
 	det   *plan.Detector
-	start time.Time
+	// members: the site's nodes this leader has seen among the members
+	members map[string]bool
+	start   time.Time
 
 	stepMu  sync.Mutex // held by a step and by Heard: a node's report never interleaves with moves of its parts
 	mu      sync.Mutex
@@ -210,7 +212,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 		return fmt.Errorf("rounds: lead: %w", err)
 	}
 	now := c.o.Now()
-	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), start: now, reports: map[string]NodeReport{},
+	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), members: map[string]bool{}, start: now, reports: map[string]NodeReport{},
 		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
@@ -473,7 +475,20 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]plan.Node, 0, len(members))
+	for id := range l.members {
+		if _, ok := members[id]; !ok {
+			delete(l.members, id) // left: a return is a new join
+		}
+	}
 	for id := range members {
+		if !l.members[id] {
+			// A node that joined since this leader started gets a full
+			// fail timeout from now to report, as those at its start
+			// did: else a node joining later than that would be dead at
+			// once, and the parts it was just given moved away.
+			l.members[id] = true
+			l.det.Heard(id, now)
+		}
 		// This node leads: it is alive whatever its reports (they may
 		// wait for a step).
 		n := plan.Node{ID: id, Alive: id == l.c.id || l.det.Alive(id, now)}
