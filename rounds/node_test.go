@@ -479,3 +479,40 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// pauseSink is a jobSink that can pause, as the fetcher does.
+type pauseSink struct {
+	jobSink
+	paused bool
+}
+
+func (s *pauseSink) Pause(on bool) { s.paused = on }
+
+// TestResumeRechecksLease: a paused node resumes once its replica has
+// applied what the leader had when it last took a report, but only while
+// that report is recent: a reply from before the leader was lost again does
+// not resume it.
+func TestResumeRechecksLease(t *testing.T) {
+	f := newNodeFixture(t)
+	f.plan(PhaseFetch, "n2", 0, "http://h.test/a") // something applied
+	n := f.c.node
+	s := &pauseSink{paused: true}
+	fail := f.c.o.FailTimeout
+	for _, tc := range []struct {
+		name   string
+		lastOK time.Duration // before now
+		resume bool
+	}{
+		{"recent report", fail / 4, true},
+		{"report older than the lease", fail, false},
+	} {
+		s.paused = true
+		n.paused.Store(true)
+		n.resumeAt.Store(f.c.st.AppliedIndex())
+		n.lastOK.Store(f.c.o.Now().Add(-tc.lastOK).UnixNano())
+		n.maybeResume(s)()
+		if s.paused == tc.resume || n.paused.Load() == tc.resume {
+			t.Errorf("%s: fetcher paused %v, node paused %v; want resumed %v", tc.name, s.paused, n.paused.Load(), tc.resume)
+		}
+	}
+}
