@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -364,6 +365,7 @@ type Counts struct {
 	Frontier uint64 // = ByStatus[StatusUnfetched]
 	Sent     uint64 // fingerprints in the URL-sent cache
 	Outbox   uint64 // entries waiting in all outboxes
+	Marked   uint64 // generated URLs marked as fetched by another site (Batch.FetchedElsewhere)
 }
 
 // Counts returns the running totals.
@@ -371,7 +373,7 @@ func (s *Store) Counts() Counts {
 	s.mu.Lock()
 	c := s.mu.counts
 	s.mu.Unlock()
-	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox}
+	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox, Marked: c.marks}
 	for st := StatusUnfetched; st < statusCount; st++ {
 		if c.byStatus[st] > 0 {
 			out.ByStatus[st] = c.byStatus[st]
@@ -406,4 +408,63 @@ func (s *Store) ScanURLs(fn func(URLRecord) error) error {
 		}
 	}
 	return it.Error()
+}
+
+// ScanHostURLs calls fn for every URL record of host, in key order.
+func (s *Store) ScanHostURLs(host string, fn func(URLRecord) error) error {
+	rev := appendRevHost(nil, host)
+	prefix := hostPrefix(nil, pURL, host)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("store: URLs of %s: %w", host, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		u, ok := urlFromTail(rev, it.Key()[len(prefix):])
+		if !ok {
+			return fmt.Errorf("store: URLs of %s: bad key %q", host, it.Key())
+		}
+		rec := URLRecord{URL: u}
+		if err := decodeRecord(it.Value(), &rec); err != nil {
+			return fmt.Errorf("store: URLs of %s: %s: %w", host, u, err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("store: URLs of %s: %w", host, err)
+	}
+	return nil
+}
+
+// MarkedHosts returns the hosts that have generated URLs marked as
+// fetched by another site (Batch.FetchedElsewhere), at most limit of them.
+func (s *Store) MarkedHosts(limit int) ([]string, error) {
+	s.mu.Lock()
+	n := s.mu.counts.marks
+	s.mu.Unlock()
+	if n == 0 {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pMark}, UpperBound: []byte{pMark + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("store: marked hosts: %w", err)
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok && len(out) < limit; {
+		k := it.Key()[1:]
+		i := bytes.IndexByte(k, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("store: marked hosts: bad key %q", it.Key())
+		}
+		out = append(out, hostFromRev(k[:i]))
+		// The next host: past every key of this one.
+		ok = it.SeekGE(prefixEnd(append([]byte{pMark}, k[:i+1]...)))
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("store: marked hosts: %w", err)
+	}
+	return out, nil
 }
