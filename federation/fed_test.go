@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -388,11 +389,14 @@ func TestHandBackFetched(t *testing.T) {
 		t.Fatalf("us's batch for eu: seq %d (hand-back done at %d), %d fetched records, %d puts", pd.batch.Seq, hb.Seq, len(pd.batch.Fetched), len(pd.batch.Puts))
 	}
 
-	// eu, back: it knows a/1 (unfetched) and b/0 (generated).
+	// eu, back: it knows a/1 (unfetched) and b/0 (generated in round 4,
+	// in flight).
 	b = store.NewBatch()
 	b.UpsertCash(u("a", 1), 0.5, 1)
 	b.UpsertCash(u("b", 0), 0.25, 1)
 	b.MarkGenerated(u("b", 0), 4)
+	state, _ := json.Marshal(rounds.State{Next: 5, Active: []rounds.Active{{Round: 4, Phase: rounds.PhaseFetch}}})
+	b.PutRound(state)
 	if err := eu.apply(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -461,5 +465,20 @@ func TestHandBackFetched(t *testing.T) {
 	}
 	if eu.Waiting(held[1]) {
 		t.Error("b still waits after its round")
+	}
+	// A mark on a URL whose round is no longer in flight (it would stay
+	// generated for ever) does not hold its host.
+	b = store.NewBatch()
+	b.UpsertCash(u("c", 1), 0.25, 1)
+	b.MarkGenerated(u("c", 1), 2)
+	b.FetchedElsewhere(u("c", 1), store.StatusFetched)
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	if eu.st.Counts().Marked != 1 || eu.Waiting(held[2]) {
+		t.Errorf("a mark of round 2, not in flight: %d marks, c waits %v", eu.st.Counts().Marked, eu.Waiting(held[2]))
 	}
 }

@@ -159,7 +159,7 @@ func (b *Batch) HandOver(url string, cash float64) {
 // and is marked (OpResult.Marked): if its round gives it back to the
 // frontier (Requeue, or a retry result) it takes status instead, with its
 // cash; if the round records a final fetch of it here, the mark is simply
-// dropped. Counts.Marked and MarkedHosts tell which hosts have such URLs,
+// dropped. Counts.Marked and MarkedURLs tell which URLs are marked,
 // so that their jobs can be dropped.
 func (b *Batch) FetchedElsewhere(url string, status Status) {
 	if status < StatusFetched || status >= statusCount {

@@ -365,7 +365,7 @@ type Counts struct {
 	Frontier uint64 // = ByStatus[StatusUnfetched]
 	Sent     uint64 // fingerprints in the URL-sent cache
 	Outbox   uint64 // entries waiting in all outboxes
-	Marked   uint64 // generated URLs marked as fetched by another site (Batch.FetchedElsewhere)
+	Marked   uint64 // generated URLs marked as fetched by another site (Batch.FetchedElsewhere, MarkedURLs)
 }
 
 // Counts returns the running totals.
@@ -438,9 +438,16 @@ func (s *Store) ScanHostURLs(host string, fn func(URLRecord) error) error {
 	return nil
 }
 
-// MarkedHosts returns the hosts that have generated URLs marked as
-// fetched by another site (Batch.FetchedElsewhere), at most limit of them.
-func (s *Store) MarkedHosts(limit int) ([]string, error) {
+// Marked is a generated URL marked as fetched by another site
+// (Batch.FetchedElsewhere).
+type Marked struct {
+	URL, Host string
+	Round     uint64 // the round that generated it
+}
+
+// MarkedURLs returns up to limit of the URLs marked as fetched by another
+// site while generated here, with their rounds.
+func (s *Store) MarkedURLs(limit int) ([]Marked, error) {
 	s.mu.Lock()
 	n := s.mu.counts.marks
 	s.mu.Unlock()
@@ -449,22 +456,30 @@ func (s *Store) MarkedHosts(limit int) ([]string, error) {
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pMark}, UpperBound: []byte{pMark + 1}})
 	if err != nil {
-		return nil, fmt.Errorf("store: marked hosts: %w", err)
+		return nil, fmt.Errorf("store: marked URLs: %w", err)
 	}
 	defer it.Close()
-	var out []string
-	for ok := it.First(); ok && len(out) < limit; {
+	var out []Marked
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
 		k := it.Key()[1:]
 		i := bytes.IndexByte(k, 0)
-		if i < 0 {
-			return nil, fmt.Errorf("store: marked hosts: bad key %q", it.Key())
+		var u string
+		if i >= 0 {
+			u, ok = urlFromTail(k[:i], k[i+1:])
 		}
-		out = append(out, hostFromRev(k[:i]))
-		// The next host: past every key of this one.
-		ok = it.SeekGE(prefixEnd(append([]byte{pMark}, k[:i+1]...)))
+		if i < 0 || !ok {
+			return nil, fmt.Errorf("store: marked URLs: bad key %q", it.Key())
+		}
+		rec, found, err := s.Get(u)
+		if err != nil {
+			return nil, fmt.Errorf("store: marked URLs: %w", err)
+		}
+		if found && rec.Status == StatusGenerated {
+			out = append(out, Marked{URL: u, Host: hostFromRev(k[:i]), Round: rec.Round})
+		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("store: marked hosts: %w", err)
+		return nil, fmt.Errorf("store: marked URLs: %w", err)
 	}
 	return out, nil
 }

@@ -1050,7 +1050,7 @@ func mustEncodeBatch(t *testing.T, b *Batch) []byte {
 // takes the status with its cash when its round gives it back (requeue or
 // retry), or keeps the fetch recorded here. Cash in the store (cash plus
 // history) is the same before and after, exactly; the marks survive a
-// reopen and name their hosts.
+// reopen and name their URLs, hosts and rounds.
 func TestFetchedElsewhere(t *testing.T) {
 	const u = "http://h1.test/p"
 	gen := func(b *Batch) { b.UpsertCash(u, 0.75, 2); b.MarkGenerated(u, 3) }
@@ -1116,8 +1116,8 @@ func TestFetchedElsewhere(t *testing.T) {
 				}
 				s.Close()
 				s = openT(t, dir, Options{})
-				if hosts, err := s.MarkedHosts(10); err != nil || len(hosts) != 1 || hosts[0] != "h1.test" || s.Counts().Marked != 1 {
-					t.Errorf("after a reopen: marked hosts %v (%v), %d marks", hosts, err, s.Counts().Marked)
+				if m, err := s.MarkedURLs(10); err != nil || len(m) != 1 || m[0] != (Marked{URL: u, Host: "h1.test", Round: 3}) || s.Counts().Marked != 1 {
+					t.Errorf("after a reopen: marked %+v (%v), %d marks", m, err, s.Counts().Marked)
 				}
 			}
 			if tc.then != nil {
@@ -1138,8 +1138,8 @@ func TestFetchedElsewhere(t *testing.T) {
 			if c.Marked != tc.marks {
 				t.Errorf("%d marks, want %d", c.Marked, tc.marks)
 			}
-			if hosts, _ := s.MarkedHosts(10); uint64(len(hosts)) != tc.marks {
-				t.Errorf("marked hosts %v", hosts)
+			if m, _ := s.MarkedURLs(10); uint64(len(m)) != tc.marks {
+				t.Errorf("marked URLs %+v", m)
 			}
 			if c.URLs != 2 || c.ByStatus[tc.want.Status] != 1 || c.Frontier != 1 {
 				t.Errorf("counts %+v", c)
