@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -313,5 +314,171 @@ func TestFollowerEndpointPassive(t *testing.T) {
 	follow.o.LeaderState = nil
 	if passive() {
 		t.Fatal("a follower that cannot ask its leader says the site is passive")
+	}
+}
+
+// TestHandBackFetched: a site ("us") that held hosts of a site down
+// ("eu") records that it holds them; once eu is back and us has no round
+// in flight, us puts in eu's outbox a fetched-elsewhere record of every
+// URL of those hosts it recorded with a final status (none for a URL it
+// has not fetched), and marks its hand-back done at its last entry. eu
+// waits for that entry before it crawls those hosts: it records the URLs
+// as fetched elsewhere (no cash moves: a new one has none, an unfetched
+// one keeps its cash, a generated one is marked and its host keeps
+// waiting), and then crawls its other hosts again.
+func TestHandBackFetched(t *testing.T) {
+	ctx := context.Background()
+	us, eu := newTestFed(t, "us"), newTestFed(t, "eu")
+	// Hosts of eu that us owns while eu is down.
+	var held []string
+	for i := 0; len(held) < 3 && i < 10000; i++ {
+		h := fmt.Sprintf("h%d.example.test", i)
+		if l := us.locate(ctx, h); us.heldFor(h, l, "eu") {
+			held = append(held, h)
+		}
+	}
+	if len(held) < 3 {
+		t.Fatalf("hosts eu's that us would hold: %v", held)
+	}
+	if _, err := us.Owners(ctx, held); err != nil { // located, as us's update does
+		t.Fatal(err)
+	}
+	u := func(h string, p int) string { return fmt.Sprintf("http://%s/p/%d", held[h[0]-'a'], p) }
+	// What us did while eu was down: fetched a/0 (eu does not know it),
+	// a/1 (unfetched at eu), b/0 (generated at eu), got a final error on
+	// c/0, and has a/2 still in its frontier.
+	b := store.NewBatch()
+	for _, x := range []string{u("a", 0), u("a", 1), u("b", 0), u("c", 0), u("a", 2)} {
+		b.UpsertCash(x, 0.125, 1)
+	}
+	for _, x := range []string{u("a", 0), u("a", 1), u("b", 0)} {
+		b.RecordFetch(store.FetchResult{URL: x, Status: store.StatusFetched, HTTPStatus: 200})
+	}
+	b.RecordFetch(store.FetchResult{URL: u("c", 0), Status: store.StatusError, HTTPStatus: 404})
+	if err := us.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	peer := us.peers["eu"]
+	us.mu.Lock()
+	peer.down = true
+	us.publishDown()
+	us.mu.Unlock()
+	if err := us.holding(ctx, peer); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := us.local(); err != nil || !m.HandBack["eu"].Pending {
+		t.Fatalf("us's state while eu is down: %+v, %v", m.HandBack, err)
+	}
+	us.heardFrom("eu", probeMsg{Site: "eu"}, time.Now()) // eu is back
+	if m, _ := us.local(); !m.HandBack["eu"].Pending || m.Passive {
+		t.Fatalf("us's state with its hand-back to do: %+v, passive %v", m.HandBack, m.Passive)
+	}
+	if err := us.handBackStep(ctx, peer, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := us.local()
+	hb := m.HandBack["eu"]
+	if hb.Pending || hb.Seq == 0 {
+		t.Fatalf("us's hand-back after its step: %+v", hb)
+	}
+	pd, err := us.nextBatch(peer)
+	if err != nil || pd == nil {
+		t.Fatalf("us's batch for eu: %+v, %v", pd, err)
+	}
+	if pd.batch.Seq != hb.Seq || len(pd.batch.Fetched) != 4 || len(pd.batch.Puts) != 0 {
+		t.Fatalf("us's batch for eu: seq %d (hand-back done at %d), %d fetched records, %d puts", pd.batch.Seq, hb.Seq, len(pd.batch.Fetched), len(pd.batch.Puts))
+	}
+
+	// eu, back: it knows a/1 (unfetched) and b/0 (generated in round 4,
+	// in flight).
+	b = store.NewBatch()
+	b.UpsertCash(u("a", 1), 0.5, 1)
+	b.UpsertCash(u("b", 0), 0.25, 1)
+	b.MarkGenerated(u("b", 0), 4)
+	state, _ := json.Marshal(rounds.State{Next: 5, Active: []rounds.Active{{Round: 4, Phase: rounds.PhaseFetch}}})
+	b.PutRound(state)
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eu.mu.Lock()
+	for _, p := range eu.peers {
+		p.heard = true
+	}
+	eu.peers["us"].state = m // us's probe state: hand-back done at hb.Seq
+	eu.mu.Unlock()
+	if err := eu.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range held {
+		if !eu.Waiting(h) || !eu.Away(h) {
+			t.Errorf("%s does not wait for us's hand-back", h)
+		}
+	}
+	cash := func() (sum float64) {
+		eu.st.ScanURLs(func(r store.URLRecord) error { sum += r.Cash + r.History; return nil })
+		return sum
+	}
+	before := cash()
+	if err := eu.Put(ctx, "us", pd.batch); err != nil {
+		t.Fatal(err)
+	}
+	if after := cash(); after != before {
+		t.Errorf("eu's cash %v after the hand-back, %v before", after, before)
+	}
+	for _, c := range []struct {
+		url    string
+		status store.Status
+		cash   float64
+	}{
+		{u("a", 0), store.StatusFetched, 0},
+		{u("a", 1), store.StatusFetched, 0.5},
+		{u("b", 0), store.StatusGenerated, 0.25},
+		{u("c", 0), store.StatusError, 0},
+	} {
+		r, ok, err := eu.st.Get(c.url)
+		if err != nil || !ok || r.Status != c.status || r.Cash != c.cash {
+			t.Errorf("%s at eu: %+v (found %v, %v), want %v with cash %v", c.url, r, ok, err, c.status, c.cash)
+		}
+	}
+	if ok, _ := eu.st.Contains(u("a", 2)); ok {
+		t.Error("a URL us has not fetched came back as fetched")
+	}
+	if err := eu.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range held {
+		if want := i == 1; eu.Waiting(h) != want {
+			t.Errorf("%s waits: %v, want %v (only b's URL is generated and marked)", h, !want, want)
+		}
+	}
+	// b's round gives b/0 back: it takes us's status, with its cash.
+	b = store.NewBatch()
+	b.Requeue(u("b", 0))
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := eu.st.Get(u("b", 0)); r.Status != store.StatusFetched || r.Cash != 0.25 {
+		t.Errorf("b/0 after its round: %+v", r)
+	}
+	if err := eu.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	if eu.Waiting(held[1]) {
+		t.Error("b still waits after its round")
+	}
+	// A mark on a URL whose round is no longer in flight (it would stay
+	// generated for ever) does not hold its host.
+	b = store.NewBatch()
+	b.UpsertCash(u("c", 1), 0.25, 1)
+	b.MarkGenerated(u("c", 1), 2)
+	b.FetchedElsewhere(u("c", 1), store.StatusFetched)
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	if eu.st.Counts().Marked != 1 || eu.Waiting(held[2]) {
+		t.Errorf("a mark of round 2, not in flight: %d marks, c waits %v", eu.st.Counts().Marked, eu.Waiting(held[2]))
 	}
 }

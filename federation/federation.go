@@ -76,6 +76,8 @@ type Fed struct {
 	// returned: a site down past its grace period came back since this
 	// site started (it may hold some of its hosts).
 	returned atomic.Bool
+	// gate: what this site's own hosts wait for (handback.go).
+	gate atomic.Pointer[gate]
 
 	lastRecv   atomic.Uint64 // the applied index of the last batch received
 	terminated atomic.Bool   // the federation's crawl has ended
@@ -130,11 +132,14 @@ func New(o Options) (*Fed, error) {
 	f := &Fed{o: o, st: o.DB.Store(), part: part, log: o.Logger, peers: map[string]*peer{}, locs: locations{m: map[string]location{}}}
 	f.down.Store(&map[string]bool{})
 	now := o.Now()
+	start := &gate{peers: map[string]bool{}} // until each peer is heard from
 	for _, s := range o.File.Sites {
 		if s.Name != o.Self {
 			f.peers[s.Name] = &peer{name: s.Name, spec: s, lastOK: now}
+			start.peers[s.Name] = true
 		}
 	}
+	f.gate.Store(start)
 	f.client = NewClient(ClientOptions{Site: o.Self, TLS: o.ClientTLS, Timeout: o.Timeout})
 	f.server = NewServer(ServerOptions{Site: o.Self, TLS: o.ServerTLS, Receiver: f, Log: o.Logger})
 	return f, nil
@@ -201,6 +206,9 @@ func (f *Fed) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 		now := f.o.Now()
+		if err := f.updateGate(); err != nil {
+			f.log.Error("federation: what this site's hosts wait for", "err", err)
+		}
 		if now.Sub(lastProbe) >= f.o.ProbeEvery {
 			select {
 			case <-probes: // one probe round at a time
@@ -230,13 +238,25 @@ func (f *Fed) Run(ctx context.Context) error {
 	}
 }
 
-// tend moves p's outbox on: hand-over, sync, or one delivery.
+// tend moves p's outbox on: hand-over, sync, or one delivery; and the
+// hand-back of p's hosts once p is back (handback.go).
 func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
 	f.mu.Lock()
 	down, synced, applied, known := p.down, p.synced, p.state.Recv[f.o.Self], p.heard
 	f.mu.Unlock()
+	if !down {
+		// The hand-back of its hosts, if it returned, goes on beside
+		// the deliveries.
+		if err := f.handBackStep(ctx, p, now); err != nil {
+			f.log.Error("federation: hand back", "peer", p.name, "err", err)
+		}
+	}
 	switch {
 	case down:
+		if err := f.holding(ctx, p); err != nil {
+			f.log.Error("federation: hand over", "peer", p.name, "err", err)
+			return
+		}
 		// A batch it never answered stays in the outbox: it goes to the
 		// next owners with the rest.
 		f.mu.Lock()

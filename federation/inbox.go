@@ -57,7 +57,9 @@ func decodeInbound(b []byte) (inbound, error) {
 
 // Put applies a batch another site sent (see Receiver): the URLs this site
 // does not know are inserted with their cash, the cash of known ones is
-// added, and the virtual page's share is counted for the next update. A
+// added, and the virtual page's share is counted for the next update; the
+// URLs the sender fetched for this site while it was down (Fetched) are
+// recorded as fetched elsewhere, with no cash (store.Batch.FetchedElsewhere). A
 // batch whose URLs this site does not own is refused whole (ErrNotOwner),
 // as is one from a site not in the federation file; a batch applied before
 // (a retry) is acknowledged without a change.
@@ -70,13 +72,13 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 		locs[h.Host] = location{key: h.Key, loc: locOf(h)}
 	}
 	for i, p := range b.Puts {
-		h := hostOf(p.URL)
-		l, ok := locs[h]
-		if !ok {
-			return fmt.Errorf("%w: put %d (%.200s): no location for host %q in the batch", ErrRefused, i, p.URL, h)
+		if err := f.mine(locs, "put", i, p.URL); err != nil {
+			return err
 		}
-		if f.owner(h, l) != f.o.Self && f.primary(h, l) != f.o.Self {
-			return fmt.Errorf("%w: put %d: %.200s belongs to site %s", ErrNotOwner, i, p.URL, f.owner(h, l))
+	}
+	for i, r := range b.Fetched {
+		if err := f.mine(locs, "fetched record", i, r.URL); err != nil {
+			return err
 		}
 	}
 	key := inPrefix + from
@@ -104,6 +106,9 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 		for _, p := range b.Puts {
 			cmd.UpsertCash(p.URL, p.Cash, p.Depth)
 			cash += p.Cash
+		}
+		for _, r := range b.Fetched {
+			cmd.FetchedElsewhere(r.URL, r.Status)
 		}
 		for h, l := range locs {
 			if _, known, err := f.cachedLoc(h); err != nil {
@@ -133,8 +138,31 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 			f.remember(h, l)
 		}
 		f.noteReceived(res.Index, len(b.Puts))
+		if len(b.Fetched) > 0 {
+			marked := 0
+			for _, r := range res.Ops {
+				if r.Marked {
+					marked++
+				}
+			}
+			f.log.Info("federation: URLs fetched by a site that held this site's hosts recorded", "from", from, "batch", b.Seq, "urls", len(b.Fetched), "generated_here", marked)
+		}
 		return nil
 	}
+}
+
+// mine checks that the i-th URL u of a batch (a put or a fetched record)
+// is of a host this site owns, located in the batch (locs).
+func (f *Fed) mine(locs map[string]location, what string, i int, u string) error {
+	h := hostOf(u)
+	l, ok := locs[h]
+	if !ok {
+		return fmt.Errorf("%w: %s %d (%.200s): no location for host %q in the batch", ErrRefused, what, i, u, h)
+	}
+	if f.owner(h, l) != f.o.Self && f.primary(h, l) != f.o.Self {
+		return fmt.Errorf("%w: %s %d: %.200s belongs to site %s", ErrNotOwner, what, i, u, f.owner(h, l))
+	}
+	return nil
 }
 
 func locOf(h HostLoc) partition.Location {

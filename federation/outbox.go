@@ -151,7 +151,7 @@ func (f *Fed) nextBatch(p *peer) (*pending, error) {
 		if err != nil {
 			return nil, fmt.Errorf("outbox entry %d for %s: %w", e.Seq, p.name, err)
 		}
-		if len(pd.entries) > 0 && len(pd.batch.Puts)+len(eb.Puts) > maxBatchPuts {
+		if len(pd.entries) > 0 && len(pd.batch.Puts)+len(pd.batch.Fetched)+len(eb.Puts)+len(eb.Fetched) > maxBatchPuts {
 			break
 		}
 		for _, h := range eb.Hosts {
@@ -174,6 +174,10 @@ func (f *Fed) nextBatch(p *peer) (*pending, error) {
 			pd.fps = append(pd.fps, fp)
 			pd.batch.Puts = append(pd.batch.Puts, put)
 			used[hostOf(put.URL)] = true
+		}
+		for _, r := range eb.Fetched { // no cash, no sent cache: always sent
+			pd.batch.Fetched = append(pd.batch.Fetched, r)
+			used[hostOf(r.URL)] = true
 		}
 		pd.batch.Virtual += eb.Virtual
 		pd.batch.Seq = e.Seq
@@ -346,6 +350,20 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound
 	}
 	if !noCash {
 		virtual = eb.Virtual
+	}
+	// Fetched-elsewhere records follow their hosts too; those of hosts
+	// this site now owns are dropped (it fetched them: they came from here).
+	done := map[string][]FetchedURL{}
+	for _, r := range eb.Fetched {
+		h := hostOf(r.URL)
+		if o := f.owner(h, locs[h]); o != "" && o != f.o.Self {
+			done[o] = append(done[o], r)
+		}
+	}
+	for o, recs := range done {
+		for _, e := range f.fetchedEntries(o, recs, locs) {
+			b.OutboxEnqueue(o, e)
+		}
 	}
 	for o, puts := range by {
 		if o == f.o.Self {

@@ -22,6 +22,15 @@ type peer struct {
 	synced   bool // outbox entries the peer applied are acknowledged
 	reseeded bool // its seeds this site owns while it is down are in
 
+	// The hand-back of its hosts (the Run goroutine only; handback.go):
+	// holding, this down period's record is written; backPending, the
+	// hand-back is to be done (backLoaded: read from the crawl database);
+	// backAfter, the first round generated after it was seen back;
+	// backNext, when to look at the rounds again.
+	holding, backLoaded, backPending bool
+	backAfter                        uint64
+	backNext                         time.Time
+
 	// Detection (under Fed.mu).
 	lastOK  time.Time // its last answer
 	suspect bool
@@ -56,6 +65,10 @@ type probeMsg struct {
 	// Idle is the site leader's Options.Idle (the applied index as of its
 	// last idle look), for a node of the site that asks its leader.
 	Idle uint64 `json:"idle,omitempty"`
+	// HandBack is, per site whose hosts this site took over while it was
+	// down, this site's hand-back of the URLs it fetched of them: pending,
+	// or done up to an outbox entry (handback.go).
+	HandBack map[string]handBackMsg `json:"hand_back,omitempty"`
 }
 
 // local returns this node's own probe state.
@@ -64,6 +77,10 @@ func (f *Fed) local() (probeMsg, error) {
 	idle := uint64(0)
 	if f.o.Idle != nil {
 		idle = f.o.Idle()
+	}
+	backs, err := f.backRecords()
+	if err != nil {
+		return m, err
 	}
 	f.mu.Lock()
 	pending := false
@@ -74,9 +91,18 @@ func (f *Fed) local() (probeMsg, error) {
 		}
 		if p.down {
 			m.Down = append(m.Down, name)
+			backs[name] = backRecord{Pending: true} // its record may not be written yet
+		} else if backs[name].Pending {
+			pending = true // a hand-back to a site up is work to do
 		}
 	}
 	f.mu.Unlock()
+	for name, r := range backs {
+		if m.HandBack == nil {
+			m.HandBack = map[string]handBackMsg{}
+		}
+		m.HandBack[name] = handBackMsg{Pending: r.Pending, Seq: r.Seq}
+	}
 	for _, s := range f.o.File.Sites {
 		if s.Name == f.o.Self {
 			continue

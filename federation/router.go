@@ -209,8 +209,12 @@ func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]string, er
 }
 
 // Away reports whether host is another site's now although this site may
-// hold it: only after a site came back (see rounds.Router).
+// hold it (only after a site came back), or is this site's and waits for
+// the site that held it to hand it back (Waiting) (see rounds.Router).
 func (f *Fed) Away(host string) bool {
+	if f.Waiting(host) {
+		return true
+	}
 	if !f.returned.Load() {
 		return false
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/meridian-crawler/meridian/certs"
+	"github.com/meridian-crawler/meridian/crawl"
 )
 
 // Errors of this package; the ones returned are wrapped with context, so
@@ -55,6 +56,15 @@ type Put struct {
 	Depth uint32  // link depth from the seeds
 }
 
+// FetchedURL is a URL the sender fetched while it held the URL's host for
+// the receiver (the receiver was down): the receiver records it with Status
+// and does not fetch it again. It carries no cash (see
+// store.Batch.FetchedElsewhere).
+type FetchedURL struct {
+	URL    string       // absolute http or https URL, at most MaxURLLen bytes
+	Status crawl.Status // the final status the sender recorded (crawl.StatusFetched or after)
+}
+
 // HostLoc is where the sender located a host. It travels with the host's URLs
 // so that the federation locates each host once.
 type HostLoc struct {
@@ -79,6 +89,10 @@ type Batch struct {
 	Virtual float64
 	Puts    []Put
 	Hosts   []HostLoc
+	// Fetched are URLs of the receiver's hosts the sender fetched while
+	// the receiver was down, sent back when it returns (the hand-back).
+	// Their hosts' locations are in Hosts too.
+	Fetched []FetchedURL
 }
 
 // Limits bound what Decode and the server accept. The zero value of a field
@@ -87,8 +101,8 @@ type Limits struct {
 	// MaxBytes bounds an encoded batch (and a put request's body). Default
 	// DefaultMaxBytes.
 	MaxBytes int
-	// MaxPuts bounds len(Puts) and, separately, len(Hosts). Default
-	// DefaultMaxPuts.
+	// MaxPuts bounds len(Puts) and, separately, len(Hosts) and
+	// len(Fetched). Default DefaultMaxPuts.
 	MaxPuts int
 }
 
@@ -100,8 +114,12 @@ const (
 	MaxURLLen = 4 << 10
 	// MaxHostLen bounds a HostLoc's Host and Key, in bytes.
 	MaxHostLen = 1 << 10
-	// Version is the first byte of every encoded batch.
-	Version = 1
+	// Version is the first byte of an encoded batch without Fetched
+	// records; VersionFetched, of one with them (the same layout, with the
+	// records after the hosts). A batch with no Fetched records is always
+	// encoded as Version, so that sites of an older release read it.
+	Version        = 1
+	VersionFetched = 2
 )
 
 // withDefaults returns l with zero fields set to their defaults.
@@ -122,6 +140,7 @@ const (
 	trailerLen = 4 // CRC-32C, little-endian
 	minPutLen  = 1 + 1 + 8 + 1
 	minHostLen = 1 + 1 + 1 + 8 + 8 + 1
+	minDoneLen = 1 + 1 + 1
 )
 
 // Append appends the encoding of b to dst and returns it:
@@ -135,13 +154,20 @@ const (
 //	hosts          uvarint count, then per host:
 //	                 host, key uvarint length, bytes; lat, lon 8 bytes each;
 //	                 known 1 byte (0 or 1)
+//	fetched        only in VersionFetched: uvarint count (≥ 1), then per
+//	                 record: url uvarint length, bytes; status 1 byte
 //	crc            CRC-32C (Castagnoli) of all the above, 4 bytes little-endian
 //
-// Varints are minimal, so every valid encoding is the only one of its batch.
-// Append does not validate b; Decode does, and so does Validate.
+// Varints are minimal, and the version is VersionFetched exactly when there
+// are Fetched records, so every valid encoding is the only one of its
+// batch. Append does not validate b; Decode does, and so does Validate.
 func (b *Batch) Append(dst []byte) []byte {
 	start := len(dst)
-	dst = append(dst, Version)
+	if len(b.Fetched) > 0 {
+		dst = append(dst, VersionFetched)
+	} else {
+		dst = append(dst, Version)
+	}
 	dst = appendString(dst, b.From)
 	dst = appendString(dst, b.To)
 	dst = binary.AppendUvarint(dst, b.Seq)
@@ -167,6 +193,13 @@ func (b *Batch) Append(dst []byte) []byte {
 		}
 		dst = append(dst, k)
 	}
+	if len(b.Fetched) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(b.Fetched)))
+		for i := range b.Fetched {
+			dst = appendString(dst, b.Fetched[i].URL)
+			dst = append(dst, byte(b.Fetched[i].Status))
+		}
+	}
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -179,6 +212,12 @@ func (b *Batch) Size() int {
 	n += uvarintLen(uint64(len(b.Hosts)))
 	for i := range b.Hosts {
 		n += strLen(b.Hosts[i].Host) + strLen(b.Hosts[i].Key) + 17
+	}
+	if len(b.Fetched) > 0 {
+		n += uvarintLen(uint64(len(b.Fetched)))
+		for i := range b.Fetched {
+			n += strLen(b.Fetched[i].URL) + 1
+		}
 	}
 	return n + trailerLen
 }
@@ -216,8 +255,8 @@ func Decode(p []byte, lim Limits) (*Batch, error) {
 	if len(p) < 1+trailerLen {
 		return nil, fmt.Errorf("federation: decode: %w: %d bytes is shorter than any batch", ErrMalformed, len(p))
 	}
-	if p[0] != Version {
-		return nil, fmt.Errorf("federation: decode: %w: version %d, want %d", ErrMalformed, p[0], Version)
+	if p[0] != Version && p[0] != VersionFetched {
+		return nil, fmt.Errorf("federation: decode: %w: version %d, want %d or %d", ErrMalformed, p[0], Version, VersionFetched)
 	}
 	body := p[:len(p)-trailerLen]
 	want := binary.LittleEndian.Uint32(p[len(body):])
@@ -269,11 +308,30 @@ func Decode(p []byte, lim Limits) (*Batch, error) {
 			}
 		}
 	}
+	d.at, d.inHosts = -1, false
+	if p[0] == VersionFetched {
+		n := d.count("fetched", lim.MaxPuts, minDoneLen)
+		if n == 0 && d.err == nil {
+			d.fail(ErrMalformed, "fetched", "version %d with no fetched records (such a batch is version %d)", VersionFetched, Version)
+		}
+		if n > 0 {
+			b.Fetched = make([]FetchedURL, n)
+			for i := range b.Fetched {
+				d.at, d.inFetched = i, true
+				r := &b.Fetched[i]
+				r.URL = d.str("url", MaxURLLen)
+				r.Status = crawl.Status(d.u8("status"))
+				if d.err != nil {
+					break
+				}
+			}
+		}
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("federation: decode: %w", d.err)
 	}
 	if d.off != len(d.s) {
-		return nil, fmt.Errorf("federation: decode: %w: %d trailing bytes after the hosts at offset %d", ErrMalformed, len(d.s)-d.off, d.off)
+		return nil, fmt.Errorf("federation: decode: %w: %d trailing bytes after the last field at offset %d", ErrMalformed, len(d.s)-d.off, d.off)
 	}
 	if err := b.Validate(lim); err != nil {
 		return nil, fmt.Errorf("federation: decode: %w", err)
@@ -283,11 +341,12 @@ func Decode(p []byte, lim Limits) (*Batch, error) {
 
 // decoder reads fields from s; after the first error every read is a no-op.
 type decoder struct {
-	s       string
-	off     int
-	err     error
-	at      int  // index of the put or host being read, or -1
-	inHosts bool // whether at indexes Hosts
+	s         string
+	off       int
+	err       error
+	at        int  // index of the put, host or fetched record being read, or -1
+	inHosts   bool // whether at indexes Hosts
+	inFetched bool // whether at indexes Fetched
 }
 
 func (d *decoder) fail(kind error, field, format string, args ...any) {
@@ -298,6 +357,8 @@ func (d *decoder) fail(kind error, field, format string, args ...any) {
 	switch {
 	case d.at >= 0 && d.inHosts:
 		where = fmt.Sprintf("hosts[%d].%s", d.at, field)
+	case d.at >= 0 && d.inFetched:
+		where = fmt.Sprintf("fetched[%d].%s", d.at, field)
 	case d.at >= 0:
 		where = fmt.Sprintf("puts[%d].%s", d.at, field)
 	}
@@ -402,7 +463,8 @@ func (d *decoder) count(field string, max, minLen int) int {
 // and every Cash finite and ≥ 0, every URL an absolute http or https URL of
 // 1..MaxURLLen bytes with a host, every Host 1..MaxHostLen bytes of valid
 // UTF-8 with no spaces or control characters, every Key at most MaxHostLen
-// bytes, coordinates finite and on the globe, and the batch within lim.
+// bytes, coordinates finite and on the globe, every Fetched record's URL
+// valid as a put's and its Status final, and the batch within lim.
 func (b *Batch) Validate(lim Limits) error {
 	lim = lim.withDefaults()
 	if err := certs.ValidateName(b.From); err != nil {
@@ -423,6 +485,9 @@ func (b *Batch) Validate(lim Limits) error {
 	if len(b.Hosts) > lim.MaxPuts {
 		return fmt.Errorf("%w: %d hosts, limit %d", ErrTooLarge, len(b.Hosts), lim.MaxPuts)
 	}
+	if len(b.Fetched) > lim.MaxPuts {
+		return fmt.Errorf("%w: %d fetched records, limit %d", ErrTooLarge, len(b.Fetched), lim.MaxPuts)
+	}
 	for i := range b.Puts {
 		p := &b.Puts[i]
 		if err := validURL(p.URL); err != nil {
@@ -442,6 +507,15 @@ func (b *Batch) Validate(lim Limits) error {
 		}
 		if !(h.Lat >= -90 && h.Lat <= 90) || !(h.Lon >= -180 && h.Lon <= 180) {
 			return fmt.Errorf("%w: hosts[%d]: coordinates (%v, %v) of %q are not on the globe", ErrMalformed, i, h.Lat, h.Lon, h.Host)
+		}
+	}
+	for i := range b.Fetched {
+		r := &b.Fetched[i]
+		if err := validURL(r.URL); err != nil {
+			return fmt.Errorf("%w: fetched[%d].url: %w", ErrMalformed, i, err)
+		}
+		if r.Status < crawl.StatusFetched || r.Status >= crawl.StatusCount {
+			return fmt.Errorf("%w: fetched[%d].status: %d is not a final status (url %q)", ErrMalformed, i, r.Status, r.URL)
 		}
 	}
 	if n := b.Size(); n > lim.MaxBytes {

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/meridian-crawler/meridian/crawl"
 )
 
 func sampleBatch() *Batch {
@@ -25,6 +27,17 @@ func sampleBatch() *Batch {
 	}
 }
 
+// sampleFetched is sampleBatch with fetched records: a hand-back.
+func sampleFetched() *Batch {
+	b := sampleBatch()
+	b.Fetched = []FetchedURL{
+		{URL: "http://a.example/done", Status: crawl.StatusFetched},
+		{URL: "https://b.example:8443/moved", Status: crawl.StatusRedirect},
+		{URL: "http://a.example/dup", Status: crawl.StatusDuplicate},
+	}
+	return b
+}
+
 // equalBatch compares batches, an empty slice equal to nil.
 func equalBatch(a, b *Batch) bool {
 	norm := func(x Batch) Batch {
@@ -34,14 +47,21 @@ func equalBatch(a, b *Batch) bool {
 		if len(x.Hosts) == 0 {
 			x.Hosts = nil
 		}
+		if len(x.Fetched) == 0 {
+			x.Fetched = nil
+		}
 		return x
 	}
 	return reflect.DeepEqual(norm(*a), norm(*b))
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, b := range []*Batch{sampleBatch(), {From: "a", To: "b"}} {
+	for _, b := range []*Batch{sampleBatch(), {From: "a", To: "b"}, sampleFetched(),
+		{From: "a", To: "b", Fetched: []FetchedURL{{URL: "http://x/", Status: crawl.StatusError}}}} {
 		p := b.Append(nil)
+		if want := byte(Version); len(b.Fetched) > 0 && p[0] != VersionFetched || len(b.Fetched) == 0 && p[0] != want {
+			t.Errorf("version %d with %d fetched records", p[0], len(b.Fetched))
+		}
 		if len(p) != b.Size() {
 			t.Errorf("Size %d, encoding %d bytes", b.Size(), len(p))
 		}
@@ -84,7 +104,28 @@ func TestDecodeRejects(t *testing.T) {
 		text string // in the error
 	}{
 		{"empty", nil, Limits{}, ErrMalformed, "shorter than any batch"},
-		{"version", append([]byte{2}, good[1:]...), Limits{}, ErrMalformed, "version 2"},
+		{"version", append([]byte{3}, good[1:]...), Limits{}, ErrMalformed, "version 3, want 1 or 2"},
+		{"fetched records in version 1", func() []byte {
+			p := encode(sampleFetched())
+			p[0] = Version
+			return reseal(p)
+		}(), Limits{}, ErrMalformed, "trailing"},
+		{"version 2 without fetched records", func() []byte {
+			p := append([]byte(nil), good[:len(good)-4]...)
+			p[0] = VersionFetched
+			return reseal(append(append(p, 0), 0, 0, 0, 0))
+		}(), Limits{}, ErrMalformed, "fetched at offset"},
+		{"version 2, records cut", func() []byte {
+			p := append([]byte(nil), good[:len(good)-4]...)
+			p[0] = VersionFetched
+			return reseal(append(append(p, 1, 9), "http://a"...))
+		}(), Limits{}, ErrMalformed, "fetched[0].url"},
+		{"fetched status not final", mod(func(b *Batch) {
+			b.Fetched = []FetchedURL{{URL: "http://a.example/x", Status: crawl.StatusFetched}, {URL: "http://a.example/y", Status: crawl.StatusGenerated}}
+		}), Limits{}, ErrMalformed, "fetched[1].status: 2 is not a final status"},
+		{"fetched status past the last", mod(func(b *Batch) { b.Fetched = []FetchedURL{{URL: "http://a.example/x", Status: crawl.StatusCount}} }), Limits{}, ErrMalformed, "fetched[0].status"},
+		{"fetched url", mod(func(b *Batch) { b.Fetched = []FetchedURL{{URL: "ftp://a.example/x", Status: crawl.StatusFetched}} }), Limits{}, ErrMalformed, "fetched[0].url"},
+		{"fetched over MaxPuts", encode(&Batch{From: "us", To: "eu", Fetched: sampleFetched().Fetched}), Limits{MaxPuts: 2}, ErrTooLarge, "fetched at offset"},
 		{"bad crc", append(append([]byte(nil), good[:len(good)-1]...), good[len(good)-1]^1), Limits{}, ErrMalformed, "checksum"},
 		{"flipped bit", func() []byte { p := append([]byte(nil), good...); p[20] ^= 4; return p }(), Limits{}, ErrMalformed, "checksum"},
 		{"truncated", good[:len(good)-7], Limits{}, ErrMalformed, "checksum"},
@@ -163,6 +204,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(good[:len(good)-4])
 	f.Add(good)
 	f.Add(encode(&Batch{From: "a", To: "b"}))
+	f.Add(encode(sampleFetched()))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0})
 	lim := Limits{MaxBytes: 1 << 20, MaxPuts: 1000}
@@ -196,6 +238,7 @@ func FuzzRoundTrip(f *testing.F) {
 		for i := 0; i < int(n%4); i++ {
 			b.Puts = append(b.Puts, Put{URL: u, Cash: cash * float64(i), Depth: depth + uint32(i)})
 			b.Hosts = append(b.Hosts, HostLoc{Host: host, Key: key, Lat: lat, Lon: lon, Known: known})
+			b.Fetched = append(b.Fetched, FetchedURL{URL: u, Status: crawl.Status(int(n/4)%10 + i)})
 		}
 		verr := b.Validate(Limits{})
 		got, derr := Decode(b.Append(nil), Limits{})

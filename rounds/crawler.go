@@ -202,8 +202,14 @@ type Router interface {
 	Returned(ctx context.Context, hosts []string) (map[string]string, error)
 	// Away reports, quickly, whether host is one that Returned would name:
 	// the fetcher drops its jobs not yet started (they go back to the
-	// frontier, and from there to the owner).
+	// frontier, and from there to the owner). It also reports the hosts
+	// that are Waiting.
 	Away(host string) bool
+	// Waiting reports, quickly, whether host is one of this site's that
+	// another site held while this site was down and has not yet handed
+	// back (the URLs it fetched of it, so that they are not fetched
+	// again): generate leaves it in the frontier for now.
+	Waiting(host string) bool
 }
 
 // Sentinel errors.

@@ -249,7 +249,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 			ipLeft[p.ip] = left - n
 			return n
 		}
-		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
+		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: c.unlessWaiting(budget)})
 		if err != nil {
 			return nil, fmt.Errorf("rounds: generate: read frontier: %w", err)
 		}
@@ -310,6 +310,21 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 	}
 	return nil, nil
+}
+
+// unlessWaiting gives hosts that wait for another site's hand-back (see
+// Router.Waiting) no URLs this round, and the others budget's.
+func (c *Crawler) unlessWaiting(budget func(host string) int) func(host string) int {
+	r := c.o.Router
+	if r == nil {
+		return budget
+	}
+	return func(host string) int {
+		if r.Waiting(host) {
+			return 0
+		}
+		return budget(host)
+	}
 }
 
 // handBackChunk is how many URLs one hand-over command carries.

@@ -147,7 +147,10 @@ func peerState(t *testing.T, n *node, peer string) string {
 // so after a short hand-back window no other site fetches its hosts.
 // Nothing is lost (coverage, cash conserved federation-wide), politeness
 // holds, and URLs fetched by both the returning site and an interim owner
-// are counted and bounded by what the interim owners fetched for it.
+// are counted and bounded by what the interim owners fetched for it; the
+// returning site fetches none that an interim owner had fetched (they send
+// it fetched-elsewhere records with the hand-back, and it waits for them
+// before it crawls its hosts again).
 func TestFederationSiteReturns(t *testing.T) {
 	w := startFedWeb(t, 60, 16, 12, 29, []string{"eu", "us", "asia"})
 	cfgs, nodes, _ := startFedNodes(t, w, 2*time.Second)

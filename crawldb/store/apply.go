@@ -129,6 +129,10 @@ type slot struct {
 	origFound bool
 	curFound  bool
 	dirty     bool
+	// The URL's fetched-elsewhere mark (0: none), once read (markKnown);
+	// markDirty: changed by this batch.
+	mark                 Status
+	markKnown, markDirty bool
 }
 
 // hostDelta is what a command did to one host's frontier.
@@ -308,9 +312,42 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			if !sl.curFound || rec.Status != StatusGenerated {
 				return res, nil
 			}
-			a.move(rec, StatusUnfetched)
+			m, err := a.markOf(sl)
+			if err != nil {
+				return res, err
+			}
+			if m != 0 {
+				a.fetchedElsewhere(sl, m) // fetched by another site meanwhile
+			} else {
+				a.move(rec, StatusUnfetched)
+			}
 			sl.dirty, res.Applied = true, true
 			return res, a.del(genKey(nil, rec.Round, &sl.parts), nil)
+		case OpFetchedElsewhere:
+			if !sl.curFound {
+				*rec = URLRecord{Status: o.status, FP: xxhash.Sum64(o.raw())}
+				sl.curFound, sl.dirty = true, true
+				a.c.urls++
+				a.c.byStatus[o.status]++
+				a.host(&sl.parts).fetched++
+				res.New, res.Applied = true, true
+				return res, nil
+			}
+			switch rec.Status {
+			case StatusUnfetched:
+				a.fetchedElsewhere(sl, o.status)
+				sl.dirty, res.Applied = true, true
+			case StatusGenerated:
+				m, err := a.markOf(sl)
+				if err != nil {
+					return res, err
+				}
+				if m == 0 {
+					a.setMark(sl, o.status)
+					res.Applied = true
+				}
+				res.Marked = true
+			}
 		case OpRevisit:
 			if !sl.curFound || rec.Status != StatusFetched {
 				return res, nil
@@ -329,6 +366,20 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			if rec.Status == StatusGenerated {
 				if err := a.del(genKey(nil, rec.Round, &sl.parts), nil); err != nil {
 					return res, err
+				}
+				m, err := a.markOf(sl)
+				if err != nil {
+					return res, err
+				}
+				if m != 0 && o.status == StatusUnfetched {
+					// A retry of a URL another site fetched meanwhile:
+					// it takes that site's status, with its cash.
+					a.fetchedElsewhere(sl, m)
+					sl.dirty, res.Applied = true, true
+					return res, nil
+				}
+				if m != 0 {
+					a.setMark(sl, 0) // fetched here too: this fetch counts
 				}
 			}
 			rec.HTTPStatus = o.http
@@ -463,6 +514,52 @@ func (a *applier) apply(o *op) (OpResult, error) {
 
 func (o *op) raw() []byte { return o.rawURL }
 
+// fetchedElsewhere gives an unfetched or generated URL the final status
+// another site recorded for it, keeping its cash, and drops its mark.
+func (a *applier) fetchedElsewhere(sl *slot, status Status) {
+	a.move(&sl.cur, status)
+	a.host(&sl.parts).fetched++
+	if sl.mark != 0 {
+		a.setMark(sl, 0)
+	}
+}
+
+// markOf returns the fetched-elsewhere mark of a URL (0: none), reading
+// it only while the store holds marks.
+func (a *applier) markOf(sl *slot) (Status, error) {
+	if sl.markKnown {
+		return sl.mark, nil
+	}
+	sl.markKnown = true
+	if a.c.marks == 0 {
+		return 0, nil
+	}
+	v, err := a.s.value(markKey(sl.key))
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case v == nil:
+	case len(v) == 1 && Status(v[0]) >= StatusFetched && Status(v[0]) < statusCount:
+		sl.mark = Status(v[0])
+	default:
+		return 0, fmt.Errorf("fetched-elsewhere mark of %q: %w", sl.key, errBadValue)
+	}
+	return sl.mark, nil
+}
+
+// setMark sets (status) or drops (0) a URL's fetched-elsewhere mark; the
+// mark must have been read (markOf).
+func (a *applier) setMark(sl *slot, status Status) {
+	switch {
+	case sl.mark == 0 && status != 0:
+		a.c.marks++
+	case sl.mark != 0 && status == 0:
+		a.c.marks--
+	}
+	sl.mark, sl.markDirty = status, true
+}
+
 func (a *applier) sentHas(fp uint64) (bool, error) {
 	if seq, ok := a.sent[fp]; ok {
 		return seq != 0, nil
@@ -481,6 +578,17 @@ func (a *applier) outMark(key []byte, present bool) {
 func (a *applier) writeURLs() error {
 	var vbuf []byte
 	for _, sl := range a.slots {
+		if sl.markDirty {
+			var err error
+			if sl.mark != 0 {
+				err = a.set(markKey(sl.key), []byte{byte(sl.mark)}, nil)
+			} else {
+				err = a.del(markKey(sl.key), nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		if !sl.dirty {
 			continue
 		}

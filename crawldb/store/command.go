@@ -32,6 +32,7 @@ const (
 	OpGuard                              // the command applies only if a node-layer key holds a given value
 	OpDeleteUserPrefix                   // delete every node-layer key with a prefix
 	OpHandOver                           // an unfetched URL gives cash away; with none left it is forgotten
+	OpFetchedElsewhere                   // another site fetched the URL: new or unfetched → that final status, no cash moved; generated → marked
 	opCount
 )
 
@@ -147,6 +148,27 @@ func (b *Batch) urlCash(t OpType, url string, cash float64, depth uint32) {
 // what it finds.
 func (b *Batch) HandOver(url string, cash float64) {
 	b.urlCash(OpHandOver, url, cash, 0)
+}
+
+// FetchedElsewhere records that another site fetched url (it held the
+// URL's host while this site was down) and recorded status, a final status;
+// the record moves no cash, so cash stays conserved wherever it is. A URL
+// this site does not know is inserted with status and no cash; an
+// unfetched one takes status and keeps its cash (it leaves the frontier);
+// one with a final status is left alone. A generated URL keeps its round
+// and is marked (OpResult.Marked): if its round gives it back to the
+// frontier (Requeue, or a retry result) it takes status instead, with its
+// cash; if the round records a final fetch of it here, the mark is simply
+// dropped. Counts.Marked and MarkedURLs tell which URLs are marked,
+// so that their jobs can be dropped.
+func (b *Batch) FetchedElsewhere(url string, status Status) {
+	if status < StatusFetched || status >= statusCount {
+		b.fail(fmt.Errorf("%w: fetched elsewhere with status %v (not a final status) for %s", ErrBadOp, status, url))
+		return
+	}
+	b.op(OpFetchedElsewhere)
+	b.url(url)
+	b.buf = append(b.buf, byte(status))
 }
 
 // MarkGenerated moves an unfetched url out of the frontier into round.
@@ -433,6 +455,12 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.round = d.uvarint()
 		case OpRequeue:
 			o.rawURL = d.bytes(MaxURLLen)
+		case OpFetchedElsewhere:
+			o.rawURL = d.bytes(MaxURLLen)
+			o.status = Status(d.byte1())
+			if (o.status < StatusFetched || o.status >= statusCount) && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: fetched elsewhere with status %d", ErrCorruptCommand, len(ops)-base, o.status)
+			}
 		case OpRevisit:
 			o.rawURL = d.bytes(MaxURLLen)
 			o.cash = d.f64()

@@ -26,6 +26,7 @@ const (
 	pDomain   = 'd' // d domain → lat(8) lon(8)
 	pMeta     = 'm' // m name → internal counters and the applied index
 	pUser     = 'z' // z key → value, for the node layer
+	pMark     = 'e' // e revhost 0 scheme port(2) pathquery → status: a generated URL fetched by another site (FetchedElsewhere)
 )
 
 // MaxURLLen is the longest URL the database accepts.
@@ -134,6 +135,12 @@ func (p *urlParts) urlKey(dst []byte) []byte {
 	dst = appendRevHost(dst, p.host)
 	dst = append(dst, 0)
 	return p.appendTail(dst)
+}
+
+// markKey returns the key of a URL's fetched-elsewhere mark, given its
+// record key.
+func markKey(urlKey []byte) []byte {
+	return append([]byte{pMark}, urlKey[1:]...)
 }
 
 // hostPrefix returns prefix followed by the reversed host and a 0 byte.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -364,6 +365,7 @@ type Counts struct {
 	Frontier uint64 // = ByStatus[StatusUnfetched]
 	Sent     uint64 // fingerprints in the URL-sent cache
 	Outbox   uint64 // entries waiting in all outboxes
+	Marked   uint64 // generated URLs marked as fetched by another site (Batch.FetchedElsewhere, MarkedURLs)
 }
 
 // Counts returns the running totals.
@@ -371,7 +373,7 @@ func (s *Store) Counts() Counts {
 	s.mu.Lock()
 	c := s.mu.counts
 	s.mu.Unlock()
-	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox}
+	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox, Marked: c.marks}
 	for st := StatusUnfetched; st < statusCount; st++ {
 		if c.byStatus[st] > 0 {
 			out.ByStatus[st] = c.byStatus[st]
@@ -406,4 +408,78 @@ func (s *Store) ScanURLs(fn func(URLRecord) error) error {
 		}
 	}
 	return it.Error()
+}
+
+// ScanHostURLs calls fn for every URL record of host, in key order.
+func (s *Store) ScanHostURLs(host string, fn func(URLRecord) error) error {
+	rev := appendRevHost(nil, host)
+	prefix := hostPrefix(nil, pURL, host)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("store: URLs of %s: %w", host, err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		u, ok := urlFromTail(rev, it.Key()[len(prefix):])
+		if !ok {
+			return fmt.Errorf("store: URLs of %s: bad key %q", host, it.Key())
+		}
+		rec := URLRecord{URL: u}
+		if err := decodeRecord(it.Value(), &rec); err != nil {
+			return fmt.Errorf("store: URLs of %s: %s: %w", host, u, err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("store: URLs of %s: %w", host, err)
+	}
+	return nil
+}
+
+// Marked is a generated URL marked as fetched by another site
+// (Batch.FetchedElsewhere).
+type Marked struct {
+	URL, Host string
+	Round     uint64 // the round that generated it
+}
+
+// MarkedURLs returns up to limit of the URLs marked as fetched by another
+// site while generated here, with their rounds.
+func (s *Store) MarkedURLs(limit int) ([]Marked, error) {
+	s.mu.Lock()
+	n := s.mu.counts.marks
+	s.mu.Unlock()
+	if n == 0 {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pMark}, UpperBound: []byte{pMark + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("store: marked URLs: %w", err)
+	}
+	defer it.Close()
+	var out []Marked
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()[1:]
+		i := bytes.IndexByte(k, 0)
+		var u string
+		if i >= 0 {
+			u, ok = urlFromTail(k[:i], k[i+1:])
+		}
+		if i < 0 || !ok {
+			return nil, fmt.Errorf("store: marked URLs: bad key %q", it.Key())
+		}
+		rec, found, err := s.Get(u)
+		if err != nil {
+			return nil, fmt.Errorf("store: marked URLs: %w", err)
+		}
+		if found && rec.Status == StatusGenerated {
+			out = append(out, Marked{URL: u, Host: hostFromRev(k[:i]), Round: rec.Round})
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("store: marked URLs: %w", err)
+	}
+	return out, nil
 }

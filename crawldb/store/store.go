@@ -61,6 +61,10 @@ type counts struct {
 	sentSize uint64
 	outSeq   uint64
 	outbox   uint64
+	// marks counts the fetched-elsewhere marks (pMark). It is not in the
+	// stored counters (their layout predates it): Open counts the marks,
+	// which are few and short-lived.
+	marks uint64
 }
 
 const countsLen = 8 * (5 + int(statusCount))
@@ -167,6 +171,10 @@ func Open(dir string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: read counters: %w", dir, err)
 	}
+	if s.mu.counts.marks, err = countPrefix(db, pMark); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: count fetched-elsewhere marks: %w", dir, err)
+	}
 	f, err := buildURLFilter(db, s.mu.counts.urls)
 	if err != nil {
 		db.Close()
@@ -174,6 +182,19 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	s.urls = f
 	return s, nil
+}
+
+// countPrefix counts the keys that start with the one-byte prefix p.
+func countPrefix(db *pebble.DB, p byte) (uint64, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, errors.Join(it.Error(), it.Close())
 }
 
 // Dir returns the store's directory.
@@ -202,6 +223,7 @@ type OpResult struct {
 	Applied bool   // the operation changed something (found its URL in the right state, …)
 	Present bool   // SentCheckAdd: the fingerprint was already in the cache
 	Seq     uint64 // OutboxEnqueue: the entry's sequence number
+	Marked  bool   // FetchedElsewhere: the URL is generated here and was marked
 }
 
 // Result is the outcome of one command.

@@ -650,6 +650,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	b.SentCheckAdd(3, 10)
 	b.PutDomain("a.test", 1, 2)
 	b.Revisit("http://a.test/", 0.5)
+	b.FetchedElsewhere("http://b.test/x", StatusRedirect)
 	cmd, _ := b.Encode()
 	f.Add(slices.Clone(cmd))
 	f.Add([]byte{cmdMagic, cmdVersion, 0, 0, 0, 0, 0})
@@ -1040,4 +1041,134 @@ func mustEncodeBatch(t *testing.T, b *Batch) []byte {
 		t.Fatal(err)
 	}
 	return append([]byte(nil), cmd...)
+}
+
+// TestFetchedElsewhere: a record that another site fetched a URL moves no
+// cash. A new URL is inserted with the status given and no cash; an
+// unfetched one takes the status and keeps its cash (it leaves the
+// frontier); a final one is untouched; a generated one is marked, and
+// takes the status with its cash when its round gives it back (requeue or
+// retry), or keeps the fetch recorded here. Cash in the store (cash plus
+// history) is the same before and after, exactly; the marks survive a
+// reopen and name their URLs, hosts and rounds.
+func TestFetchedElsewhere(t *testing.T) {
+	const u = "http://h1.test/p"
+	gen := func(b *Batch) { b.UpsertCash(u, 0.75, 2); b.MarkGenerated(u, 3) }
+	for _, tc := range []struct {
+		name    string
+		setup   func(b *Batch) // brings u into its state (nil: unknown)
+		status  Status         // what the other site recorded
+		then    func(b *Batch) // what this site's round does next (nil: nothing)
+		applied bool           // the FetchedElsewhere op changed something
+		marked  bool           // OpResult.Marked
+		want    URLRecord      // u at the end (URL and FP not compared)
+		marks   uint64         // Counts.Marked at the end
+		fetched uint64         // the host's fetch count at the end
+	}{
+		{"unknown", nil, StatusFetched, nil, true, false,
+			URLRecord{Status: StatusFetched}, 0, 1},
+		{"unknown, an error there", nil, StatusError, nil, true, false,
+			URLRecord{Status: StatusError}, 0, 1},
+		{"unfetched keeps its cash", func(b *Batch) { b.UpsertCash(u, 0.75, 2) }, StatusFetched, nil, true, false,
+			URLRecord{Status: StatusFetched, Cash: 0.75, Depth: 2}, 0, 1},
+		{"already fetched here", func(b *Batch) {
+			b.UpsertCash(u, 0.75, 2)
+			b.RecordFetch(FetchResult{URL: u, Status: StatusFetched, HTTPStatus: 200})
+		}, StatusRedirect, nil, false, false,
+			URLRecord{Status: StatusFetched, History: 0.75, Depth: 2, HTTPStatus: 200}, 0, 1},
+		{"generated, marked", gen, StatusFetched, nil, true, true,
+			URLRecord{Status: StatusGenerated, Cash: 0.75, Depth: 2, Round: 3}, 1, 0},
+		{"generated, then requeued", gen, StatusDuplicate, func(b *Batch) { b.Requeue(u) }, true, true,
+			URLRecord{Status: StatusDuplicate, Cash: 0.75, Depth: 2, Round: 3}, 0, 1},
+		{"generated, then a retry", gen, StatusFetched, func(b *Batch) {
+			b.RecordRoundFetch(FetchResult{URL: u, Retry: true, Round: 3})
+		}, true, true,
+			URLRecord{Status: StatusFetched, Cash: 0.75, Depth: 2, Round: 3}, 0, 1},
+		{"generated, then fetched here", gen, StatusError, func(b *Batch) {
+			b.RecordRoundFetch(FetchResult{URL: u, Status: StatusFetched, HTTPStatus: 200, Round: 3, Spend: 0.5})
+		}, true, true,
+			URLRecord{Status: StatusFetched, Cash: 0.25, History: 0.5, Depth: 2, Round: 3, HTTPStatus: 200}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openT(t, dir, Options{})
+			defer func() { s.Close() }()
+			idx := uint64(0)
+			apply := func(f func(b *Batch)) *Result {
+				b := NewBatch()
+				f(b)
+				idx++
+				return applyT(t, s, idx, b)
+			}
+			apply(func(b *Batch) { b.UpsertCash("http://h2.test/other", 0.25, 1) })
+			if tc.setup != nil {
+				apply(tc.setup)
+			}
+			before := storeCash(t, s)
+			res := apply(func(b *Batch) { b.FetchedElsewhere(u, tc.status) })
+			if r := res.Ops[0]; r.Applied != tc.applied || r.Marked != tc.marked || r.New != (tc.setup == nil) {
+				t.Errorf("result %+v, want applied %v, marked %v, new %v", r, tc.applied, tc.marked, tc.setup == nil)
+			}
+			if tc.marked {
+				// A second record for a marked URL changes nothing.
+				if r := apply(func(b *Batch) { b.FetchedElsewhere(u, StatusFetched) }).Ops[0]; r.Applied || !r.Marked {
+					t.Errorf("second record: %+v", r)
+				}
+				s.Close()
+				s = openT(t, dir, Options{})
+				if m, err := s.MarkedURLs(10); err != nil || len(m) != 1 || m[0] != (Marked{URL: u, Host: "h1.test", Round: 3}) || s.Counts().Marked != 1 {
+					t.Errorf("after a reopen: marked %+v (%v), %d marks", m, err, s.Counts().Marked)
+				}
+			}
+			if tc.then != nil {
+				apply(tc.then)
+			}
+			if after := storeCash(t, s); after != before {
+				t.Errorf("cash in the store %v, was %v", after, before)
+			}
+			got, ok, err := s.Get(u)
+			if err != nil || !ok {
+				t.Fatalf("%s: %v, found %v", u, err, ok)
+			}
+			got.URL, got.FP = "", 0
+			if got != tc.want {
+				t.Errorf("%s:\n got %+v\nwant %+v", u, got, tc.want)
+			}
+			c := s.Counts()
+			if c.Marked != tc.marks {
+				t.Errorf("%d marks, want %d", c.Marked, tc.marks)
+			}
+			if m, _ := s.MarkedURLs(10); uint64(len(m)) != tc.marks {
+				t.Errorf("marked URLs %+v", m)
+			}
+			if c.URLs != 2 || c.ByStatus[tc.want.Status] != 1 || c.Frontier != 1 {
+				t.Errorf("counts %+v", c)
+			}
+			if fr, _ := s.HostFrontier("h1.test", 10); len(fr) != 0 {
+				t.Errorf("h1.test's frontier: %+v", fr)
+			}
+			if st, _ := s.HostStats("h1.test"); st.Fetched != tc.fetched {
+				t.Errorf("h1.test fetched %d, want %d", st.Fetched, tc.fetched)
+			}
+			var urls []string
+			if err := s.ScanHostURLs("h1.test", func(r URLRecord) error { urls = append(urls, r.URL); return nil }); err != nil || len(urls) != 1 || urls[0] != u {
+				t.Errorf("ScanHostURLs: %v, %v", urls, err)
+			}
+		})
+	}
+	b := NewBatch()
+	b.FetchedElsewhere(u, StatusGenerated)
+	if _, err := b.Encode(); !errors.Is(err, ErrBadOp) {
+		t.Errorf("a record with status generated: %v", err)
+	}
+}
+
+// storeCash is the cash of every URL record, undistributed and history.
+func storeCash(t *testing.T, s *Store) float64 {
+	t.Helper()
+	sum := 0.0
+	if err := s.ScanURLs(func(r URLRecord) error { sum += r.Cash + r.History; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }
