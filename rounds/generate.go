@@ -311,6 +311,42 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	return nil, nil
 }
 
+// fetchedAll corrects the projections of a round's hosts once every URL
+// of it is fetched: a host in no other round still fetching is busy at most
+// its delay from now. URLs that end without a request (robots-denied,
+// given up, redirects to a URL seen) take none of a host's time, so the
+// projection of one that had them kept it waiting for URLs until a time it
+// had long been idle (at a crawl's tail, a refill came 6-8 s late). It
+// reports whether a projection moved.
+func (l *leader) fetchedAll(round uint64, now time.Time) bool {
+	c := l.c
+	rp := l.plans[round]
+	if rp == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	moved := false
+	for h := range rp.perHost {
+		t, ok := l.busyUntil[h]
+		if !ok || !t.After(now.Add(c.o.HostDelay)) {
+			continue
+		}
+		held := false
+		for r, other := range l.plans {
+			if r != round && other.perHost[h] > 0 && !other.allDone() {
+				held = true
+				break
+			}
+		}
+		if free := now.Add(c.hostDelay(h)); !held && t.After(free) {
+			l.busyUntil[h] = free
+			moved = true
+		}
+	}
+	return moved
+}
+
 // frontierRead is one read of the frontier's top with the round budgets of
 // a span.
 type frontierRead struct {

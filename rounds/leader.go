@@ -407,6 +407,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 			if err := c.fetchDone(ctx, a.Round); err != nil {
 				return err
 			}
+			if l.fetchedAll(a.Round, now) {
+				l.frontierEmpty = false // a host it held may take URLs now
+			}
 			fetching--
 			updating++
 			updates <- a.Round
