@@ -206,6 +206,7 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 	l.plans[round] = rp
 	l.mu.Lock()
 	sent := c.o.Now()
+	l.genTook = sent.Sub(start)
 	for _, p := range rp.parts {
 		l.sent = append(l.sent, assignment{node: p.owner.Node, at: sent, urls: p.urls})
 	}
@@ -229,30 +230,24 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refillAt = time.Time{}
 	handed := 0
 	for attempt := 0; attempt < 4; attempt++ {
-		now, span := c.o.Now(), c.roundSpan()
-		ipLeft := map[netip.Addr]int{} // with an address delay: what each address can still serve in span
-		paces := map[string]hostPace{} // the hosts' paces, read once for the budgets and the projection
-		budget := func(host string) int {
-			p := c.hostPace(host)
-			paces[host] = p
-			n := c.roundBudget(p.delay, now, l.busyUntil[host], span)
-			if n == 0 || !p.ipOK {
-				return n
-			}
-			left, seen := ipLeft[p.ip]
-			if !seen {
-				left = c.ipBudget(now, l.busyUntilIP[p.ip], span)
-			}
-			n = min(n, left)
-			ipLeft[p.ip] = left - n
-			return n
-		}
-		fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: c.unlessWaiting(budget)})
+		now := c.o.Now()
+		span := c.roundSpan()
+		rd, err := l.readFrontier(now, span, false)
 		if err != nil {
-			return nil, fmt.Errorf("rounds: generate: read frontier: %w", err)
+			return nil, err
 		}
+		if wide := plan.RoundSpan(c.o.PerHost, c.o.HostDelay, rd.fastest, l.refillLead()); wide > span {
+			// Only hosts slower than the host delay have URLs: the
+			// span is the fastest one's k URLs (plan.RoundSpan).
+			span = wide
+			if rd, err = l.readFrontier(now, span, true); err != nil {
+				return nil, err
+			}
+		}
+		fr, paces := rd.fr, rd.paces
 		if returned, err := c.returned(ctx, fr); err != nil {
 			return nil, err
 		} else if len(returned) > 0 && handed < 8 {
@@ -298,6 +293,10 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 		if closed == 0 || len(entries) > 0 {
 			l.project(entries, now, paces)
+			l.refillAt = time.Time{}
+			if len(entries) == 0 {
+				l.refillAt = rd.refill
+			}
 			return entries, nil
 		}
 		// Every host was over budget: write the closures so the
@@ -310,6 +309,106 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 	}
 	return nil, nil
+}
+
+// fetchedAll corrects the projections of a round's hosts once every URL
+// of it is fetched: a host in no other round still fetching is busy at most
+// its delay from now. URLs that end without a request (robots-denied,
+// given up, redirects to a URL seen) take none of a host's time, so the
+// projection of one that had them kept it waiting for URLs until a time it
+// had long been idle (at a crawl's tail, a refill came 6-8 s late). It
+// reports whether a projection moved.
+func (l *leader) fetchedAll(round uint64, now time.Time) bool {
+	c := l.c
+	rp := l.plans[round]
+	if rp == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	moved := false
+	for h := range rp.perHost {
+		t, ok := l.busyUntil[h]
+		if !ok || !t.After(now.Add(c.o.HostDelay)) {
+			continue
+		}
+		held := false
+		for r, other := range l.plans {
+			if r != round && other.perHost[h] > 0 && !other.allDone() {
+				held = true
+				break
+			}
+		}
+		if free := now.Add(c.hostDelay(h)); !held && t.After(free) {
+			l.busyUntil[h] = free
+			moved = true
+		}
+	}
+	return moved
+}
+
+// frontierRead is one read of the frontier's top with the round budgets of
+// a span.
+type frontierRead struct {
+	fr      []store.FrontierEntry
+	paces   map[string]hostPace // the hosts' paces, read once for the budgets and the projection
+	fastest time.Duration       // the least delay of the hosts the budgets saw (busy ones too); 0: none
+	refill  time.Time           // the earliest plan.Refill of a host left out for being busy; zero: none
+}
+
+// readFrontier reads the top of the frontier at now, each host limited to
+// its round budget for span (and, with an address delay, its address's).
+// At a crawl's tail (the span widened by plan.RoundSpan) a host gets
+// nothing until it is about to run out (plan.Refill), and then a full
+// span's worth: topped up whenever an update let generate look, it got
+// the rest of the span, often one URL, and a round of its own for it.
+// l.mu is held.
+func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (frontierRead, error) {
+	c := l.c
+	rd := frontierRead{paces: map[string]hostPace{}}
+	lead := l.refillLead()
+	ipLeft := map[netip.Addr]int{} // with an address delay: what each address can still serve in span
+	budget := func(host string) int {
+		p := c.hostPace(host)
+		rd.paces[host] = p
+		if rd.fastest == 0 || p.delay < rd.fastest {
+			rd.fastest = p.delay
+		}
+		busy := l.busyUntil[host]
+		n := 0
+		if !tail || !busy.After(now.Add(lead)) {
+			n = c.roundBudget(p.delay, now, busy, span)
+		}
+		if n == 0 {
+			if at := plan.Refill(busy, span, lead); rd.refill.IsZero() || at.Before(rd.refill) {
+				rd.refill = at
+			}
+		}
+		if n == 0 || !p.ipOK {
+			return n
+		}
+		left, seen := ipLeft[p.ip]
+		if !seen {
+			left = c.ipBudget(now, l.busyUntilIP[p.ip], span)
+		}
+		n = min(n, left)
+		ipLeft[p.ip] = left - n
+		return n
+	}
+	fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: c.unlessWaiting(budget)})
+	if err != nil {
+		return rd, fmt.Errorf("rounds: generate: read frontier: %w", err)
+	}
+	rd.fr = fr
+	return rd, nil
+}
+
+// refillLead is how long before a busy host runs out its next URLs are to
+// be generated (plan.Refill): what the last generate took, a node's take
+// of its part (takeDelay) and two of the leader's step ticks. l.mu is
+// held.
+func (l *leader) refillLead() time.Duration {
+	return l.genTook + takeDelay + 2*stepTick
 }
 
 // unlessWaiting gives hosts that wait for another site's hand-back (see

@@ -62,6 +62,12 @@ type leader struct {
 	replanned     time.Time // when parts last moved (status)
 	resets        []partRef // local parts of another node whose done marker is to go
 	moves         int
+
+	// refillAt is when the generate that found nothing would find a
+	// host left out for being busy ready for more (plan.Refill; zero:
+	// none); genTook is how long the last generate that gave URLs took.
+	refillAt time.Time
+	genTook  time.Duration
 }
 
 // assignment is a part given to a node at a time.
@@ -325,7 +331,7 @@ func (l *leader) run(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(stepTick)
 	defer tick.Stop()
 	for {
 		if err := l.step(ctx, updates); err != nil {
@@ -403,6 +409,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 			if err := c.fetchDone(ctx, a.Round); err != nil {
 				return err
 			}
+			if l.fetchedAll(a.Round, now) {
+				l.frontierEmpty = false // a host it held may take URLs now
+			}
 			fetching--
 			updating++
 			updates <- a.Round
@@ -455,12 +464,21 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		return err
 	}
 	if r == 0 {
-		l.frontierEmpty, l.retryAt, l.genIndex = true, time.Time{}, genIndex
+		// With a host left out for being busy, look again when it is
+		// about to run out rather than after the next update, which at
+		// a crawl's tail may come after it ran dry (plan.Refill).
+		l.mu.Lock()
+		refill := l.refillAt
+		l.mu.Unlock()
+		l.frontierEmpty, l.retryAt, l.genIndex = true, refill, genIndex
 	} else {
 		c.idleIndex.Store(0)
 	}
 	return nil
 }
+
+// stepTick is how often the leader steps when nothing wakes it.
+const stepTick = 100 * time.Millisecond
 
 // backoffPoll is how often generate looks again while the only URLs left
 // belong to hosts backing off.

@@ -1219,6 +1219,54 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
+func TestRoundSpan(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name                     string
+		perHost                  int
+		hostDelay, fastest, lead time.Duration
+		want                     time.Duration
+	}{
+		{"a host at the host delay: k of it", 10, 50 * ms, 50 * ms, 400 * ms, 450 * ms},
+		{"nothing seen: the host delay's", 10, 50 * ms, 0, 400 * ms, 450 * ms},
+		{"fastest under the host delay counts as it", 10, 50 * ms, 10 * ms, 400 * ms, 450 * ms},
+		{"only a 1s host left: its k, and the lead", 10, 50 * ms, time.Second, 400 * ms, 9*time.Second + 400*ms},
+		{"only slow hosts: the fastest of them", 20, 200 * ms, 500 * ms, 300 * ms, 19*500*ms + 300*ms},
+		{"a negative lead counts as none", 4, 50 * ms, time.Second, -time.Second, 3 * time.Second},
+		{"no host delay: no budgets", 10, 0, time.Second, 400 * ms, 0},
+		{"k of one: no budgets", 1, 50 * ms, time.Second, 400 * ms, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RoundSpan(tt.perHost, tt.hostDelay, tt.fastest, tt.lead); got != tt.want {
+				t.Errorf("RoundSpan(%d, %v, %v, %v) = %v, want %v", tt.perHost, tt.hostDelay, tt.fastest, tt.lead, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRefill(t *testing.T) {
+	const ms = time.Millisecond
+	busy := t0.Add(10 * time.Second)
+	tests := []struct {
+		name       string
+		span, lead time.Duration
+		want       time.Time
+	}{
+		{"lead before it runs out", 9 * time.Second, 400 * ms, busy.Add(-400 * ms)},
+		{"a lead longer than the span: when one URL fits", 150 * ms, 400 * ms, busy.Add(-150 * ms)},
+		{"no lead: when it runs out", 9 * time.Second, 0, busy},
+		{"negative lead and span count as none", -time.Second, -time.Second, busy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Refill(busy, tt.span, tt.lead); !got.Equal(tt.want) {
+				t.Errorf("Refill(busy, %v, %v) = %v, want %v", tt.span, tt.lead, got, tt.want)
+			}
+		})
+	}
+}
+
 // ---------------------------------------------------------------- Detector
 
 func TestDetector(t *testing.T) {
