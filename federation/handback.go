@@ -260,35 +260,8 @@ func (f *Fed) sendFetched(ctx context.Context, site string) (last uint64, urls, 
 // fetchedEntries cuts fetched-elsewhere records for owner into encoded
 // outbox entries (as entries does puts), each with its hosts' locations.
 func (f *Fed) fetchedEntries(owner string, recs []FetchedURL, locs map[string]location) [][]byte {
-	var out [][]byte
-	for len(recs) > 0 {
-		b := &Batch{From: f.o.Self, To: owner}
-		hosts := map[string]bool{}
-		size := 64
-		n := 0
-		for n < len(recs) && n < maxPutsPerEntry {
-			h := hostOf(recs[n].URL)
-			add := len(recs[n].URL) + 8
-			if !hosts[h] {
-				add += len(h) + len(locs[h].key) + 32
-			}
-			if n > 0 && size+add > maxEntryBytes {
-				break
-			}
-			size += add
-			if !hosts[h] {
-				hosts[h] = true
-				if l, ok := locs[h]; ok {
-					b.Hosts = append(b.Hosts, l.hostLoc(h))
-				}
-			}
-			n++
-		}
-		b.Fetched = slices.Clone(recs[:n])
-		out = append(out, b.Append(nil))
-		recs = recs[n:]
-	}
-	return out
+	return f.cutEntries(owner, len(recs), func(i int) string { return recs[i].URL }, 8, locs,
+		func(b *Batch, lo, hi int) { b.Fetched = slices.Clone(recs[lo:hi]) })
 }
 
 // gate is what this site's own hosts wait for before it crawls them again.

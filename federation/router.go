@@ -263,20 +263,29 @@ func (f *Fed) Payloads(owner string, puts []rounds.Remote) ([][]byte, error) {
 // database takes (at most maxEntryBytes, maxPutsPerEntry puts), each with
 // the locations of its hosts.
 func (f *Fed) entries(owner string, puts []Put, locs map[string]location) [][]byte {
+	return f.cutEntries(owner, len(puts), func(i int) string { return puts[i].URL }, 24, locs,
+		func(b *Batch, lo, hi int) { b.Puts = puts[lo:hi] })
+}
+
+// cutEntries cuts n records, record i for url(i) and costing fixed bytes
+// beside its URL, into encoded outbox entries for owner: at most
+// maxPutsPerEntry records and about maxEntryBytes each, with the locations
+// of their hosts; fill puts records [lo, hi) into an entry's batch.
+func (f *Fed) cutEntries(owner string, n int, url func(int) string, fixed int, locs map[string]location, fill func(b *Batch, lo, hi int)) [][]byte {
 	var out [][]byte
-	for len(puts) > 0 {
+	for lo := 0; lo < n; {
 		b := &Batch{From: f.o.Self, To: owner}
 		hosts := map[string]bool{}
 		size := 64
-		n := 0
-		for n < len(puts) && n < maxPutsPerEntry {
-			p := puts[n]
-			h := hostOf(p.URL)
-			add := len(p.URL) + 24
+		hi := lo
+		for hi < n && hi-lo < maxPutsPerEntry {
+			u := url(hi)
+			h := hostOf(u)
+			add := len(u) + fixed
 			if !hosts[h] {
 				add += len(h) + len(locs[h].key) + 32
 			}
-			if n > 0 && size+add > maxEntryBytes {
+			if hi > lo && size+add > maxEntryBytes {
 				break
 			}
 			size += add
@@ -286,11 +295,11 @@ func (f *Fed) entries(owner string, puts []Put, locs map[string]location) [][]by
 					b.Hosts = append(b.Hosts, l.hostLoc(h))
 				}
 			}
-			n++
+			hi++
 		}
-		b.Puts = puts[:n]
+		fill(b, lo, hi)
 		out = append(out, b.Append(nil))
-		puts = puts[n:]
+		lo = hi
 	}
 	return out
 }
