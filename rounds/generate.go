@@ -293,7 +293,6 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 		if closed == 0 || len(entries) > 0 {
 			l.project(entries, now, paces)
-			l.refillAt = time.Time{}
 			if len(entries) == 0 {
 				l.refillAt = rd.refill
 			}
