@@ -419,30 +419,31 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	}
 	active := fetching + updating
 	limit := s.StopAt > 0 && s.Next-1 >= s.StopAt
-	if active == 0 && limit {
-		return l.finish(ctx, "rounds")
-	}
 	if active > 0 {
 		c.idleIndex.Store(0)
 	}
-	if active == 0 && l.frontierEmpty && l.retryAt.IsZero() {
-		waiting, err := c.backingOff()
-		if err != nil {
+	es := plan.EndState{Active: active, LimitReached: limit, FrontierEmpty: l.frontierEmpty,
+		Retrying: !l.retryAt.IsZero(), Federated: c.o.Router != nil}
+	if plan.NeedsBackoff(es) {
+		if es.BackingOff, err = c.backingOff(); err != nil {
 			return err
 		}
-		if !waiting {
-			if c.o.Router == nil {
-				return l.finish(ctx, "exhausted")
-			}
+		if plan.NeedsFederation(es) {
 			// In a federation the crawl ends when every site's does:
 			// until then URLs may still arrive here.
 			c.idleIndex.Store(max(l.genIndex, 1))
-			if c.o.Router.Finished() {
-				return l.finish(ctx, "exhausted")
-			}
-		} else {
-			c.idleIndex.Store(0)
+			es.FederationDone = c.o.Router.Finished()
 		}
+	}
+	switch v := plan.End(es); v {
+	case plan.EndRounds:
+		return l.finish(ctx, EndRounds)
+	case plan.EndExhausted:
+		return l.finish(ctx, EndExhausted)
+	case plan.Backoff:
+		c.idleIndex.Store(0)
+		l.retryAt = now.Add(backoffPoll)
+	case plan.Idle:
 		l.retryAt = now.Add(backoffPoll)
 	}
 	if l.frontierEmpty && !l.retryAt.IsZero() && !now.Before(l.retryAt) {

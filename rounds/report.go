@@ -1,0 +1,166 @@
+package rounds
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Reports to the leader.
+
+// NodeReport is what a node tells the site's leader every ReportEvery: that
+// it is alive, how much work it holds, and, when it stops, when the hosts
+// of the parts it hands back are free.
+type NodeReport struct {
+	ID       string    `json:"id"`
+	At       time.Time `json:"at"`
+	Queued   int64     `json:"queued"`    // jobs not started yet
+	InFlight int64     `json:"in_flight"` // requests being fetched
+	Done     int64     `json:"done"`      // page results since this node started
+	Rate     float64   `json:"pages_per_s"`
+	Parts    int       `json:"parts"`    // parts held
+	Hosts    int       `json:"hosts"`    // hosts of the parts held
+	Unstaged int       `json:"unstaged"` // results not staged yet
+	Draining bool      `json:"draining,omitempty"`
+	// HandedBack: draining, the node has staged every result it had and
+	// starts no request: its parts may go to other nodes, each from its
+	// FreeAt (per part, "round/id": when its hosts may be fetched by
+	// another node).
+	HandedBack bool                 `json:"handed_back,omitempty"`
+	FreeAt     map[string]time.Time `json:"free_at,omitempty"`
+}
+
+// report builds this node's report.
+func (n *nodeSide) report(f Fetcher) NodeReport {
+	c := n.c
+	now := c.o.Now()
+	st := f.Stats()
+	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load(), HandedBack: n.handedBack.Load()}
+	r.Rate = n.rate.observe(now, r.Done)
+	n.mu.Lock()
+	parts := make([]*nodePart, 0, len(n.parts))
+	for _, p := range n.parts {
+		parts = append(parts, p)
+	}
+	n.mu.Unlock()
+	for _, p := range parts {
+		if p.revoked.Load() {
+			continue
+		}
+		p.mu.Lock()
+		done := p.done
+		r.Unstaged += len(p.results)
+		p.mu.Unlock()
+		if done {
+			continue
+		}
+		r.Parts++
+		r.Hosts += len(p.hosts)
+		if r.HandedBack {
+			if r.FreeAt == nil {
+				r.FreeAt = map[string]time.Time{}
+			}
+			r.FreeAt[p.ref.String()] = n.freeAt(p, now)
+		}
+	}
+	return r
+}
+
+// reportLoop reports to the leader every ReportEvery, and pauses the
+// fetcher while no leader has taken a report for half of FailTimeout: by
+// FailTimeout the leader may give this node's parts to others. It resumes
+// once a leader takes a report again and the replica has caught up with
+// it (the run loop's next watch then drops the parts moved away).
+func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
+	c := n.c
+	t := time.NewTicker(c.o.ReportEvery)
+	defer t.Stop()
+	for {
+		r := n.report(f)
+		var err error
+		var reply ReportReply
+		if c.db.IsLeader() {
+			reply, err = c.heard(r)
+		} else if c.o.Report != nil {
+			rctx, cancel := context.WithTimeout(ctx, 2*c.o.ReportEvery)
+			reply, err = c.o.Report(rctx, r)
+			cancel()
+		} else {
+			err = errors.New("rounds: no way to reach the leader")
+		}
+		now := c.o.Now()
+		if err == nil {
+			n.lastOK.Store(now.UnixNano())
+			if n.paused.Load() {
+				n.resumeAt.Store(max(reply.Index, 1))
+			}
+		}
+		if p, ok := f.(pauser); ok && !n.paused.Load() && !n.draining.Load() && now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.FailTimeout/2 {
+			n.paused.Store(true)
+			n.resumeAt.Store(0)
+			p.Pause(true)
+			// The leader moves this node's parts FailTimeout after it last
+			// heard of it, and lets their hosts go from then on (plus
+			// their delays): requests still in flight must end now, not
+			// at the request timeout, or they would overlap the new
+			// owner's (a node cut off from the leader is not dead).
+			if a, ok := f.(aborter); ok {
+				a.Abort()
+			}
+			c.log.Warn("rounds: no leader took this node's report: fetching paused, requests in flight aborted", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// maybeResume resumes a paused fetcher once the replica has applied what
+// the leader had when it took a report again; call it before a watch.
+func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
+	idx := n.resumeAt.Load()
+	if idx == 0 || !n.paused.Load() || n.c.st.AppliedIndex() < idx || n.draining.Load() {
+		return func() {}
+	}
+	// The reply that set idx may be old: resume only while a leader has
+	// taken a report within half the fail timeout (the lease the pause
+	// is about), or the node would fetch again just as it should pause.
+	if n.c.o.Now().Sub(time.Unix(0, n.lastOK.Load())) > n.c.o.FailTimeout/2 {
+		n.resumeAt.Store(0)
+		return func() {}
+	}
+	return func() {
+		n.resumeAt.Store(0)
+		n.paused.Store(false)
+		if p, ok := f.(pauser); ok {
+			p.Pause(false)
+		}
+		n.c.log.Info("rounds: leader reached again: fetching resumed")
+	}
+}
+
+// rateMeter turns a counter into a rate over the last few seconds.
+type rateMeter struct {
+	mu    sync.Mutex
+	at    [8]time.Time
+	count [8]int64
+	i     int
+}
+
+func (m *rateMeter) observe(now time.Time, count int64) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	oldest := (m.i + 1) % len(m.at)
+	m.at[m.i], m.count[m.i] = now, count
+	m.i = oldest
+	if m.at[oldest].IsZero() {
+		oldest = 0
+	}
+	if dt := now.Sub(m.at[oldest]).Seconds(); dt > 0 {
+		return float64(count-m.count[oldest]) / dt
+	}
+	return 0
+}
