@@ -90,6 +90,19 @@ type Options struct {
 	FailTimeout time.Duration
 	// ReportEvery is how often a node reports to the leader; 0 → 500 ms.
 	ReportEvery time.Duration
+	// Solo: this node alone fetches for the crawl database while it leads
+	// it, and nobody else does: the other voters are replicas only (a
+	// shard's group: the shard's rounds run where its leader is). Parts
+	// go to the leader only; parts that a former leader held start here no
+	// earlier than Fence after this node began to lead, plus their hosts'
+	// delays; and a job starts only while this node leads (its Skip hook
+	// asks the crawl database, so a deposed leader's fetcher stops before
+	// its successor starts: Raft's leader lease is shorter than its
+	// election timeout, and Fence covers the rest).
+	Solo bool
+	// Fence is Solo's wait before parts a former leader held may start on
+	// a new leader; 0 → 1 s (crawldb's leader lease).
+	Fence time.Duration
 	// StageEvery is how long a node keeps a part's results before it
 	// stages them although the part is not done: what a node that dies
 	// loses (and another fetches again) at most; 0 → 2 s.
@@ -159,6 +172,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.ReportEvery <= 0 {
 		o.ReportEvery = 500 * time.Millisecond
+	}
+	if o.Fence <= 0 {
+		o.Fence = time.Second
 	}
 	if o.StageEvery <= 0 {
 		o.StageEvery = 2 * time.Second

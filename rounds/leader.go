@@ -510,7 +510,7 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 		}
 		// This node leads: it is alive whatever its reports (they may
 		// wait for a step).
-		n := plan.Node{ID: id, Alive: id == l.c.id || l.det.Alive(id, now)}
+		n := plan.Node{ID: id, Alive: id == l.c.id || !l.c.o.Solo && l.det.Alive(id, now)}
 		if r, ok := l.reports[id]; ok {
 			n.Draining, n.Keeps = r.Draining, r.Draining && !r.HandedBack
 			n.Load = int(r.Queued + r.InFlight)
@@ -766,6 +766,10 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 	lastSeen := map[string]time.Time{}
 	for _, n := range nodes {
 		lastSeen[n.ID] = l.det.LastSeen(n.ID)
+		if c.o.Solo && n.ID != c.id {
+			// A former leader may fetch until its lease runs out.
+			lastSeen[n.ID] = later(lastSeen[n.ID], l.start.Add(c.o.Fence))
+		}
 	}
 	reports := l.reports
 	takes, alive := map[string]bool{}, map[string]bool{}

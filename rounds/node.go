@@ -223,6 +223,9 @@ func (c *Crawler) skip(j *fetcher.Job) bool {
 	if r := c.o.Router; r != nil && r.Away(j.Host) {
 		return true
 	}
+	if c.o.Solo && !c.db.IsLeader() {
+		return true
+	}
 	n := c.node
 	ref := partRef{j.Round, int(j.Part)}
 	n.mu.Lock()

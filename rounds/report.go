@@ -72,6 +72,9 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 // FailTimeout the leader may give this node's parts to others. It resumes
 // once a leader takes a report again and the replica has caught up with
 // it (the run loop's next watch then drops the parts moved away).
+// errSoloFollower: a Solo crawler that does not lead fetches nothing.
+var errSoloFollower = errors.New("rounds: a replica only (Solo): the leader fetches")
+
 func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 	c := n.c
 	t := time.NewTicker(c.o.ReportEvery)
@@ -82,6 +85,8 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 		var reply ReportReply
 		if c.db.IsLeader() {
 			reply, err = c.heard(r)
+		} else if c.o.Solo {
+			err = errSoloFollower
 		} else if c.o.Report != nil {
 			rctx, cancel := context.WithTimeout(ctx, 2*c.o.ReportEvery)
 			reply, err = c.o.Report(rctx, r)
@@ -108,7 +113,11 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 			if a, ok := f.(aborter); ok {
 				a.Abort()
 			}
-			c.log.Warn("rounds: no leader took this node's report: fetching paused, requests in flight aborted", "err", err)
+			if errors.Is(err, errSoloFollower) {
+				c.log.Debug("rounds: not leading: fetching paused", "err", err)
+			} else {
+				c.log.Warn("rounds: no leader took this node's report: fetching paused, requests in flight aborted", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
