@@ -20,12 +20,21 @@ import (
 )
 
 // fsm feeds the Raft log to the store and takes and installs snapshots.
-// The store lives in a generation directory named by the file CURRENT under
-// Dir, so that a snapshot can be installed beside it and swapped in whole.
+//
+// Over a store of its own (newFSM, the one-group node that crawldb.Open
+// runs), the store lives in a generation directory named by the file CURRENT
+// under Dir, so that a snapshot (a Pebble checkpoint, tarred) can be
+// installed beside it and swapped in whole.
+//
+// Over one group of a store.Shared (newGroupFSM, a node holding many
+// groups' replicas in one Pebble), a snapshot is the group's key/value
+// stream (store.Snapshot) and a restore rewrites the group in place
+// (Store.RestoreSnapshot): the other groups are not touched.
 type fsm struct {
-	db   *DB
-	dir  string // the node's Dir
-	opts store.Options
+	db    *DB
+	dir   string // the node's Dir; "" for a group's fsm
+	opts  store.Options
+	group bool // the store is a group of a store.Shared
 
 	mu sync.RWMutex
 	st *store.Store
@@ -47,6 +56,21 @@ func newFSM(db *DB, dbDir string, o store.Options) (*fsm, error) {
 	}
 	f.st = st
 	return f, nil
+}
+
+// newGroupFSM returns the Raft state machine of one group whose store is
+// st, a group of a store.Shared (Shared.Store); db is the node whose
+// failures it reports (DB.fatal) and whose logger it uses. The fsm owns st:
+// its close closes st (not the Shared). This is the seam a node holding
+// many Raft groups uses: one newGroupFSM per group, handed to raft.NewRaft.
+//
+// If Shared.Store refused the group with store.ErrIncomplete (a crash in
+// the middle of a restore), the caller drops it (Shared.Drop), opens it
+// again empty and passes that: Raft restores its latest snapshot at start
+// (the snapshot being installed was saved in the snapshot store before
+// Restore was called) and replays the log after it.
+func newGroupFSM(db *DB, st *store.Store) *fsm {
+	return &fsm{db: db, opts: store.Options{}, group: true, st: st}
 }
 
 func (f *fsm) store() *store.Store {
@@ -104,6 +128,13 @@ const snapshotMagic = "MERIDIAN-CRAWLDB-SNAPSHOT 1"
 // last applied command, streamed by Persist.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	st := f.store()
+	if f.group {
+		sn, err := st.Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("crawldb: snapshot of group %s: %w", st.Group(), err)
+		}
+		return &groupSnapshot{sn: sn, group: st.Group()}, nil
+	}
 	tmp := filepath.Join(f.dir, "snapshots-tmp")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("crawldb: snapshot: %w", err)
@@ -171,6 +202,9 @@ func (s *snapshot) Release() { os.RemoveAll(s.dir) }
 // store whole.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if f.group {
+		return f.restoreGroup(rc)
+	}
 	br := bufio.NewReaderSize(rc, 1<<20)
 	line, err := br.ReadString('\n')
 	if err != nil {
@@ -222,6 +256,67 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		old.Close()
 		os.RemoveAll(old.Dir())
 	}()
+	return nil
+}
+
+const groupSnapshotMagic = "MERIDIAN-CRAWLDB-GROUP-SNAPSHOT 1"
+
+// groupSnapshot is a group's snapshot: a header line with the group and
+// the applied index, then the store's snapshot stream.
+type groupSnapshot struct {
+	sn    *store.Snapshot
+	group string
+}
+
+// Persist implements raft.FSMSnapshot.
+func (s *groupSnapshot) Persist(sink raft.SnapshotSink) error {
+	bw := bufio.NewWriterSize(sink, 1<<20)
+	fmt.Fprintf(bw, "%s %s %d\n", groupSnapshotMagic, s.group, s.sn.Index())
+	_, err := s.sn.WriteTo(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		sink.Cancel()
+		return fmt.Errorf("crawldb: persist snapshot %d of group %s: %w", s.sn.Index(), s.group, err)
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *groupSnapshot) Release() { s.sn.Close() }
+
+// restoreGroup installs a group's snapshot. One no newer than what the
+// group has applied (Raft restores its latest snapshot at every start) is
+// skipped; a newer one replaces the group's keys (store.RestoreSnapshot
+// checks the whole stream before it changes anything). A snapshot of
+// another group is accepted: a group's data does not name its group.
+func (f *fsm) restoreGroup(r io.Reader) error {
+	st := f.store()
+	br := bufio.NewReaderSize(r, 1<<20)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("crawldb: restore group %s: header: %w", st.Group(), err)
+	}
+	fields := strings.Fields(line)
+	var index uint64
+	if len(fields) == 4 && strings.Join(fields[:2], " ") == groupSnapshotMagic {
+		index, err = strconv.ParseUint(fields[3], 10, 64)
+	}
+	if len(fields) != 4 || strings.Join(fields[:2], " ") != groupSnapshotMagic || err != nil {
+		return fmt.Errorf("crawldb: restore group %s: not a group snapshot (header %.80q)", st.Group(), line)
+	}
+	if index <= st.AppliedIndex() {
+		_, err := io.Copy(io.Discard, br)
+		return err
+	}
+	if err := st.RestoreSnapshot(br); err != nil {
+		return fmt.Errorf("crawldb: restore group %s snapshot %d: %w", st.Group(), index, err)
+	}
+	if got := st.AppliedIndex(); got != index {
+		return fmt.Errorf("crawldb: restore group %s: the header says index %d, the data %d", st.Group(), index, got)
+	}
+	f.db.log.Info("crawldb: installed group snapshot", "node", f.db.opts.NodeID, "group", st.Group(), "index", index)
 	return nil
 }
 

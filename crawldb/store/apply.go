@@ -80,9 +80,9 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 		return results, nil // all skipped
 	}
 	c := s.mu.counts
-	b := s.db.NewBatchWithSize(size)
+	b := s.ks.newBatch(s.db, size, s.mu.kbuf)
 	defer b.Close()
-	a := applier{s: s, b: b, c: &c, writes: s.mu.writes[:0], pool: s.mu.slots[:0], slots: s.mu.slotMap, hosts: s.mu.hostMap}
+	a := applier{s: s, b: &b, c: &c, writes: s.mu.writes[:0], pool: s.mu.slots[:0], slots: s.mu.slotMap, hosts: s.mu.hostMap}
 	if len(ops) > 0 {
 		opRes, err := a.run(ops)
 		if err != nil {
@@ -108,6 +108,7 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return nil, s.fail(last, err)
 	}
+	s.mu.kbuf = b.kbuf
 	s.mu.counts = c
 	for _, h := range a.newHosts {
 		s.hostCache.put(h.rev, h.st)
@@ -148,7 +149,7 @@ type hostDelta struct {
 
 type applier struct {
 	s     *Store
-	b     *pebble.Batch
+	b     *batch
 	c     *counts
 	slots map[string]*slot
 	hosts map[string]*hostDelta
@@ -221,7 +222,7 @@ func (a *applier) load(ops []op) error {
 		return nil
 	}
 	slices.SortFunc(order, func(x, y *slot) int { return bytes.Compare(x.key, y.key) })
-	it, err := a.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pURL}, UpperBound: []byte{pURL + 1}})
+	it, err := a.s.ks.newIter([]byte{pURL}, []byte{pURL + 1})
 	if err != nil {
 		return err
 	}
@@ -712,7 +713,7 @@ func (a *applier) writeHosts() error {
 // entries that this command does not delete.
 func (a *applier) firstSurvivor(hd *hostDelta) (float64, bool, error) {
 	prefix := append(append([]byte{pFrontier}, hd.rev...), 0)
-	it, err := a.s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := a.s.ks.newIter(prefix, prefixEnd(prefix))
 	if err != nil {
 		return 0, false, err
 	}

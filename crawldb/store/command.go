@@ -70,6 +70,19 @@ var (
 	ErrStorage = errors.New("store: storage failure")
 	// ErrGuard: a command's guard did not hold; the command changed nothing.
 	ErrGuard = errors.New("store: guard failed")
+	// ErrIncomplete: the store's last restore did not finish (a crash or an
+	// I/O error in its middle), so it holds part of a snapshot. It is never
+	// served: drop it (Shared.Drop, or remove a store of its own) and open
+	// it empty; Raft restores its latest snapshot again at start.
+	ErrIncomplete = errors.New("store: incomplete restore")
+	// ErrCorruptSnapshot: a snapshot stream that does not decode, is cut
+	// short, or fails its checksum; the store was not changed.
+	ErrCorruptSnapshot = errors.New("store: corrupt snapshot")
+	// ErrBadGroup: a group name that is not [a-z0-9-]{1,32}.
+	ErrBadGroup = errors.New("store: bad group name")
+	// ErrLayout: a Pebble opened the wrong way: a Shared's directory by
+	// Open, or a store of its own by OpenShared.
+	ErrLayout = errors.New("store: wrong kind of store directory")
 )
 
 // Batch builds one command: many operations applied atomically, in order.

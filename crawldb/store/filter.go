@@ -5,7 +5,6 @@ import (
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // urlFilter is an in-memory Bloom filter over the keys of all URL records,
@@ -77,10 +76,10 @@ func (f *urlFilter) mayContain(key []byte) bool {
 	return false
 }
 
-// buildURLFilter reads every URL key of db into a new filter.
-func buildURLFilter(db *pebble.DB, urls uint64) (*urlFilter, error) {
+// buildURLFilter reads every URL key of a store into a new filter.
+func buildURLFilter(ks *keyspace, urls uint64) (*urlFilter, error) {
 	f := &urlFilter{layers: []*bloomLayer{newBloomLayer(max(filterMinKeys, int(2*urls)))}}
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{pURL}, UpperBound: []byte{pURL + 1}})
+	it, err := ks.newIter([]byte{pURL}, []byte{pURL + 1})
 	if err != nil {
 		return nil, fmt.Errorf("store: build url filter: %w", err)
 	}

@@ -18,7 +18,7 @@ func (s *Store) Get(url string) (URLRecord, bool, error) {
 		return URLRecord{}, false, fmt.Errorf("%w: %.200q", ErrBadURL, url)
 	}
 	key := p.urlKey(nil)
-	v, closer, err := s.db.Get(key)
+	v, closer, err := s.ks.get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return URLRecord{}, false, nil
 	}
@@ -48,7 +48,7 @@ func (s *Store) SentContains(fp uint64) (bool, error) {
 }
 
 func (s *Store) has(key []byte) (bool, error) {
-	_, closer, err := s.db.Get(key)
+	_, closer, err := s.ks.get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	}
@@ -91,12 +91,13 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	hosts, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pHostPrio}, UpperBound: []byte{pHostPrio + 1}})
+	sk := s.ks.with(snap)
+	hosts, err := sk.newIter([]byte{pHostPrio}, []byte{pHostPrio + 1})
 	if err != nil {
 		return nil, fmt.Errorf("store: frontier: %w", err)
 	}
 	defer hosts.Close()
-	urls, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pFrontier}, UpperBound: []byte{pFrontier + 1}})
+	urls, err := sk.newIter([]byte{pFrontier}, []byte{pFrontier + 1})
 	if err != nil {
 		return nil, fmt.Errorf("store: frontier: %w", err)
 	}
@@ -112,7 +113,7 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 		rev := k[9:]
 		hostName := hostFromRev(rev)
 		if !q.Now.IsZero() {
-			hr, found, err := s.hostFrom(snap, rev)
+			hr, found, err := hostFrom(&sk, rev)
 			if err != nil {
 				return nil, err
 			}
@@ -161,7 +162,7 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 func (s *Store) HostFrontier(host string, limit int) ([]FrontierEntry, error) {
 	rev := appendRevHost(nil, host)
 	prefix := append(append([]byte{pFrontier}, rev...), 0)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := s.ks.newIter(prefix, prefixEnd(prefix))
 	if err != nil {
 		return nil, fmt.Errorf("store: frontier of %s: %w", host, err)
 	}
@@ -195,9 +196,9 @@ func frontierEntry(key []byte, prefixLen int, rev []byte, host string, val []byt
 	return FrontierEntry{URL: u, Host: host, Score: scoreFromBits(binary.BigEndian.Uint64(key[prefixLen:])), Depth: uint32(depth)}, nil
 }
 
-// hostFrom reads a host record through a snapshot.
-func (s *Store) hostFrom(snap *pebble.Snapshot, rev []byte) (HostRecord, bool, error) {
-	v, closer, err := snap.Get(append([]byte{pHost}, rev...))
+// hostFrom reads a host record through a keyspace over a snapshot.
+func hostFrom(sk *keyspace, rev []byte) (HostRecord, bool, error) {
+	v, closer, err := sk.get(append([]byte{pHost}, rev...))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return HostRecord{}, false, nil
 	}
@@ -214,7 +215,7 @@ func (s *Store) hostFrom(snap *pebble.Snapshot, rev []byte) (HostRecord, bool, e
 
 // Host returns the record of host.
 func (s *Store) Host(host string) (HostRecord, bool, error) {
-	v, closer, err := s.db.Get(append([]byte{pHost}, appendRevHost(nil, host)...))
+	v, closer, err := s.ks.get(append([]byte{pHost}, appendRevHost(nil, host)...))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return HostRecord{}, false, nil
 	}
@@ -231,7 +232,7 @@ func (s *Store) Host(host string) (HostRecord, bool, error) {
 
 // HostStats returns the crawl database's bookkeeping for host.
 func (s *Store) HostStats(host string) (HostStats, error) {
-	v, closer, err := s.db.Get(append([]byte{pHostFr}, appendRevHost(nil, host)...))
+	v, closer, err := s.ks.get(append([]byte{pHostFr}, appendRevHost(nil, host)...))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return HostStats{}, nil
 	}
@@ -246,7 +247,7 @@ func (s *Store) HostStats(host string) (HostStats, error) {
 	out := HostStats{Best: st.best, Fetched: st.fetched}
 	if st.frontier > 0 { // counted on demand: keeping a count would cost a write per command
 		prefix := hostPrefix(nil, pFrontier, host)
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+		it, err := s.ks.newIter(prefix, prefixEnd(prefix))
 		if err != nil {
 			return HostStats{}, fmt.Errorf("store: host stats %s: %w", host, err)
 		}
@@ -270,7 +271,7 @@ type OutboxEntry struct {
 func (s *Store) Outbox(site string, after uint64, limit int) ([]OutboxEntry, error) {
 	lo := outboxKey([]byte(site), after+1)
 	hi := prefixEnd(append(append([]byte{pOutbox}, site...), 0))
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := s.ks.newIter(lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("store: outbox %s: %w", site, err)
 	}
@@ -292,7 +293,7 @@ func (s *Store) User(key string) ([]byte, error) { return s.value(append([]byte{
 // UserScan calls fn for every key of the node layer's table with prefix.
 func (s *Store) UserScan(prefix string, fn func(key string, value []byte) error) error {
 	p := append([]byte{pUser}, prefix...)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := s.ks.newIter(p, prefixEnd(p))
 	if err != nil {
 		return fmt.Errorf("store: user scan: %w", err)
 	}
@@ -318,7 +319,7 @@ func (s *Store) Domain(domain string) (lat, lon float64, ok bool, err error) {
 }
 
 func (s *Store) value(key []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(key)
+	v, closer, err := s.ks.get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
@@ -333,7 +334,7 @@ func (s *Store) value(key []byte) ([]byte, error) {
 // (a round resumed after a crash refetches them).
 func (s *Store) Generated(round uint64, limit int) ([]string, error) {
 	p := binary.BigEndian.AppendUint64([]byte{pGen}, round)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := s.ks.newIter(p, prefixEnd(p))
 	if err != nil {
 		return nil, fmt.Errorf("store: generated %d: %w", round, err)
 	}
@@ -384,7 +385,7 @@ func (s *Store) Counts() Counts {
 
 // ScanURLs calls fn for every URL record, in key order (hosts contiguous).
 func (s *Store) ScanURLs(fn func(URLRecord) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pURL}, UpperBound: []byte{pURL + 1}})
+	it, err := s.ks.newIter([]byte{pURL}, []byte{pURL + 1})
 	if err != nil {
 		return fmt.Errorf("store: scan: %w", err)
 	}
@@ -414,7 +415,7 @@ func (s *Store) ScanURLs(fn func(URLRecord) error) error {
 func (s *Store) ScanHostURLs(host string, fn func(URLRecord) error) error {
 	rev := appendRevHost(nil, host)
 	prefix := hostPrefix(nil, pURL, host)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := s.ks.newIter(prefix, prefixEnd(prefix))
 	if err != nil {
 		return fmt.Errorf("store: URLs of %s: %w", host, err)
 	}
@@ -454,7 +455,7 @@ func (s *Store) MarkedURLs(limit int) ([]Marked, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pMark}, UpperBound: []byte{pMark + 1}})
+	it, err := s.ks.newIter([]byte{pMark}, []byte{pMark + 1})
 	if err != nil {
 		return nil, fmt.Errorf("store: marked URLs: %w", err)
 	}

@@ -95,16 +95,22 @@ var (
 	keyApplied = []byte{pMeta, 'a'}
 	keyCounts  = []byte{pMeta, 'c'}
 	keyRound   = []byte{pRound}
+	// keyRestoring is set by the first batch of a restore and deleted by its
+	// last: a store that holds it is incomplete (ErrIncomplete).
+	keyRestoring = []byte{pMeta, 'R'}
 )
 
-// Store is the crawl database state machine over one Pebble DB.
+// Store is the crawl database state machine over one keyspace of a Pebble
+// DB: a Pebble of its own (Open), or one group of a Shared (Shared.Store).
 // Apply must be called from one goroutine at a time (the Raft FSM); reads
 // are safe from any goroutine.
 type Store struct {
 	dir     string
+	group   string  // "" for a store of its own
+	shared  *Shared // nil for a store of its own, which owns db
 	opts    Options
 	db      *pebble.DB
-	cache   *pebble.Cache
+	ks      keyspace // every read and write goes through it
 	log     *slog.Logger
 	applied atomic.Uint64
 	// hostCache and urls are used by Apply only (under mu).
@@ -126,9 +132,8 @@ type Store struct {
 	}
 }
 
-// Open opens (creating if needed) the store in dir.
-func Open(dir string, o Options) (*Store, error) {
-	o.ensureDefaults()
+// openPebble opens (creating if needed) the Pebble DB in dir.
+func openPebble(dir string, o Options) (*pebble.DB, error) {
 	cache := pebble.NewCache(o.CacheBytes)
 	popts := &pebble.Options{
 		FS:                          newReportingFS(o.FS, o.Logger, dir),
@@ -150,43 +155,90 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, opts: o, db: db, log: o.Logger}
-	if v, closer, err := db.Get(keyApplied); err == nil {
+	removeSpools(o.FS, dir, o.Logger)
+	return db, nil
+}
+
+// Open opens (creating if needed) the store in dir, a Pebble of its own.
+// A directory that holds a Shared's groups is refused (open it with
+// OpenShared), and so is a store whose last restore did not finish
+// (ErrIncomplete).
+func Open(dir string, o Options) (*Store, error) {
+	o.ensureDefaults()
+	db, err := openPebble(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := listGroups(db, 1)
+	if err == nil && len(groups) > 0 {
+		err = fmt.Errorf("%w: %s holds the groups of a shared store (%s, …): open it with OpenShared", ErrLayout, dir, groups[0])
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s := &Store{dir: dir, opts: o, db: db, ks: ownKeyspace(db), log: o.Logger}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// where names the store in errors: its directory, and its group if any.
+func (s *Store) where() string {
+	if s.shared == nil {
+		return s.dir
+	}
+	return s.dir + " group " + s.group
+}
+
+// load reads the store's applied index and counters and builds its URL
+// filter: at open and after a restore. It refuses a store whose restore
+// was interrupted (ErrIncomplete).
+func (s *Store) load() error {
+	switch _, closer, err := s.ks.get(keyRestoring); {
+	case err == nil:
+		closer.Close()
+		return fmt.Errorf("%w: %s", ErrIncomplete, s.where())
+	case !errors.Is(err, pebble.ErrNotFound):
+		return fmt.Errorf("store: open %s: read restore marker: %w", s.where(), err)
+	}
+	s.applied.Store(0)
+	if v, closer, err := s.ks.get(keyApplied); err == nil {
 		if len(v) == 8 {
 			s.applied.Store(binary.BigEndian.Uint64(v))
 		}
 		closer.Close()
 	} else if !errors.Is(err, pebble.ErrNotFound) {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: read applied index: %w", dir, err)
+		return fmt.Errorf("store: open %s: read applied index: %w", s.where(), err)
 	}
-	if v, closer, err := db.Get(keyCounts); err == nil {
+	s.mu.counts = counts{}
+	if v, closer, err := s.ks.get(keyCounts); err == nil {
 		derr := s.mu.counts.decode(v)
 		closer.Close()
 		if derr != nil {
-			db.Close()
-			return nil, fmt.Errorf("store: open %s: counters: %w", dir, derr)
+			return fmt.Errorf("store: open %s: counters: %w", s.where(), derr)
 		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: read counters: %w", dir, err)
+		return fmt.Errorf("store: open %s: read counters: %w", s.where(), err)
 	}
-	if s.mu.counts.marks, err = countPrefix(db, pMark); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: count fetched-elsewhere marks: %w", dir, err)
+	var err error
+	if s.mu.counts.marks, err = countPrefix(&s.ks, pMark); err != nil {
+		return fmt.Errorf("store: open %s: count fetched-elsewhere marks: %w", s.where(), err)
 	}
-	f, err := buildURLFilter(db, s.mu.counts.urls)
+	f, err := buildURLFilter(&s.ks, s.mu.counts.urls)
 	if err != nil {
-		db.Close()
-		return nil, err
+		return fmt.Errorf("store: open %s: %w", s.where(), err)
 	}
 	s.urls = f
-	return s, nil
+	s.hostCache.reset()
+	return nil
 }
 
 // countPrefix counts the keys that start with the one-byte prefix p.
-func countPrefix(db *pebble.DB, p byte) (uint64, error) {
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+func countPrefix(ks *keyspace, p byte) (uint64, error) {
+	it, err := ks.newIter([]byte{p}, []byte{p + 1})
 	if err != nil {
 		return 0, err
 	}
@@ -197,24 +249,42 @@ func countPrefix(db *pebble.DB, p byte) (uint64, error) {
 	return n, errors.Join(it.Error(), it.Close())
 }
 
-// Dir returns the store's directory.
+// Dir returns the store's directory: for a group's store, its Shared's.
 func (s *Store) Dir() string { return s.dir }
+
+// Group returns the store's group; "" for a store of its own.
+func (s *Store) Group() string { return s.group }
 
 // AppliedIndex is the log index of the last command applied.
 func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 
-// Close closes the store; it is idempotent.
+// Close closes the store; a second call does nothing and returns nil.
+// A group's store leaves its Shared's Pebble open (Shared.Close closes
+// it); Shared.Store opens the group again afresh.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+	if !s.markClosed() {
 		return nil
 	}
-	s.mu.closed = true
+	if s.shared != nil {
+		s.shared.forget(s)
+		return nil
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.dir, err)
 	}
 	return nil
+}
+
+// markClosed makes Apply refuse every later command, waiting for one in
+// progress; it reports whether the store was open.
+func (s *Store) markClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return false
+	}
+	s.mu.closed = true
+	return true
 }
 
 // OpResult is the outcome of one operation.
@@ -240,7 +310,7 @@ type Result struct {
 // Sync makes everything applied so far durable in Pebble's WAL.
 func (s *Store) Sync() error {
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("store: sync %s: %w", s.dir, err)
+		return fmt.Errorf("store: sync %s: %w", s.where(), err)
 	}
 	return nil
 }
@@ -248,7 +318,12 @@ func (s *Store) Sync() error {
 // Checkpoint writes a consistent copy of the store to dir (which must not
 // exist), as of the last applied command. It must not run concurrently with
 // Apply (the Raft FSM guarantees this for snapshots).
+// A group's store has no checkpoint of its own (a checkpoint would copy
+// every group): it is refused; use Snapshot.
 func (s *Store) Checkpoint(dir string) error {
+	if s.shared != nil {
+		return fmt.Errorf("%w: checkpoint of %s: a group's store is copied by Snapshot", ErrBadOp, s.where())
+	}
 	if err := s.Sync(); err != nil {
 		return err
 	}
@@ -270,7 +345,7 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 func (s *Store) fail(index uint64, err error) error {
-	s.mu.failed = fmt.Errorf("%w: applying log index %d in %s: %v (the batch was not written; stop this node)", ErrStorage, index, s.dir, err)
-	s.log.Error("store: storage failure", "index", index, "dir", s.dir, "err", err)
+	s.mu.failed = fmt.Errorf("%w: applying log index %d in %s: %v (the batch was not written; stop this node)", ErrStorage, index, s.where(), err)
+	s.log.Error("store: storage failure", "index", index, "dir", s.dir, "group", s.group, "err", err)
 	return s.mu.failed
 }

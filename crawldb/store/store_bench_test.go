@@ -5,14 +5,20 @@ import (
 	"testing"
 )
 
-// BenchmarkApplyUpserts applies commands of 1,000 upserts of new URLs over
-// 1,000 hosts (no Raft): the state machine's share of the write path.
-func BenchmarkApplyUpserts(b *testing.B) {
+// benchOpen opens the store a benchmark runs on.
+var benchOpen = func(b *testing.B) *Store {
 	s, err := Open(b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// BenchmarkApplyUpserts applies commands of 1,000 upserts of new URLs over
+// 1,000 hosts (no Raft): the state machine's share of the write path.
+func BenchmarkApplyUpserts(b *testing.B) {
+	s := benchOpen(b)
 	batch := NewBatch()
 	idx := uint64(0)
 	b.ResetTimer()
@@ -33,4 +39,83 @@ func BenchmarkApplyUpserts(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "upserts/s")
+}
+
+// benchFill applies 100 commands of 1,000 upserts over 1,000 hosts and
+// returns the URLs and the last index.
+func benchFill(b *testing.B, s *Store) ([]string, uint64) {
+	b.Helper()
+	var urls []string
+	batch := NewBatch()
+	idx := uint64(0)
+	for i := 0; i < 100; i++ {
+		batch.Reset()
+		for j := 0; j < 1000; j++ {
+			n := i*1000 + j
+			u := fmt.Sprintf("http://h%d.us.test/p/%d.html", (n*7919)%1000, n)
+			urls = append(urls, u)
+			batch.UpsertCash(u, 1.0/float64(1+n%7), 1)
+		}
+		cmd, err := batch.Encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		idx++
+		if _, err := s.Apply(idx, cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return urls, idx
+}
+
+// BenchmarkApplyKnown applies commands of 1,000 cash credits to URLs the
+// store holds (the update phase's common case: read the record, move its
+// frontier entry, rewrite the host's state).
+func BenchmarkApplyKnown(b *testing.B) {
+	s := benchOpen(b)
+	urls, idx := benchFill(b, s)
+	batch := NewBatch()
+	b.ResetTimer()
+	n := 0
+	for i := 0; i < b.N; i++ {
+		batch.Reset()
+		for j := 0; j < 1000; j++ {
+			batch.UpsertCash(urls[(n*7919)%len(urls)], 0.5, 1)
+			n++
+		}
+		cmd, err := batch.Encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		idx++
+		if _, err := s.Apply(idx, cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "credits/s")
+}
+
+// BenchmarkGet reads URL records by URL.
+func BenchmarkGet(b *testing.B) {
+	s := benchOpen(b)
+	urls, _ := benchFill(b, s)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, ok, err := s.Get(urls[(i*7919)%len(urls)]); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+// BenchmarkFrontier reads the top 1,000 URLs of the frontier, 10 per host.
+func BenchmarkFrontier(b *testing.B) {
+	s := benchOpen(b)
+	benchFill(b, s)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := s.Frontier(FrontierQuery{Width: 1000, PerHost: 10})
+		if err != nil || len(out) != 1000 {
+			b.Fatal(len(out), err)
+		}
+	}
 }
