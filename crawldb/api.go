@@ -144,7 +144,6 @@ func (db *DB) startAPI() error {
 	return nil
 }
 
-
 // wireResult is a Result on the wire.
 type wireResult struct {
 	Index   uint64           `json:"index"`

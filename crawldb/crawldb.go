@@ -196,10 +196,10 @@ type DB struct {
 	bg      sync.WaitGroup // goroutines that use Raft: end before it shuts down
 	serving sync.WaitGroup // API requests being served
 
-	traffic   *counters // the node's; a Host's groups share the Host's
-	leaders   leadership
-	memberMu  sync.Mutex // serializes membership changes on the leader
-	joinGate  atomic.Pointer[func(context.Context) (func(), error)]
+	traffic  *counters // the node's; a Host's groups share the Host's
+	leaders  leadership
+	memberMu sync.Mutex // serializes membership changes on the leader
+	joinGate atomic.Pointer[func(context.Context) (func(), error)]
 
 	// A group of a Host (see host.go); zero for a node of Open.
 	group      string            // the group's ID; "" for Open
@@ -208,8 +208,8 @@ type DB struct {
 	bootAPIs   map[string]string // API addresses of the bootstrap voters, recorded by the first leader
 	bootDone   atomic.Bool       // bootAPIs recorded
 	onClose    func()            // tells the Host the group closed
-	closeOnce sync.Once
-	closeErr  error
+	closeOnce  sync.Once
+	closeErr   error
 
 	mu struct {
 		sync.Mutex
