@@ -97,12 +97,23 @@ func (db *DB) requestContext(r *http.Request) (context.Context, context.CancelFu
 	return ctx, func() { stop(); cancel() }
 }
 
+// apiRoot is where a node of Open serves its API; a Host serves each
+// group's under groupPath.
+const apiRoot = "/crawldb"
+
+// groupPath is where a Host serves group id's API.
+func groupPath(id string) string { return apiRoot + "/g/" + id }
+
 func (db *DB) newMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /crawldb/apply", db.handleApply)
-	mux.HandleFunc("POST /crawldb/join", db.handleJoin)
-	mux.HandleFunc("POST /crawldb/leave", db.handleLeave)
-	mux.HandleFunc("GET /crawldb/status", db.handleStatus)
+	p := db.apiPrefix
+	mux.HandleFunc("POST "+p+"/apply", db.handleApply)
+	mux.HandleFunc("POST "+p+"/join", db.handleJoin)
+	mux.HandleFunc("POST "+p+"/leave", db.handleLeave)
+	mux.HandleFunc("GET "+p+"/status", db.handleStatus)
+	mux.HandleFunc("POST "+p+"/voters/add", db.handleAddVoter)
+	mux.HandleFunc("POST "+p+"/voters/remove", db.handleRemoveVoter)
+	mux.HandleFunc("POST "+p+"/leadership", db.handleTransfer)
 	return mux
 }
 
@@ -131,16 +142,6 @@ func (db *DB) startAPI() error {
 		}
 	}()
 	return nil
-}
-
-// apiURL is the URL of path on the API of the node at addr: https with
-// Options.TLS (whether that node serves its API itself or through its
-// caller's server), else http.
-func (db *DB) apiURL(addr, path string) string {
-	if db.opts.TLS != nil {
-		return "https://" + addr + path
-	}
-	return "http://" + addr + path
 }
 
 // wireResult is a Result on the wire.
@@ -186,7 +187,7 @@ func (db *DB) handleApply(w http.ResponseWriter, r *http.Request) {
 		res, err = db.applyChecked(cmd)
 	case r.Header.Get(forwardedHeader) == "":
 		ctx, cancel := db.requestContext(r)
-		res, err = db.forward(ctx, "/crawldb/apply", cmd) // one hop at most
+		res, err = db.forward(ctx, db.apiPrefix+"/apply", cmd) // one hop at most
 		cancel()
 	default:
 		err = raft.ErrNotLeader
@@ -251,21 +252,49 @@ func (db *DB) post(ctx context.Context, addr, path string, body []byte, out any)
 
 // postHeader is post that also sets header (if not "") to the node's ID.
 func (db *DB) postHeader(ctx context.Context, addr, path, header string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, db.apiURL(addr, path), bytes.NewReader(body))
+	return db.peer().postHeader(ctx, addr, path, header, body, out)
+}
+
+// peer is the node's client of the other nodes' APIs.
+func (db *DB) peer() peerClient {
+	return peerClient{client: db.client, tls: db.opts.TLS != nil, nodeID: db.opts.NodeID, c: db.traffic}
+}
+
+// peerClient calls other nodes' APIs (a node's, or a Host's).
+type peerClient struct {
+	client *http.Client
+	tls    bool // https (the client's transport speaks Options.TLS)
+	nodeID string
+	c      *counters
+}
+
+// url is the URL of path on the API of the node at addr.
+func (p peerClient) url(addr, path string) string {
+	if p.tls {
+		return "https://" + addr + path
+	}
+	return "http://" + addr + path
+}
+
+// postHeader sends body to another node's API and decodes its JSON answer
+// into out; an answer other than 200 is an *httpError. It sets the
+// forwarded header, and header (if not "") too, to the node's ID.
+func (p peerClient) postHeader(ctx context.Context, addr, path, header string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url(addr, path), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set(forwardedHeader, db.opts.NodeID)
+	req.Header.Set(forwardedHeader, p.nodeID)
 	if header != "" {
-		req.Header.Set(header, db.opts.NodeID)
+		req.Header.Set(header, p.nodeID)
 	}
-	resp, err := db.client.Do(req)
+	resp, err := p.client.Do(req)
 	if err != nil {
 		return err
 	}
-	db.traffic.apiSent.Add(int64(len(body)))
+	p.c.apiSent.Add(int64(len(body)))
 	defer resp.Body.Close()
-	rb := &countingReader{r: resp.Body, n: &db.traffic.apiReceived}
+	rb := &countingReader{r: resp.Body, n: &p.c.apiReceived}
 	defer io.Copy(io.Discard, io.LimitReader(rb, 4096)) // the rest, so the connection is reused
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(rb, 1024))
@@ -318,6 +347,7 @@ func (db *DB) leaderAPI() (string, error) {
 // Status is a node's view of its group.
 type Status struct {
 	NodeID   string       `json:"node_id"`
+	Group    string       `json:"group,omitempty"` // a Host's group; "" for a node of Open
 	State    string       `json:"state"`
 	Leader   string       `json:"leader"`
 	Applied  uint64       `json:"applied"`
@@ -329,7 +359,7 @@ type Status struct {
 
 // Status returns the node's view of its group.
 func (db *DB) Status() Status {
-	return Status{NodeID: db.opts.NodeID, State: db.raft.State().String(), Leader: db.Leader(),
+	return Status{NodeID: db.opts.NodeID, Group: db.group, State: db.raft.State().String(), Leader: db.Leader(),
 		Applied: db.Store().AppliedIndex(), Counts: db.Store().Counts(), RaftAddr: db.RaftAddr(), APIAddr: db.APIAddr(),
 		Traffic: db.Traffic()}
 }

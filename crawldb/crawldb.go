@@ -196,12 +196,20 @@ type DB struct {
 	bg      sync.WaitGroup // goroutines that use Raft: end before it shuts down
 	serving sync.WaitGroup // API requests being served
 
-	traffic   counters
-	leaders   leadership
-	memberMu  sync.Mutex // serializes membership changes on the leader
-	joinGate  atomic.Pointer[func(context.Context) (func(), error)]
-	closeOnce sync.Once
-	closeErr  error
+	traffic  *counters // the node's; a Host's groups share the Host's
+	leaders  leadership
+	memberMu sync.Mutex // serializes membership changes on the leader
+	joinGate atomic.Pointer[func(context.Context) (func(), error)]
+
+	// A group of a Host (see host.go); zero for a node of Open.
+	group      string            // the group's ID; "" for Open
+	apiPrefix  string            // "/crawldb", or "/crawldb/g/<group>"
+	sharedHTTP bool              // client and httpTr are the Host's: Close leaves them
+	bootAPIs   map[string]string // API addresses of the bootstrap voters, recorded by the first leader
+	bootDone   atomic.Bool       // bootAPIs recorded
+	onClose    func()            // tells the Host the group closed
+	closeOnce  sync.Once
+	closeErr   error
 
 	mu struct {
 		sync.Mutex
@@ -234,7 +242,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		httpTr.TLSHandshakeTimeout = 10 * time.Second
 	}
 	db := &DB{opts: o, log: o.Logger, ctx: bctx, cancel: cancel, handler: o.Handler, httpTr: httpTr,
-		client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second, Transport: httpTr}}
+		client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second, Transport: httpTr}, traffic: &counters{}, apiPrefix: apiRoot}
 	if db.handler == nil {
 		db.handler = NewHandler()
 	}
@@ -262,7 +270,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	db.trans = o.Transport
 	if db.trans == nil {
 		tcp, err := newNetTransport(streamConfig{bind: o.RaftAddr, advertise: o.RaftAdvertise, tls: o.TLS,
-			counters: &db.traffic, log: o.Logger, fast: o.FastTimeouts}, hlog)
+			counters: db.traffic, log: o.Logger, fast: o.FastTimeouts}, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("crawldb: raft listen on %s: %w", o.RaftAddr, err)
 		}
@@ -273,28 +281,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 			return nil, err
 		}
 	}
-	cfg := raft.DefaultConfig()
-	cfg.LocalID = raft.ServerID(o.NodeID)
-	cfg.Logger = hlog
-	cfg.SnapshotThreshold = o.SnapshotThreshold
-	cfg.TrailingLogs = o.TrailingLogs
-	cfg.SnapshotInterval = o.SnapshotInterval
-	cfg.BatchApplyCh = true
-	cfg.MaxAppendEntries = maxAppendEntries
-	// A node shares its cores with its fetcher and Pebble's compactions:
-	// under load it answers heartbeats late, and Raft's default 500 ms
-	// lease made leaders of busy sites step down every minute or two
-	// (bench cluster), pausing every node's staging until a new leader
-	// was elected. Twice Raft's defaults, as Consul does on small machines.
-	cfg.HeartbeatTimeout = 2 * time.Second
-	cfg.ElectionTimeout = 2 * time.Second
-	cfg.LeaderLeaseTimeout = time.Second
-	if o.FastTimeouts {
-		cfg.HeartbeatTimeout = 300 * time.Millisecond
-		cfg.ElectionTimeout = 300 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 150 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
-	}
+	cfg := raftConfig(o, hlog)
 	has, err := raft.HasExistingState(db.logs, db.logs, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("crawldb: %w", err)
@@ -318,6 +305,34 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	ok = true
 	return db, nil
+}
+
+// raftConfig is the Raft configuration of a node (or a Host's group) with
+// options o.
+func raftConfig(o Options, hlog hclog.Logger) *raft.Config {
+	cfg := raft.DefaultConfig()
+	cfg.LocalID = raft.ServerID(o.NodeID)
+	cfg.Logger = hlog
+	cfg.SnapshotThreshold = o.SnapshotThreshold
+	cfg.TrailingLogs = o.TrailingLogs
+	cfg.SnapshotInterval = o.SnapshotInterval
+	cfg.BatchApplyCh = true
+	cfg.MaxAppendEntries = maxAppendEntries
+	// A node shares its cores with its fetcher and Pebble's compactions:
+	// under load it answers heartbeats late, and Raft's default 500 ms
+	// lease made leaders of busy sites step down every minute or two
+	// (bench cluster), pausing every node's staging until a new leader
+	// was elected. Twice Raft's defaults, as Consul does on small machines.
+	cfg.HeartbeatTimeout = 2 * time.Second
+	cfg.ElectionTimeout = 2 * time.Second
+	cfg.LeaderLeaseTimeout = time.Second
+	if o.FastTimeouts {
+		cfg.HeartbeatTimeout = 300 * time.Millisecond
+		cfg.ElectionTimeout = 300 * time.Millisecond
+		cfg.LeaderLeaseTimeout = 150 * time.Millisecond
+		cfg.CommitTimeout = 5 * time.Millisecond
+	}
+	return cfg
 }
 
 // RaftAddr is the node's Raft address.
@@ -459,7 +474,7 @@ func (db *DB) applyOnce(ctx context.Context, cmd []byte) (*store.Result, error) 
 	if db.raft.State() == raft.Leader {
 		return db.applyLocal(cmd)
 	}
-	return db.forward(ctx, "/crawldb/apply", cmd)
+	return db.forward(ctx, db.apiPrefix+"/apply", cmd)
 }
 
 // applyLocal checks cmd and applies it at this node, which must lead.
@@ -581,7 +596,9 @@ func (db *DB) Close() error {
 			c.Close()
 		}
 		db.serving.Wait() // requests still in Raft calls ended with its shutdown
-		db.httpTr.CloseIdleConnections()
+		if !db.sharedHTTP {
+			db.httpTr.CloseIdleConnections()
+		}
 		db.wg.Wait()
 		if db.logs != nil {
 			errs = append(errs, db.logs.Close())
@@ -590,6 +607,9 @@ func (db *DB) Close() error {
 			errs = append(errs, db.fsm.close())
 		}
 		db.closeErr = errors.Join(errs...)
+		if db.onClose != nil {
+			db.onClose()
+		}
 	})
 	return db.closeErr
 }

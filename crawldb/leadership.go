@@ -100,10 +100,15 @@ func (db *DB) watchLeadership() {
 	}
 }
 
-// announce records the leader's own API address if the store lacks it.
+// announce records the leader's own API address if the store lacks it,
+// and those of the voters a Host's group was bootstrapped with.
 func (db *DB) announce() {
+	if db.raft.State() != raft.Leader {
+		return
+	}
+	db.recordBootAPIs()
 	api := db.APIAddr()
-	if api == "" || db.raft.State() != raft.Leader {
+	if api == "" {
 		return
 	}
 	if v, err := db.Store().User(memberKey(db.opts.NodeID)); err == nil && string(v) == api {
@@ -114,6 +119,39 @@ func (db *DB) announce() {
 	if _, err := db.applyBatchLocal(b); err != nil {
 		db.log.Debug("crawldb: announce", "err", err)
 	}
+}
+
+// recordBootAPIs records, once, the API addresses of the voters a Host's
+// group was bootstrapped with (GroupOptions.Bootstrap) that are still
+// voters and whose address the store lacks. The node must lead.
+func (db *DB) recordBootAPIs() {
+	if db.bootAPIs == nil || db.bootDone.Load() {
+		return
+	}
+	cfg, err := db.configuration()
+	if err != nil {
+		return
+	}
+	b := store.NewBatch()
+	n := 0
+	for _, s := range cfg.Servers {
+		api := db.bootAPIs[string(s.ID)]
+		if api == "" {
+			continue
+		}
+		if v, err := db.Store().User(memberKey(string(s.ID))); err == nil && len(v) > 0 {
+			continue
+		}
+		b.PutUser(memberKey(string(s.ID)), []byte(api))
+		n++
+	}
+	if n > 0 {
+		if _, err := db.applyBatchLocal(b); err != nil {
+			db.log.Debug("crawldb: record bootstrap voters' API addresses", "err", err)
+			return
+		}
+	}
+	db.bootDone.Store(true)
 }
 
 // applyBatchLocal applies b at this node, which must lead.

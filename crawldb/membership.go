@@ -126,7 +126,7 @@ func (db *DB) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if db.raft.State() != raft.Leader {
-		db.relay(w, r, "/crawldb/join", req)
+		db.relay(w, r, db.apiPrefix+"/join", req)
 		return
 	}
 	if g := db.joinGate.Load(); g != nil {
@@ -158,7 +158,7 @@ func (db *DB) handleLeave(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if db.raft.State() != raft.Leader {
-		db.relay(w, r, "/crawldb/leave", req)
+		db.relay(w, r, db.apiPrefix+"/leave", req)
 		return
 	}
 	ctx, cancel := db.requestContext(r)
@@ -204,9 +204,8 @@ func (db *DB) relay(w http.ResponseWriter, r *http.Request, path string, req any
 // 409 for a refusal, 503 when another leader is to be asked, else 500
 // (the change may be retried: it is idempotent).
 func membershipStatus(err error) int {
-	var re refusedError
 	switch {
-	case errors.As(err, &re):
+	case errors.Is(err, ErrRefused):
 		return http.StatusConflict
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, ErrNoLeader),
@@ -282,7 +281,7 @@ func (db *DB) join(ctx context.Context) error {
 	var lastErr error
 	for range attempts {
 		var out map[string]string
-		if lastErr = db.post(ctx, db.opts.Join, "/crawldb/join", body, &out); lastErr == nil {
+		if lastErr = db.post(ctx, db.opts.Join, db.apiPrefix+"/join", body, &out); lastErr == nil {
 			return nil
 		}
 		var he *httpError
@@ -403,7 +402,7 @@ func (db *DB) removeOnce(ctx context.Context, id string) error {
 	}
 	body, _ := json.Marshal(leaveRequest{ID: id})
 	var out map[string]string
-	return db.post(ctx, addr, "/crawldb/leave", body, &out)
+	return db.post(ctx, addr, db.apiPrefix+"/leave", body, &out)
 }
 
 // removeLocal removes id at the leader. The leader does not remove itself:
@@ -469,4 +468,181 @@ func (db *DB) TransferLeadership(ctx context.Context) error {
 		return nil
 	}
 	return db.handOver(ctx)
+}
+
+// ErrRefused: a membership change the group's leader refuses for good (a
+// node name or Raft address taken, a transfer to a node that is no voter);
+// retrying will not help.
+var ErrRefused = errors.New("crawldb: membership change refused")
+
+// Is makes a refusal match ErrRefused.
+func (e refusedError) Is(target error) bool { return target == ErrRefused }
+
+// AddVoter adds the node nodeID, whose Raft listener is raftAddr and whose
+// API is apiAddr, to the group as a voter, and records its API address in
+// the group (as a join does). It must run on the leader (elsewhere the error
+// wraps ErrNotLeader). Adding a voter that is already one at raftAddr
+// changes nothing but a changed API address; a name that is a voter at
+// another address, or an address another voter uses, is refused (the error
+// wraps ErrRefused). The new voter catches up by snapshot and log: its node
+// must have the group open (Host.Group without Bootstrap).
+func (db *DB) AddVoter(ctx context.Context, nodeID, raftAddr, apiAddr string) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	req := joinRequest{ID: nodeID, RaftAddr: raftAddr, APIAddr: apiAddr}
+	if err := req.validate(); err != nil {
+		return fmt.Errorf("crawldb: add voter to group %s: %w: %w", db.groupName(), ErrRefused, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("crawldb: add voter %s: %w", nodeID, err)
+	}
+	if db.raft.State() != raft.Leader {
+		return fmt.Errorf("crawldb: add voter %s to group %s: %w", nodeID, db.groupName(), ErrNotLeader)
+	}
+	if err := db.addVoter(req); err != nil {
+		return leaderError(err)
+	}
+	return nil
+}
+
+// RemoveVoter removes the node nodeID from the group and forgets its API
+// address. It must run on the leader (elsewhere the error wraps
+// ErrNotLeader). Removing a node that is no voter succeeds. Removing the
+// leader itself hands its leadership to another voter first and returns an
+// error wrapping ErrNotLeader: ask the new leader again.
+func (db *DB) RemoveVoter(ctx context.Context, nodeID string) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	if err := checkNodeID(nodeID); err != nil {
+		return fmt.Errorf("crawldb: remove voter from group %s: %w: %w", db.groupName(), ErrRefused, err)
+	}
+	if db.raft.State() != raft.Leader {
+		return fmt.Errorf("crawldb: remove voter %s from group %s: %w", nodeID, db.groupName(), ErrNotLeader)
+	}
+	if err := db.removeLocal(ctx, nodeID); err != nil {
+		return leaderError(err)
+	}
+	return nil
+}
+
+// TransferLeadershipTo hands this leader's leadership to the voter nodeID
+// (hashicorp/raft's LeadershipTransferToServer) and waits until that node
+// leads, as this node sees it, or ctx ends. It must run on the leader
+// (elsewhere the error wraps ErrNotLeader); a transfer to the leader itself
+// does nothing; one to a node that is no voter is refused (ErrRefused).
+// (TransferLeadership, without a target, is what a node about to stop
+// calls.)
+func (db *DB) TransferLeadershipTo(ctx context.Context, nodeID string) error {
+	if err := db.usable(); err != nil {
+		return err
+	}
+	if db.raft.State() != raft.Leader {
+		return fmt.Errorf("crawldb: transfer leadership of group %s to %s: %w", db.groupName(), nodeID, ErrNotLeader)
+	}
+	if nodeID == db.opts.NodeID {
+		return nil
+	}
+	cfg, err := db.configuration()
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(cfg.Servers, func(s raft.Server) bool { return string(s.ID) == nodeID && s.Suffrage == raft.Voter })
+	if i < 0 {
+		return refusedError{fmt.Sprintf("crawldb: transfer leadership of group %s: %q is not a voter of the group", db.groupName(), nodeID)}
+	}
+	if err := db.raft.LeadershipTransferToServer(cfg.Servers[i].ID, cfg.Servers[i].Address).Error(); err != nil {
+		return leaderError(fmt.Errorf("crawldb: transfer leadership of group %s to %s: %w", db.groupName(), nodeID, err))
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, id := db.raft.LeaderWithID(); string(id) == nodeID {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crawldb: transfer leadership of group %s to %s: transferred, but %s does not lead yet here: %w", db.groupName(), nodeID, nodeID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// leaderError makes an error of a change that this node could not make
+// because it does not lead (any longer) wrap ErrNotLeader.
+func leaderError(err error) error {
+	if !errors.Is(err, ErrNotLeader) && membershipStatus(err) == http.StatusServiceUnavailable {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return err
+}
+
+// groupName names the group in messages.
+func (db *DB) groupName() string {
+	if db.group == "" {
+		return "(the node's only group)"
+	}
+	return db.group
+}
+
+// transferRequest asks for a leadership transfer to the node ID.
+type transferRequest struct {
+	ID string `json:"id"`
+}
+
+func (req transferRequest) validate() error { return checkNodeID(req.ID) }
+
+// handleAddVoter serves POST <prefix>/voters/add {id, raft_addr, api_addr}:
+// AddVoter at the leader (a follower relays it there once).
+func (db *DB) handleAddVoter(w http.ResponseWriter, r *http.Request) {
+	var req joinRequest
+	if !db.readMemberRequest(w, r, "add voter to group "+db.groupName(), "{id, raft_addr, api_addr}", &req) {
+		return
+	}
+	db.serveChange(w, r, "/voters/add", req, func(ctx context.Context) error {
+		return db.AddVoter(ctx, req.ID, req.RaftAddr, req.APIAddr)
+	})
+}
+
+// handleRemoveVoter serves POST <prefix>/voters/remove {id}.
+func (db *DB) handleRemoveVoter(w http.ResponseWriter, r *http.Request) {
+	var req leaveRequest
+	if !db.readMemberRequest(w, r, "remove voter from group "+db.groupName(), "{id}", &req) {
+		return
+	}
+	db.serveChange(w, r, "/voters/remove", req, func(ctx context.Context) error { return db.RemoveVoter(ctx, req.ID) })
+}
+
+// handleTransfer serves POST <prefix>/leadership {id}.
+func (db *DB) handleTransfer(w http.ResponseWriter, r *http.Request) {
+	var req transferRequest
+	if !db.readMemberRequest(w, r, "transfer leadership of group "+db.groupName(), "{id}", &req) {
+		return
+	}
+	db.serveChange(w, r, "/leadership", req, func(ctx context.Context) error { return db.TransferLeadershipTo(ctx, req.ID) })
+}
+
+// serveChange makes a membership change at the leader, or relays req to
+// it (path under the API prefix), and answers {"leader": ID} or the error:
+// 409 refused, 503 ask again (not the leader, no leader, a handed-over
+// leadership), 500 otherwise.
+func (db *DB) serveChange(w http.ResponseWriter, r *http.Request, path string, req any, change func(context.Context) error) {
+	if db.raft.State() != raft.Leader {
+		db.relay(w, r, db.apiPrefix+path, req)
+		return
+	}
+	ctx, cancel := db.requestContext(r)
+	defer cancel()
+	if err := change(ctx); err != nil {
+		code := membershipStatus(err)
+		if errors.Is(err, ErrNotLeader) {
+			code = http.StatusServiceUnavailable
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	_, leader := db.raft.LeaderWithID()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"leader": string(leader)})
 }

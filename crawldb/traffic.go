@@ -52,6 +52,15 @@ type streamConfig struct {
 	fast      bool // Options.FastTimeouts: shorter handshake and stall timeouts
 }
 
+// newGroupTransport is newNetTransport for a group of a Host: its stream
+// layer accepts what the Host's listener hands it (see groupListener) and
+// dials the other nodes' listeners with the group's header.
+func newGroupTransport(s *streamLayer, hlog hclog.Logger) *raft.NetworkTransport {
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: s, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
+	})
+}
+
 // newNetTransport is raft.NewTCPTransportWithLogger (4 pooled connections,
 // 10 s timeout) over a stream layer of its own (see newStreamLayer).
 func newNetTransport(cfg streamConfig, hlog hclog.Logger) (*raft.NetworkTransport, error) {
@@ -112,6 +121,9 @@ type streamLayer struct {
 	handshake time.Duration // bound on an accepted connection's TLS handshake
 	stall     time.Duration // bound on a read in the middle of a frame
 	limits    frameLimits
+	// header, if set, is written on every connection the layer dials
+	// before anything else: a Host's group header (see groupHeader).
+	header []byte
 
 	down   atomic.Bool // closed: reads that fail are the layer's doing
 	mu     sync.Mutex
@@ -126,11 +138,16 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	wire := &countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}
-	rc := &raftConn{Conn: wire, wire: wire, s: s, guard: newFrameGuard(s.limits)}
-	if s.tls != nil {
-		rc.tls = tls.Server(wire, s.tls.Server)
-		rc.Conn = rc.tls
+	var rc *raftConn
+	if mc, ok := conn.(*muxedConn); ok { // counted, handshaken and past its header
+		rc = &raftConn{Conn: mc.Conn, wire: mc.wire, tls: mc.tls, s: s, guard: newFrameGuard(s.limits)}
+	} else {
+		wire := &countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}
+		rc = &raftConn{Conn: wire, wire: wire, s: s, guard: newFrameGuard(s.limits)}
+		if s.tls != nil {
+			rc.tls = tls.Server(wire, s.tls.Server)
+			rc.Conn = rc.tls
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,10 +168,21 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	wire := &countingConn{Conn: conn, sent: &s.c.raftSent, received: &s.c.raftReceived}
-	if s.tls == nil {
-		return wire, nil
+	var c net.Conn = wire
+	if s.tls != nil {
+		if c, err = dialTLS(wire, s.tls.Client, string(address), max(timeout-time.Since(start), time.Millisecond)); err != nil {
+			return nil, err
+		}
 	}
-	return dialTLS(wire, s.tls.Client, string(address), max(timeout-time.Since(start), time.Millisecond))
+	if s.header != nil {
+		c.SetWriteDeadline(time.Now().Add(max(timeout-time.Since(start), time.Millisecond)))
+		if _, err := c.Write(s.header); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("crawldb: raft: group header to %s: %w", address, err)
+		}
+		c.SetWriteDeadline(time.Time{})
+	}
+	return c, nil
 }
 
 // forget drops an accepted connection that closed.

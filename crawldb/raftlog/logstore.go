@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -34,7 +35,7 @@ func (s *Store) checkFast() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if f := s.failed.Load(); f != nil {
+	if f := s.e.failed.Load(); f != nil {
 		return fmt.Errorf("%w: %s", ErrFailed, f.msg)
 	}
 	return nil
@@ -44,14 +45,13 @@ func (s *Store) checkFast() error {
 // raft.ErrLogNotFound, unwrapped, when the index is absent, and an error
 // wrapping ErrCorrupt and naming the index when the value cannot be decoded.
 func (s *Store) GetLog(index uint64, l *raft.Log) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.e.mu.RLock()
+	defer s.e.mu.RUnlock()
 	if err := s.check(); err != nil {
 		return err
 	}
-	var k [logKeyLen]byte
-	putLogKey(&k, index)
-	v, closer, err := s.db.Get(k[:])
+	var kb [64]byte
+	v, closer, err := s.e.db.Get(s.logKey(kb[:0], index))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return raft.ErrLogNotFound
 	}
@@ -85,8 +85,8 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.e.mu.RLock()
+	defer s.e.mu.RUnlock()
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -94,8 +94,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	b := s.writeBatch()
 	for _, l := range logs {
 		// Encode straight into the batch's buffer: no intermediate copy.
-		op := b.SetDeferred(logKeyLen, encodedLen(l))
-		putLogKey((*[logKeyLen]byte)(op.Key), l.Index)
+		op := b.SetDeferred(len(s.prefix)+logKeyLen, encodedLen(l))
+		copy(op.Key, s.prefix)
+		putLogKey((*[logKeyLen]byte)(op.Key[len(s.prefix):]), l.Index)
 		enc := appendLog(op.Value[:0:len(op.Value)], l)
 		if len(enc) != len(op.Value) {
 			s.dropBatch()
@@ -106,9 +107,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("raftlog: store log %d: %w", l.Index, err)
 		}
 	}
-	if err := s.commit(b); err != nil {
+	if err := s.e.commit(b); err != nil {
 		s.dropBatch()
-		return fmt.Errorf("raftlog: store logs %d..%d in %s: %w", lo, hi, s.dir, err)
+		return fmt.Errorf("raftlog: store logs %d..%d in %s: %w", lo, hi, s.where(), err)
 	}
 	b.Reset()
 
@@ -131,8 +132,8 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.e.mu.RLock()
+	defer s.e.mu.RUnlock()
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -160,21 +161,19 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 		newFirst, newLast = 0, 0
 	}
 
-	var start, end [logKeyLen]byte
-	putLogKey(&start, lo)
-	endKey := logUpper[:]
+	start := s.logKey(nil, lo)
+	endKey := s.logHi
 	if hi != math.MaxUint64 {
-		putLogKey(&end, hi+1)
-		endKey = end[:]
+		endKey = s.logKey(nil, hi+1)
 	}
 	b := s.writeBatch()
-	if err := b.DeleteRange(start[:], endKey, nil); err != nil {
+	if err := b.DeleteRange(start, endKey, nil); err != nil {
 		s.dropBatch()
 		return fmt.Errorf("raftlog: delete logs %d..%d: %w", lo, hi, err)
 	}
-	if err := s.commit(b); err != nil {
+	if err := s.e.commit(b); err != nil {
 		s.dropBatch()
-		return fmt.Errorf("raftlog: delete logs %d..%d in %s: %w", lo, hi, s.dir, err)
+		return fmt.Errorf("raftlog: delete logs %d..%d in %s: %w", lo, hi, s.where(), err)
 	}
 	b.Reset()
 	// Same publication order as StoreLogs: an emptied store goes through
@@ -188,13 +187,12 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 // stored index < from (!forward); 0 if there is none. Callers hold wmu, so
 // no write races with the scan.
 func (s *Store) seek(from uint64, forward bool) (uint64, error) {
-	var k [logKeyLen]byte
-	putLogKey(&k, from)
-	o := &pebble.IterOptions{LowerBound: k[:], UpperBound: logUpper[:]}
+	k := s.logKey(nil, from)
+	o := &pebble.IterOptions{LowerBound: k, UpperBound: s.logHi}
 	if !forward {
-		o = &pebble.IterOptions{LowerBound: logLower[:], UpperBound: k[:]}
+		o = &pebble.IterOptions{LowerBound: s.logLo, UpperBound: k}
 	}
-	it, err := s.db.NewIter(o)
+	it, err := s.e.db.NewIter(o)
 	if err != nil {
 		return 0, err
 	}
@@ -205,7 +203,7 @@ func (s *Store) seek(from uint64, forward bool) (uint64, error) {
 		ok = it.Last()
 	}
 	if ok {
-		idx, err = parseLogKey(it.Key())
+		idx, err = s.parseKey(it.Key())
 	}
 	return idx, errors.Join(err, it.Error(), it.Close())
 }
@@ -213,7 +211,7 @@ func (s *Store) seek(from uint64, forward bool) (uint64, error) {
 // writeBatch returns the reusable write batch. Callers hold wmu and mu.
 func (s *Store) writeBatch() *pebble.Batch {
 	if s.batch == nil {
-		s.batch = s.db.NewBatch(pebble.WithMaxRetainedSizeBytes(maxRetainedBatch))
+		s.batch = s.e.db.NewBatch(pebble.WithMaxRetainedSizeBytes(maxRetainedBatch))
 	}
 	return s.batch
 }
@@ -224,4 +222,27 @@ func (s *Store) dropBatch() {
 		_ = s.batch.Close()
 		s.batch = nil
 	}
+}
+
+// logKey appends the Store's key of log index idx to dst.
+func (s *Store) logKey(dst []byte, idx uint64) []byte {
+	var k [logKeyLen]byte
+	putLogKey(&k, idx)
+	return append(append(dst, s.prefix...), k[:]...)
+}
+
+// parseKey returns the index in one of the Store's log keys.
+func (s *Store) parseKey(k []byte) (uint64, error) {
+	if !bytes.HasPrefix(k, s.prefix) {
+		return 0, fmt.Errorf("%w: log key %x outside group %q", ErrCorrupt, k, s.group)
+	}
+	return parseLogKey(k[len(s.prefix):])
+}
+
+// where names the store in messages: its directory, and its group.
+func (s *Store) where() string {
+	if s.group == "" {
+		return s.e.dir
+	}
+	return fmt.Sprintf("%s (group %s)", s.e.dir, s.group)
 }

@@ -6,6 +6,10 @@
 //	'l' + big-endian uint64 index  -> encoded raft.Log (see codec.go)
 //	's' + stable key               -> raw value (SetUint64: 8 bytes big-endian)
 //
+// A node that is a member of many Raft groups keeps all their logs in one
+// Pebble database: OpenShared, then Shared.Group for each group's Store, whose
+// keys are this layout behind a prefix of the group's (see Shared).
+//
 // Every StoreLogs, DeleteRange, Set and SetUint64 is one Pebble batch committed
 // with fsync (unless Options.NoSync), so a write is either wholly durable when
 // the call returns or, after a crash, wholly absent.
@@ -86,11 +90,20 @@ type Options struct {
 }
 
 // Store is a raft.LogStore and raft.StableStore backed by Pebble. It is safe
-// for concurrent use; writes are serialized.
+// for concurrent use; writes are serialized. A Store from Open owns its
+// Pebble database; one from Shared.Group is a view of one group's keys in a
+// database shared with other groups.
 type Store struct {
-	dir   string
-	log   *slog.Logger
-	wopts *pebble.WriteOptions
+	e     *engine
+	owned bool   // Close closes e (Open); a group view only detaches
+	group string // the group's ID ("" for Open)
+	// prefix is put before every key: "" for Open (the layout above), a
+	// group prefix for a view (see Shared).
+	prefix []byte
+	// logLo and logHi bound the Store's log keys (inclusive, exclusive).
+	logLo, logHi []byte
+	// release tells the Shared a view closed; nil for Open.
+	release func()
 
 	// first and last cache the smallest and largest log index present
 	// (0, 0 when there are no logs). Written only with wmu held, after the
@@ -100,6 +113,20 @@ type Store struct {
 
 	closed atomic.Bool // set by Close; read by FirstIndex/LastIndex
 
+	// wmu serializes the Store's writers; it guards batch and the index
+	// cache updates. Writers of different group views of one Shared do not
+	// wait for each other, so that Pebble's commit pipeline can share one
+	// fsync among their concurrent commits. Lock order: wmu before e.mu.
+	wmu   sync.Mutex
+	batch *pebble.Batch // reused write batch; nil until first use
+}
+
+// engine is one Pebble database and what its users share.
+type engine struct {
+	dir   string
+	log   *slog.Logger
+	wopts *pebble.WriteOptions
+
 	// failed holds the *fatalError once Pebble reported a fatal error.
 	failed atomic.Pointer[fatalError]
 
@@ -108,16 +135,45 @@ type Store struct {
 	mu       sync.RWMutex
 	db       *pebble.DB // nil once closed
 	fsCloser io.Closer  // stops the disk-health checker
-
-	// wmu serializes writers; it guards batch and the index cache updates.
-	// Lock order: wmu before mu.
-	wmu   sync.Mutex
-	batch *pebble.Batch // reused write batch; nil until first use
 }
 
 // Open opens (creating if needed) the store in dir and loads the first and
 // last log index.
 func Open(dir string, o Options) (*Store, error) {
+	e, err := openEngine(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	s := newView(e, "", nil)
+	s.owned = true
+	if err := s.loadBounds(); err != nil {
+		_ = e.close()
+		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// newView returns a Store over e whose keys start with prefix.
+func newView(e *engine, group string, prefix []byte) *Store {
+	s := &Store{e: e, group: group, prefix: prefix}
+	s.logLo = append(append([]byte(nil), prefix...), logLower[:]...)
+	s.logHi = append(append([]byte(nil), prefix...), logUpper[:]...)
+	return s
+}
+
+// loadBounds reads the first and last log index from Pebble into the cache.
+func (s *Store) loadBounds() error {
+	first, last, err := s.scanBounds()
+	if err != nil {
+		return err
+	}
+	s.first.Store(first)
+	s.last.Store(last)
+	return nil
+}
+
+// openEngine opens the Pebble database in dir.
+func openEngine(dir string, o Options) (*engine, error) {
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.Default()
@@ -149,19 +205,11 @@ func Open(dir string, o Options) (*Store, error) {
 		_ = fsCloser.Close()
 		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, log: lg, db: db, fsCloser: fsCloser, wopts: pebble.Sync}
+	e := &engine{dir: dir, log: lg, db: db, fsCloser: fsCloser, wopts: pebble.Sync}
 	if o.NoSync {
-		s.wopts = pebble.NoSync
+		e.wopts = pebble.NoSync
 	}
-	first, last, err := s.scanBounds()
-	if err != nil {
-		_ = db.Close()
-		_ = fsCloser.Close()
-		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
-	}
-	s.first.Store(first)
-	s.last.Store(last)
-	return s, nil
+	return e, nil
 }
 
 // openPebble is pebble.Open with a Fatalf during Open turned into an error.
@@ -180,70 +228,85 @@ func openPebble(dir string, o *pebble.Options) (db *pebble.DB, err error) {
 
 // scanBounds reads the smallest and largest log index from Pebble.
 func (s *Store) scanBounds() (first, last uint64, err error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logLower[:], UpperBound: logUpper[:]})
+	it, err := s.e.db.NewIter(&pebble.IterOptions{LowerBound: s.logLo, UpperBound: s.logHi})
 	if err != nil {
 		return 0, 0, err
 	}
 	if it.First() {
-		if first, err = parseLogKey(it.Key()); err == nil && it.Last() {
-			last, err = parseLogKey(it.Key())
+		if first, err = s.parseKey(it.Key()); err == nil && it.Last() {
+			last, err = s.parseKey(it.Key())
 		}
 	}
 	return first, last, errors.Join(err, it.Error(), it.Close())
 }
 
-// Close closes the Pebble database, waiting for its background work. It is
-// idempotent: calls after the first return nil.
+// Close closes the store. A Store from Open closes its Pebble database,
+// waiting for its background work; a group view only stops serving (the
+// Shared keeps the database). It is idempotent: calls after the first
+// return nil.
 func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db == nil {
+	if s.closed.Swap(true) {
 		return nil
 	}
 	if s.batch != nil {
 		_ = s.batch.Close()
 		s.batch = nil
 	}
-	s.closed.Store(true)
-	err := s.db.Close()
-	s.db = nil
-	_ = s.fsCloser.Close() // after the DB: stops the disk-health goroutine
+	if s.release != nil {
+		s.release()
+	}
+	if !s.owned {
+		return nil
+	}
+	return s.e.close()
+}
+
+// close closes the Pebble database. It is idempotent.
+func (e *engine) close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.db == nil {
+		return nil
+	}
+	err := e.db.Close()
+	e.db = nil
+	_ = e.fsCloser.Close() // after the DB: stops the disk-health goroutine
 	if err != nil {
-		return fmt.Errorf("raftlog: close %s: %w", s.dir, err)
+		return fmt.Errorf("raftlog: close %s: %w", e.dir, err)
 	}
 	return nil
 }
 
 // check returns the error an operation must fail with, if any. The caller
-// holds mu for reading.
+// holds e.mu for reading.
 func (s *Store) check() error {
-	if s.db == nil {
+	if s.closed.Load() || s.e.db == nil {
 		return ErrClosed
 	}
-	if f := s.failed.Load(); f != nil {
+	if f := s.e.failed.Load(); f != nil {
 		return fmt.Errorf("%w: %s", ErrFailed, f.msg)
 	}
 	return nil
 }
 
-// commit commits b with the store's write options, converting a Pebble
-// Fatalf (see package doc) into an error and marking the store failed.
+// commit commits b with the engine's write options, converting a Pebble
+// Fatalf (see package doc) into an error and marking the engine failed.
 // On success the batch is left applied; the caller resets or closes it.
-func (s *Store) commit(b *pebble.Batch) (err error) {
+func (e *engine) commit(b *pebble.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(*fatalError)
 			if !ok {
 				panic(r)
 			}
-			s.failed.CompareAndSwap(nil, f)
-			s.log.Error("raftlog: fatal pebble error, store disabled until reopened", "error", f.msg)
+			e.failed.CompareAndSwap(nil, f)
+			e.log.Error("raftlog: fatal pebble error, store disabled until reopened", "error", f.msg)
 			err = fmt.Errorf("%w: %s", ErrFailed, f.msg)
 		}
 	}()
-	return b.Commit(s.wopts)
+	return b.Commit(e.wopts)
 }
 
 // fatalError is the panic value of pebbleLogger.Fatalf.

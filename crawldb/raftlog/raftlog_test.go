@@ -185,7 +185,7 @@ func TestCorruptValue(t *testing.T) {
 			mustStore(t, s, mkLog(4, 1), mkLog(5, 1))
 			var k [logKeyLen]byte
 			putLogKey(&k, 5)
-			if err := s.db.Set(k[:], tc.v, nil); err != nil {
+			if err := s.e.db.Set(k[:], tc.v, nil); err != nil {
 				t.Fatal(err)
 			}
 			var l raft.Log
@@ -243,7 +243,55 @@ func FuzzDecodeLog(f *testing.F) {
 // ---------------------------------------------------------------------------
 // LogStore
 
+// layout opens the stores a test drives: the one Store of Open, or group
+// views of one Shared whose writes interleave.
+type layout struct {
+	name string
+	// groups is how many Stores open returns.
+	groups int
+	open   func(dir string, o Options) (stores []*Store, closeAll func() error, err error)
+}
+
+// groupIDs are the groups of the shared layout: "a" and "ab" share a first
+// byte, so a prefix without its length byte would mix them up.
+var groupIDs = []string{"a", "ab", "b"}
+
+var layouts = []layout{
+	{name: "single", groups: 1, open: func(dir string, o Options) ([]*Store, func() error, error) {
+		s, err := Open(dir, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []*Store{s}, s.Close, nil
+	}},
+	{name: "shared", groups: len(groupIDs), open: func(dir string, o Options) ([]*Store, func() error, error) {
+		sh, err := OpenShared(dir, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		var out []*Store
+		for _, id := range groupIDs {
+			s, err := sh.Group(id)
+			if err != nil {
+				sh.Close()
+				return nil, nil, err
+			}
+			out = append(out, s)
+		}
+		return out, sh.Close, nil
+	}},
+}
+
+// TestLogStoreScenario runs raft-like steps on a store; in the shared
+// layout, on two interleaved groups, while a third group holds a fixed log
+// that no other group's writes or deletions may touch.
 func TestLogStoreScenario(t *testing.T) {
+	for _, lay := range layouts {
+		t.Run(lay.name, func(t *testing.T) { testLogStoreScenario(t, lay) })
+	}
+}
+
+func testLogStoreScenario(t *testing.T, lay layout) {
 	type step struct {
 		name        string
 		do          func(t *testing.T, s *Store)
@@ -292,40 +340,60 @@ func TestLogStoreScenario(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "raftlog")
-	s, err := Open(dir, Options{Logger: quietLog})
+	stores, closeAll, err := lay.open(dir, Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
+	defer func() { _ = closeAll() }()
+	// In the shared layout the last group is the sentinel: a fixed log.
+	driven := stores
+	const sentinelTerm = 7
+	if len(stores) > 1 {
+		driven = stores[:len(stores)-1]
+		mustStore(t, stores[len(stores)-1], mkLogs(1, 500, sentinelTerm)...)
+	}
 	terms := map[uint64]uint64{}
 	for _, st := range steps {
 		ok := t.Run(st.name, func(t *testing.T) {
 			if st.reopen {
-				if err := s.Close(); err != nil {
+				if err := closeAll(); err != nil {
 					t.Fatal(err)
 				}
-				if s, err = Open(dir, Options{Logger: quietLog}); err != nil {
+				if stores, closeAll, err = lay.open(dir, Options{Logger: quietLog}); err != nil {
 					t.Fatal(err)
 				}
+				driven = stores[:max(1, len(stores)-1)]
 			}
-			if st.do != nil {
-				st.do(t, s)
-			}
-			wantBounds(t, s, st.first, st.last)
-			for _, i := range st.present {
-				var l raft.Log
-				if err := s.GetLog(i, &l); err != nil {
-					t.Fatalf("GetLog(%d): %v", i, err)
+			for g, s := range driven {
+				if st.do != nil {
+					st.do(t, s)
 				}
-				if l.Index != i {
-					t.Fatalf("GetLog(%d) returned index %d", i, l.Index)
+				wantBounds(t, s, st.first, st.last)
+				for _, i := range st.present {
+					var l raft.Log
+					if err := s.GetLog(i, &l); err != nil {
+						t.Fatalf("group %d: GetLog(%d): %v", g, i, err)
+					}
+					if l.Index != i {
+						t.Fatalf("group %d: GetLog(%d) returned index %d", g, i, l.Index)
+					}
+					terms[i] = l.Term
 				}
-				terms[i] = l.Term
+				for _, i := range st.absent {
+					var l raft.Log
+					if err := s.GetLog(i, &l); err != raft.ErrLogNotFound {
+						t.Fatalf("group %d: GetLog(%d) = %v, want raft.ErrLogNotFound", g, i, err)
+					}
+				}
 			}
-			for _, i := range st.absent {
-				var l raft.Log
-				if err := s.GetLog(i, &l); err != raft.ErrLogNotFound {
-					t.Fatalf("GetLog(%d) = %v, want raft.ErrLogNotFound", i, err)
+			if len(stores) > 1 {
+				sentinel := stores[len(stores)-1]
+				wantBounds(t, sentinel, 1, 500)
+				for _, i := range []uint64{1, 10, 56, 90, 95, 200, 300, 500} {
+					var l raft.Log
+					if err := sentinel.GetLog(i, &l); err != nil || !logsEqual(&l, mkLog(i, sentinelTerm)) {
+						t.Fatalf("sentinel group: GetLog(%d) = %+v, %v; want its own entry of term %d", i, l, err, sentinelTerm)
+					}
 				}
 			}
 		})
@@ -340,15 +408,28 @@ func TestLogStoreScenario(t *testing.T) {
 
 // TestLogStoreModel drives random raft-like operations against the store
 // and an in-memory model, reopening now and then.
+// In the shared layout every operation goes to a group picked at random,
+// each group with a model of its own.
 func TestLogStoreModel(t *testing.T) {
+	for _, lay := range layouts {
+		t.Run(lay.name, func(t *testing.T) { testLogStoreModel(t, lay) })
+	}
+}
+
+func testLogStoreModel(t *testing.T, lay layout) {
 	rng := rand.New(rand.NewSource(1))
 	fs := vfs.NewMem()
-	s, err := Open("db", Options{FS: fs, NoSync: true, Logger: quietLog})
+	stores, closeAll, err := lay.open("db", Options{FS: fs, NoSync: true, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
-	model := map[uint64]*raft.Log{}
+	defer func() { _ = closeAll() }()
+	models := make([]map[uint64]*raft.Log, len(stores))
+	terms := make([]uint64, len(stores))
+	for g := range models {
+		models[g], terms[g] = map[uint64]*raft.Log{}, 1
+	}
+	var model map[uint64]*raft.Log
 	bounds := func() (lo, hi uint64) {
 		for i := range model {
 			if lo == 0 || i < lo {
@@ -358,8 +439,10 @@ func TestLogStoreModel(t *testing.T) {
 		}
 		return lo, hi
 	}
-	var term uint64 = 1
-	for op := 0; op < 600; op++ {
+	for op := 0; op < 600*len(stores); op++ {
+		g := rng.Intn(len(stores))
+		s, term := stores[g], &terms[g]
+		model = models[g]
 		lo, hi := bounds()
 		switch r := rng.Intn(10); {
 		case r < 5: // append a batch, sometimes after a gap
@@ -368,7 +451,7 @@ func TestLogStoreModel(t *testing.T) {
 				start += uint64(rng.Intn(20))
 			}
 			n := uint64(1 + rng.Intn(64))
-			ls := mkLogs(start, start+n-1, term)
+			ls := mkLogs(start, start+n-1, *term)
 			mustStore(t, s, ls...)
 			for _, l := range ls {
 				model[l.Index] = l
@@ -381,7 +464,7 @@ func TestLogStoreModel(t *testing.T) {
 			for i := from; i <= hi; i++ {
 				delete(model, i)
 			}
-			term++
+			(*term)++
 		case r < 9 && hi > 0: // compaction: delete a prefix
 			to := lo + uint64(rng.Int63n(int64(hi-lo+1)))
 			if err := s.DeleteRange(0, to); err != nil {
@@ -393,27 +476,31 @@ func TestLogStoreModel(t *testing.T) {
 				}
 			}
 		default:
-			if err := s.Close(); err != nil {
+			if err := closeAll(); err != nil {
 				t.Fatal(err)
 			}
-			if s, err = Open("db", Options{FS: fs, NoSync: true, Logger: quietLog}); err != nil {
+			if stores, closeAll, err = lay.open("db", Options{FS: fs, NoSync: true, Logger: quietLog}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		lo, hi = bounds()
-		wantBounds(t, s, lo, hi)
-		if op%50 == 0 || op == 599 {
+		for g, s := range stores {
+			model = models[g]
+			lo, hi = bounds()
+			wantBounds(t, s, lo, hi)
+			if op%50 != 0 && op != 600*len(stores)-1 {
+				continue
+			}
 			for i := max(lo, 1) - 1; i <= hi+1; i++ {
 				var got raft.Log
 				err := s.GetLog(i, &got)
 				want, ok := model[i]
 				switch {
 				case !ok && err != raft.ErrLogNotFound:
-					t.Fatalf("op %d: GetLog(%d) = %v, want ErrLogNotFound", op, i, err)
+					t.Fatalf("op %d, group %d: GetLog(%d) = %v, want ErrLogNotFound", op, g, i, err)
 				case ok && err != nil:
-					t.Fatalf("op %d: GetLog(%d): %v", op, i, err)
+					t.Fatalf("op %d, group %d: GetLog(%d): %v", op, g, i, err)
 				case ok && !logsEqual(&got, want):
-					t.Fatalf("op %d: GetLog(%d) = %+v, want %+v", op, i, got, want)
+					t.Fatalf("op %d, group %d: GetLog(%d) = %+v, want %+v", op, g, i, got, want)
 				}
 			}
 		}
@@ -1055,4 +1142,94 @@ func BenchmarkStoreLogs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSharedGroups: a Shared lists the groups with keys, keeps their keys
+// apart across a reopen, refuses a second view of a group and the deletion
+// of an open one, and deletes a closed group's keys and nothing else.
+func TestSharedGroups(t *testing.T) {
+	dir := t.TempDir()
+	sh, err := OpenShared(dir, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sh.Close() }()
+	ids := []string{"s1", "s10", "meta"}
+	for n, id := range ids {
+		s, err := sh.Group(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustStore(t, s, mkLogs(1, uint64(10*(n+1)), uint64(n+1))...)
+		if err := s.SetUint64([]byte("CurrentTerm"), uint64(n+1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sh.Group(id); err == nil || !strings.Contains(err.Error(), "already open") {
+			t.Fatalf("second Group(%q) = %v, want an already-open error", id, err)
+		}
+		if err := sh.DeleteGroup(id); err == nil || !strings.Contains(err.Error(), "close it first") {
+			t.Fatalf("DeleteGroup(%q) of an open group = %v, want a refusal", id, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []string{"", strings.Repeat("x", MaxGroupIDLen+1)} {
+		if _, err := sh.Group(bad); err == nil {
+			t.Errorf("Group(%d bytes) = nil error, want a refusal", len(bad))
+		}
+	}
+	if err := sh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sh, err = OpenShared(dir, Options{Logger: quietLog}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sh.Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s1", "s10", "meta"}; !slicesEqual(got, want) { // by length, then bytes
+		t.Fatalf("Groups() = %q, want %q", got, want)
+	}
+	if err := sh.DeleteGroup("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sh.Groups(); !slicesEqual(got, []string{"s10", "meta"}) {
+		t.Fatalf("Groups() after deleting s1 = %q", got)
+	}
+	for n, id := range ids {
+		s, err := sh.Group(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, err := s.GetUint64([]byte("CurrentTerm"))
+		if id == "s1" {
+			wantBounds(t, s, 0, 0)
+			if err == nil {
+				t.Errorf("deleted group s1 still has CurrentTerm %d", term)
+			}
+			continue
+		}
+		wantBounds(t, s, 1, uint64(10*(n+1)))
+		if err != nil || term != uint64(n+1) {
+			t.Errorf("group %s: CurrentTerm = %d, %v; want %d", id, term, err, n+1)
+		}
+		var l raft.Log
+		if err := s.GetLog(10, &l); err != nil || l.Term != uint64(n+1) {
+			t.Errorf("group %s: GetLog(10) term %d, %v; want %d", id, l.Term, err, n+1)
+		}
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

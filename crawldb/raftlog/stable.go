@@ -14,7 +14,7 @@ var _ raft.StableStore = (*Store)(nil)
 // stored as a present, empty value.
 func (s *Store) Set(key, val []byte) error {
 	if err := s.put(key, val); err != nil {
-		return fmt.Errorf("raftlog: set %q in %s: %w", key, s.dir, err)
+		return fmt.Errorf("raftlog: set %q in %s: %w", key, s.where(), err)
 	}
 	return nil
 }
@@ -37,7 +37,7 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 // Options.NoSync.
 func (s *Store) SetUint64(key []byte, val uint64) error {
 	if err := s.put(key, encodeUint64(val)); err != nil {
-		return fmt.Errorf("raftlog: set %q in %s: %w", key, s.dir, err)
+		return fmt.Errorf("raftlog: set %q in %s: %w", key, s.where(), err)
 	}
 	return nil
 }
@@ -55,33 +55,33 @@ func (s *Store) GetUint64(key []byte) (uint64, error) {
 
 // put writes one stable key in its own batch.
 func (s *Store) put(key, val []byte) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.e.mu.RLock()
+	defer s.e.mu.RUnlock()
 	if err := s.check(); err != nil {
 		return err
 	}
-	b := s.db.NewBatch()
+	b := s.e.db.NewBatch()
 	defer b.Close()
-	if err := b.Set(stableKey(key), val, nil); err != nil {
+	if err := b.Set(append(append([]byte(nil), s.prefix...), stableKey(key)...), val, nil); err != nil {
 		return err
 	}
-	return s.commit(b)
+	return s.e.commit(b)
 }
 
 // get returns a copy of the stored value (nil for an empty value) or
 // ErrKeyNotFound, unwrapped.
 func (s *Store) get(key []byte) ([]byte, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.e.mu.RLock()
+	defer s.e.mu.RUnlock()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	v, closer, err := s.db.Get(stableKey(key))
+	v, closer, err := s.e.db.Get(append(append([]byte(nil), s.prefix...), stableKey(key)...))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrKeyNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("raftlog: get %q in %s: %w", key, s.dir, err)
+		return nil, fmt.Errorf("raftlog: get %q in %s: %w", key, s.where(), err)
 	}
 	var out []byte
 	if len(v) > 0 {
