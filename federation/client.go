@@ -158,6 +158,32 @@ func (c *Client) Put(ctx context.Context, endpoint, peer string, b *Batch) error
 	return err
 }
 
+// PutFrame sends a framed batch (AppendFrame) to site peer at endpoint
+// and waits for it to be applied, as Put does a batch. The frame must be
+// From this client's site, To peer and within Limits.MaxBytes; its
+// entries are sent as they are (the receiver validates them). Errors are
+// classed as for Put.
+func (c *Client) PutFrame(ctx context.Context, endpoint, peer string, frame []byte) error {
+	if c.err != nil {
+		return fmt.Errorf("%w: %w", ErrRejected, c.err)
+	}
+	if len(frame) > c.o.Limits.MaxBytes {
+		return fmt.Errorf("federation: put to %s: %w: frame of %d bytes, limit %d", peer, ErrRejected, len(frame), c.o.Limits.MaxBytes)
+	}
+	from, to, _, _, err := frameHeader(frame)
+	if err != nil {
+		return fmt.Errorf("federation: put to %s: %w: %w", peer, ErrRejected, err)
+	}
+	if from != c.o.Site {
+		return fmt.Errorf("federation: put to %s: %w: frame is from %q, this client is site %q", peer, ErrRejected, from, c.o.Site)
+	}
+	if to != peer {
+		return fmt.Errorf("federation: put to %s: %w: frame is for %q", peer, ErrRejected, to)
+	}
+	_, err = c.do(ctx, "put", endpoint, peer, PutPath, frame)
+	return err
+}
+
 // Probe sends body (at most MaxProbeBytes) to site peer at endpoint and
 // returns the peer's reply (at most Limits.MaxBytes). Errors are classed as
 // for Put.

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 // testFile is a three-site federation on the consistent ring.
@@ -38,7 +39,14 @@ func newTestFed(t *testing.T, self string) *Fed {
 	if err := db.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Options{File: testFile(), Self: self, DB: db})
+	f, err := New(Options{File: testFile(), Self: self, DB: db, Rounds: func() (route.Rounds, error) {
+		st, err := rounds.ReadState(db.Store())
+		r := route.Rounds{Next: st.Next}
+		for _, a := range st.Active {
+			r.Active = append(r.Active, a.Round)
+		}
+		return r, err
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,86 +151,99 @@ func TestPutAppliesOnce(t *testing.T) {
 	}
 }
 
-// TestOutboxSentCache: URLs delivered once are not sent again; their cash
-// goes with the next batch to the owner's virtual page.
+// TestOutboxSentCache: URLs routed once are not sent again: Route leaves
+// them out of the next entries and their cash goes to the owner's virtual
+// page; the delivery frames the stored entries as they are.
 func TestOutboxSentCache(t *testing.T) {
 	f := newTestFed(t, "eu")
 	ctx := context.Background()
 	hosts := hostsOwnedBy(t, f, "us", 3)
-	if _, err := f.Owners(ctx, hosts); err != nil { // locate them (by name: no resolver)
-		t.Fatal(err)
+	mine := hostsOwnedBy(t, f, "eu", 1)
+	var urls []route.Remote
+	for i, h := range append(hosts, mine...) {
+		urls = append(urls, route.Remote{URL: "http://" + h + "/x" + fmt.Sprint(i), Cash: 1, Depth: 1})
 	}
-	var puts []rounds.Remote
-	for i, h := range hosts {
-		puts = append(puts, rounds.Remote{URL: "http://" + h + "/x" + fmt.Sprint(i), Cash: 1, Depth: 1})
-	}
-	enqueue := func() {
-		payloads, err := f.Payloads("us", puts)
+	routeAll := func() {
+		t.Helper()
+		b := store.NewBatch()
+		local, sent, err := f.Route(ctx, urls, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := store.NewBatch()
-		for _, p := range payloads {
-			b.OutboxEnqueue("us", p)
+		if len(local) != 1 || local[0] != urls[3] || sent.URLs != 3 || sent.Cash != 3 {
+			t.Fatalf("Route kept %v, sent %+v; want %s kept, 3 URLs and 3 cash sent", local, sent, urls[3].URL)
 		}
 		if err := f.apply(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	p := f.peers["us"]
-	enqueue()
-	pd, err := f.nextBatch(p)
-	if err != nil || pd == nil {
-		t.Fatalf("first batch: %v %v", pd, err)
+	deliver := func() (*pending, *Batch) {
+		t.Helper()
+		pd, err := f.nextBatch(p)
+		if err != nil || pd == nil {
+			t.Fatalf("batch: %v %v", pd, err)
+		}
+		b, err := Decode(pd.frame, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.From != "eu" || b.To != "us" || b.Seq != pd.seq || b.First != pd.first || b.First == 0 || b.First > b.Seq {
+			t.Fatalf("frame from %q to %q, %d..%d (pending %d..%d)", b.From, b.To, b.First, b.Seq, pd.first, pd.seq)
+		}
+		if err := f.acked(ctx, p, pd); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.st.Counts().Outbox; n != 0 {
+			t.Fatalf("%d outbox entries after the ack", n)
+		}
+		return pd, b
 	}
-	if len(pd.batch.Puts) != 3 || pd.batch.Virtual != 0 || pd.hits != 0 {
-		t.Fatalf("first batch: %d puts, virtual %v, %d hits", len(pd.batch.Puts), pd.batch.Virtual, pd.hits)
+	routeAll()
+	pd, b := deliver()
+	if len(b.Puts) != 3 || b.Virtual != 0 || pd.urls != 3 || len(b.Hosts) != 3 {
+		t.Fatalf("first batch: %d puts (%d counted), %d hosts, virtual %v", len(b.Puts), pd.urls, len(b.Hosts), b.Virtual)
 	}
-	if err := f.acked(ctx, p, pd); err != nil {
-		t.Fatal(err)
+	routeAll()
+	_, b = deliver()
+	if len(b.Puts) != 0 || b.Virtual != 3 || len(b.Hosts) != 0 {
+		t.Errorf("second batch: %d puts, %d hosts, virtual %v; want 0, 0, 3", len(b.Puts), len(b.Hosts), b.Virtual)
 	}
-	if n := f.st.Counts().Outbox; n != 0 {
-		t.Fatalf("%d outbox entries after the ack", n)
-	}
-	enqueue()
-	pd, err = f.nextBatch(p)
-	if err != nil || pd == nil {
-		t.Fatalf("second batch: %v %v", pd, err)
-	}
-	if len(pd.batch.Puts) != 0 || pd.batch.Virtual != 3 || pd.hits != 3 {
-		t.Errorf("second batch: %d puts, virtual %v, %d hits; want 0, 3, 3", len(pd.batch.Puts), pd.batch.Virtual, pd.hits)
-	}
-	if pd.batch.Seq <= 0 || pd.batch.First > pd.batch.Seq {
-		t.Errorf("sequence %d..%d", pd.batch.First, pd.batch.Seq)
+	if hits, lookups := f.CacheStats(); hits != 3 || lookups != 6 {
+		t.Errorf("sent cache: %d hits of %d lookups, want 3 of 6", hits, lookups)
 	}
 }
 
-// TestPayloadsFitTheOutbox: however many URLs an update sends one site,
-// each outbox entry fits the crawl database's limit, and none is lost.
-func TestPayloadsFitTheOutbox(t *testing.T) {
+// TestRouteFitsTheOutbox: however many URLs an update sends one site, each
+// outbox entry fits the crawl database's limit, each carries its hosts'
+// locations, none is lost, and a delivery frames them in batches of at
+// most maxBatchPuts.
+func TestRouteFitsTheOutbox(t *testing.T) {
 	f := newTestFed(t, "eu")
 	ctx := context.Background()
 	hosts := hostsOwnedBy(t, f, "us", 40)
-	if _, err := f.Owners(ctx, hosts); err != nil {
+	var urls []route.Remote
+	for i := 0; i < 20000; i++ {
+		h := hosts[i%len(hosts)]
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/a/rather/long/path/to/page-%06d.html?session=%d", h, i, i*7), Cash: 0.001, Depth: 3})
+	}
+	b := store.NewBatch()
+	if _, _, err := f.Route(ctx, urls, b); err != nil {
 		t.Fatal(err)
 	}
-	var puts []rounds.Remote
-	for i := 0; i < 12000; i++ {
-		h := hosts[i%len(hosts)]
-		puts = append(puts, rounds.Remote{URL: fmt.Sprintf("http://%s/a/rather/long/path/to/page-%06d.html?session=%d", h, i, i*7), Cash: 0.001, Depth: 3})
+	if err := f.apply(ctx, b); err != nil {
+		t.Fatal(err)
 	}
-	payloads, err := f.Payloads("us", puts)
+	entries, err := f.st.Outbox("us", 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	total := 0
-	for i, p := range payloads {
-		b := store.NewBatch()
-		b.OutboxEnqueue("us", p)
-		if _, err := b.Encode(); err != nil {
-			t.Fatalf("entry %d of %d bytes refused: %v", i, len(p), err)
+	for i, e := range entries {
+		if len(e.Payload) > maxEntryBytes+1024 {
+			t.Errorf("entry %d: %d bytes", i, len(e.Payload))
 		}
-		eb, err := Decode(p, Limits{})
+		eb, err := Decode(e.Payload, Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,8 +258,30 @@ func TestPayloadsFitTheOutbox(t *testing.T) {
 		}
 		total += len(eb.Puts)
 	}
-	if total != len(puts) || len(payloads) < 2 {
-		t.Errorf("%d puts in %d entries, want %d in several", total, len(payloads), len(puts))
+	if total != len(urls) || len(entries) < 2 {
+		t.Errorf("%d puts in %d entries, want %d in several", total, len(entries), len(urls))
+	}
+	p := f.peers["us"]
+	sent := 0
+	for i := 0; i < 100 && f.st.Counts().Outbox > 0; i++ {
+		pd, err := f.nextBatch(p)
+		if err != nil || pd == nil {
+			t.Fatalf("batch %d: %v %v", i, pd, err)
+		}
+		fb, err := Decode(pd.frame, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fb.Puts) > maxBatchPuts || len(fb.Puts) != pd.urls {
+			t.Fatalf("batch %d: %d puts (%d counted), limit %d", i, len(fb.Puts), pd.urls, maxBatchPuts)
+		}
+		sent += len(fb.Puts)
+		if err := f.acked(ctx, p, pd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent != len(urls) {
+		t.Errorf("%d URLs delivered, want %d", sent, len(urls))
 	}
 }
 
@@ -340,7 +383,7 @@ func TestHandBackFetched(t *testing.T) {
 	if len(held) < 3 {
 		t.Fatalf("hosts eu's that us would hold: %v", held)
 	}
-	if _, err := us.Owners(ctx, held); err != nil { // located, as us's update does
+	if _, err := us.locateAll(ctx, held); err != nil { // located, as us's update does
 		t.Fatal(err)
 	}
 	u := func(h string, p int) string { return fmt.Sprintf("http://%s/p/%d", held[h[0]-'a'], p) }
@@ -385,8 +428,12 @@ func TestHandBackFetched(t *testing.T) {
 	if err != nil || pd == nil {
 		t.Fatalf("us's batch for eu: %+v, %v", pd, err)
 	}
-	if pd.batch.Seq != hb.Seq || len(pd.batch.Fetched) != 4 || len(pd.batch.Puts) != 0 {
-		t.Fatalf("us's batch for eu: seq %d (hand-back done at %d), %d fetched records, %d puts", pd.batch.Seq, hb.Seq, len(pd.batch.Fetched), len(pd.batch.Puts))
+	batch, err := Decode(pd.frame, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batch.Seq != hb.Seq || len(batch.Fetched) != 4 || len(batch.Puts) != 0 {
+		t.Fatalf("us's batch for eu: seq %d (hand-back done at %d), %d fetched records, %d puts", batch.Seq, hb.Seq, len(batch.Fetched), len(batch.Puts))
 	}
 
 	// eu, back: it knows a/1 (unfetched) and b/0 (generated in round 4,
@@ -419,7 +466,7 @@ func TestHandBackFetched(t *testing.T) {
 		return sum
 	}
 	before := cash()
-	if err := eu.Put(ctx, "us", pd.batch); err != nil {
+	if err := eu.Put(ctx, "us", batch); err != nil {
 		t.Fatal(err)
 	}
 	if after := cash(); after != before {

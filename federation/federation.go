@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/partition/geoip"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 // Options configures a site's federation layer.
@@ -44,6 +45,13 @@ type Options struct {
 	// down past the grace period, those of its hosts this site now owns
 	// are added to its frontier (the down site's own frontier is lost).
 	Seeds []string
+	// Rounds reads the rounds' state in DB (the next round, those in
+	// flight: route.Rounds), for the hand-back of a returning site's
+	// hosts. nil: no round is ever in flight.
+	Rounds func() (route.Rounds, error)
+	// Shards delivers the outbox entries for other shards of this site
+	// (Transport). nil: the site has one shard (today's sites).
+	Shards Transport
 	// SentCache is the URL-sent cache's capacity in fingerprints; 0 → 4 Mi.
 	SentCache uint64
 	// ProbeEvery is how often peers are probed; 0 → 250 ms.
@@ -57,8 +65,8 @@ type Options struct {
 	Now     func() time.Time
 }
 
-// Fed is a site's federation layer: the rounds' Router, the endpoint's
-// Receiver, and the loop that delivers the outbox and watches the peers.
+// Fed is a site's federation layer: the rounds' Router (route.Router),
+// the endpoint's Receiver, and the loop that delivers the outbox and watches the peers.
 type Fed struct {
 	o      Options
 	st     *store.Store
@@ -154,7 +162,7 @@ func (f *Fed) Shutdown(ctx context.Context) error {
 }
 
 // Finished reports whether the federation's crawl has ended (see
-// rounds.Router).
+// route.Router).
 func (f *Fed) Finished() bool { return f.ended.Load() }
 
 // CacheStats returns the URL-sent cache's hits and lookups on this node.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/partition"
 )
@@ -81,24 +82,59 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 			return err
 		}
 	}
+	res, err := applyInbound(ctx, f.o.DB, from, b, func(h string) (bool, error) {
+		_, known, err := f.cachedLoc(h)
+		return known, err
+	})
+	if err != nil || res == nil {
+		if err == nil {
+			f.stats.dupBatches.Add(1)
+		}
+		return err
+	}
+	for h, l := range locs {
+		f.remember(h, l)
+	}
+	f.noteReceived(res.Index, len(b.Puts))
+	if len(b.Fetched) > 0 {
+		marked := 0
+		for _, r := range res.Ops {
+			if r.Marked {
+				marked++
+			}
+		}
+		f.log.Info("federation: URLs fetched by a site that held this site's hosts recorded", "from", from, "batch", b.Seq, "urls", len(b.Fetched), "generated_here", marked)
+	}
+	return nil
+}
+
+// applyInbound applies batch b from sender from to db, once: the URLs db
+// does not know are inserted with their cash, the cash of known ones is
+// added, the fetched-elsewhere records are recorded, the locations of the
+// hosts not known (known) are recorded, and the sender's inbound record
+// (fed/in/FROM: the last batch applied and the totals) moves on, all in
+// one command guarded by that record. A batch applied before (a retry)
+// changes nothing: the result is nil. A batch part of which was applied is
+// refused (ErrRefused): the sender learns what from a probe.
+func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, known func(host string) (bool, error)) (*store.Result, error) {
 	key := inPrefix + from
+	st := db.Store()
 	for attempt := 0; ; attempt++ {
-		old, err := f.st.User(key)
+		old, err := st.User(key)
 		if err != nil {
-			return fmt.Errorf("federation: inbound state of %s: %w", from, err)
+			return nil, fmt.Errorf("federation: inbound state of %s: %w", from, err)
 		}
 		in, err := decodeInbound(old)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if b.Seq <= in.Seq {
-			f.stats.dupBatches.Add(1)
-			return nil // applied before: the sender missed the answer
+			return nil, nil // applied before: the sender missed the answer
 		}
 		if b.First != 0 && b.First <= in.Seq {
 			// Part of it was applied in an earlier batch: the sender
 			// learns what from a probe and sends the rest.
-			return fmt.Errorf("%w: batch %d..%d from %s overlaps what was applied (up to %d)", ErrRefused, b.First, b.Seq, from, in.Seq)
+			return nil, fmt.Errorf("%w: batch %d..%d from %s overlaps what was applied (up to %d)", ErrRefused, b.First, b.Seq, from, in.Seq)
 		}
 		cmd := store.NewBatch()
 		cmd.Guard(key, old)
@@ -110,18 +146,18 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 		for _, r := range b.Fetched {
 			cmd.FetchedElsewhere(r.URL, r.Status)
 		}
-		for h, l := range locs {
-			if _, known, err := f.cachedLoc(h); err != nil {
-				return err
-			} else if !known {
-				cmd.PutUser(locPrefix+h, encodeLocation(l))
+		for _, h := range b.Hosts {
+			if ok, err := known(h.Host); err != nil {
+				return nil, err
+			} else if !ok {
+				cmd.PutUser(locPrefix+h.Host, encodeLocation(location{key: h.Key, loc: locOf(h)}))
 			}
 		}
 		in.Seq, in.Batches, in.URLs = b.Seq, in.Batches+1, in.URLs+uint64(len(b.Puts))
 		in.Cash += cash
 		in.Virtual += b.Virtual
 		cmd.PutUser(key, in.encode())
-		res, err := f.o.DB.Apply(ctx, cmd)
+		res, err := db.Apply(ctx, cmd)
 		if err == nil && res.Err != nil {
 			err = res.Err
 		}
@@ -129,25 +165,12 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 			continue // the same sender's retry raced this one
 		}
 		if errors.Is(err, store.ErrBadOp) {
-			return fmt.Errorf("%w: %v", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %v", ErrRefused, err)
 		}
 		if err != nil {
-			return fmt.Errorf("federation: apply batch %d from %s: %w", b.Seq, from, err)
+			return nil, fmt.Errorf("federation: apply batch %d from %s: %w", b.Seq, from, err)
 		}
-		for h, l := range locs {
-			f.remember(h, l)
-		}
-		f.noteReceived(res.Index, len(b.Puts))
-		if len(b.Fetched) > 0 {
-			marked := 0
-			for _, r := range res.Ops {
-				if r.Marked {
-					marked++
-				}
-			}
-			f.log.Info("federation: URLs fetched by a site that held this site's hosts recorded", "from", from, "batch", b.Seq, "urls", len(b.Fetched), "generated_here", marked)
-		}
-		return nil
+		return res, nil
 	}
 }
 
@@ -170,7 +193,7 @@ func locOf(h HostLoc) partition.Location {
 }
 
 // Inbound returns the cash other sites have sent here so far (see
-// rounds.Router).
+// route.Router).
 func (f *Fed) Inbound() (puts, virtual float64, err error) {
 	err = f.st.UserScan(inPrefix, func(k string, v []byte) error {
 		in, err := decodeInbound(v)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 const (
@@ -20,6 +21,9 @@ const (
 	sentPrefix = "fed/sent/"
 	// maxBatchPuts bounds a batch on the wire (several outbox entries).
 	maxBatchPuts = 16384
+	// maxFrameBytes bounds a framed batch on the wire, under the
+	// receiver's DefaultMaxBytes.
+	maxFrameBytes = 4 << 20
 	// outboxScan is how many outbox entries a delivery looks at.
 	outboxScan = 64
 )
@@ -29,7 +33,7 @@ type outbound struct {
 	Acked   uint64 // the last outbox entry acknowledged
 	Batches uint64
 	URLs    uint64
-	Hits    uint64 // URLs not sent again (the sent cache)
+	Hits    uint64 // no longer counted (the sent cache applies in Route: Fed.CacheStats); kept for the record's layout
 }
 
 func (o outbound) encode() []byte {
@@ -68,16 +72,24 @@ func sentKey(peer string, seq uint64) string { return fmt.Sprintf("%s%s/%020d", 
 // answers, so that a batch the peer applied but whose answer was lost is
 // recognised as applied (same sequence number).
 type pending struct {
-	batch   *Batch
-	entries []store.OutboxEntry
-	fps     []uint64
-	hits    int
+	frame      []byte // AppendFrame of the entries
+	seq, first uint64
+	entries    []store.OutboxEntry
+	urls       int // puts in the entries
 }
 
 // deliver sends one batch of peer p's outbox, if it has one and its
-// back-off allows. It reports whether it did anything.
+// back-off allows, by the transport to p (Fed.transport). It reports
+// whether it did anything.
 func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 	if now.Before(p.nextTry) {
+		return false
+	}
+	to := route.Owner{Site: p.name}
+	tr, err := f.transport(to)
+	if err != nil {
+		f.log.Error("federation: outbox", "peer", p.name, "err", err)
+		p.backoff(now, 10*time.Second)
 		return false
 	}
 	if p.pend == nil {
@@ -97,12 +109,12 @@ func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 	pd := p.pend
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, f.o.Timeout)
-	err := f.client.Put(cctx, p.spec.Endpoint, p.name, pd.batch)
+	err = tr.Deliver(cctx, to, pd.frame)
 	cancel()
 	switch {
 	case err == nil:
 		if err := f.acked(ctx, p, pd); err != nil {
-			f.log.Error("federation: acknowledge delivered batch", "peer", p.name, "seq", pd.batch.Seq, "err", err)
+			f.log.Error("federation: acknowledge delivered batch", "peer", p.name, "seq", pd.seq, "err", err)
 			p.backoff(now, time.Second)
 			return false
 		}
@@ -116,14 +128,14 @@ func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 		// The peer does not own some of these URLs (its view of the
 		// federation differs) or has applied part of them: learn what it
 		// applied, and send again later, re-routed.
-		f.log.Warn("federation: batch refused", "peer", p.name, "seq", pd.batch.Seq, "err", err)
+		f.log.Warn("federation: batch refused", "peer", p.name, "seq", pd.seq, "err", err)
 		f.mu.Lock()
 		p.pend = nil
 		f.mu.Unlock()
 		p.synced = false
 		p.backoff(now, time.Second)
 	case errors.Is(err, ErrRejected):
-		f.log.Error("federation: batch rejected (a bug or a misconfiguration)", "peer", p.name, "seq", pd.batch.Seq, "err", err)
+		f.log.Error("federation: batch rejected (a bug or a misconfiguration)", "peer", p.name, "seq", pd.seq, "err", err)
 		p.backoff(now, 10*time.Second)
 	default:
 		p.fail(now)
@@ -134,66 +146,38 @@ func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 	return false
 }
 
-// nextBatch merges the oldest outbox entries for p into one batch: URLs
-// already sent to p (the sent cache) are left out and their cash goes to
-// the batch's virtual share.
+// nextBatch frames the oldest outbox entries for p, as they are stored
+// (AppendFrame): at most maxBatchPuts records and about maxFrameBytes.
+// The URL-sent cache was applied when they were enqueued (Route).
 func (f *Fed) nextBatch(p *peer) (*pending, error) {
 	entries, err := f.st.Outbox(p.name, 0, outboxScan)
 	if err != nil || len(entries) == 0 {
 		return nil, err
 	}
-	pd := &pending{batch: &Batch{From: f.o.Self, To: p.name}}
-	seen := map[uint64]bool{}
-	hosts := map[string]HostLoc{}
-	used := map[string]bool{}
+	pd := &pending{first: entries[0].Seq}
+	payloads := make([][]byte, 0, len(entries))
+	records, size := 0, 64
 	for _, e := range entries {
-		eb, err := Decode(e.Payload, Limits{})
+		n, puts, err := entryCount(e.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("outbox entry %d for %s: %w", e.Seq, p.name, err)
 		}
-		if len(pd.entries) > 0 && len(pd.batch.Puts)+len(pd.batch.Fetched)+len(eb.Puts)+len(eb.Fetched) > maxBatchPuts {
+		if len(pd.entries) > 0 && (records+n > maxBatchPuts || size+len(e.Payload)+8 > maxFrameBytes) {
 			break
 		}
-		for _, h := range eb.Hosts {
-			hosts[h.Host] = h
-		}
-		for _, put := range eb.Puts {
-			fp := store.Fingerprint(put.URL)
-			hit := seen[fp]
-			if !hit {
-				if hit, err = f.st.SentContains(fp); err != nil {
-					return nil, err
-				}
-			}
-			if hit {
-				pd.batch.Virtual += put.Cash
-				pd.hits++
-				continue
-			}
-			seen[fp] = true
-			pd.fps = append(pd.fps, fp)
-			pd.batch.Puts = append(pd.batch.Puts, put)
-			used[hostOf(put.URL)] = true
-		}
-		for _, r := range eb.Fetched { // no cash, no sent cache: always sent
-			pd.batch.Fetched = append(pd.batch.Fetched, r)
-			used[hostOf(r.URL)] = true
-		}
-		pd.batch.Virtual += eb.Virtual
-		pd.batch.Seq = e.Seq
-		if pd.batch.First == 0 {
-			pd.batch.First = e.Seq
-		}
+		records += n
+		size += len(e.Payload) + 8
+		pd.urls += puts
+		pd.seq = e.Seq
 		pd.entries = append(pd.entries, e)
+		payloads = append(payloads, e.Payload)
 	}
-	for h := range used {
-		pd.batch.Hosts = append(pd.batch.Hosts, hosts[h])
-	}
+	pd.frame = AppendFrame(make([]byte, 0, size), f.o.Self, p.name, pd.seq, pd.first, payloads)
 	return pd, nil
 }
 
 // acked records a delivered batch: its entries leave the outbox (kept
-// under fed/sent/ for a handover), its URLs enter the sent cache.
+// under fed/sent/ for a handover).
 func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 	out, err := f.outboundOf(p.name)
 	if err != nil {
@@ -204,20 +188,14 @@ func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 		b.OutboxAck(p.name, e.Seq)
 		b.PutUser(sentKey(p.name, e.Seq), e.Payload)
 	}
-	for _, fp := range pd.fps {
-		b.SentCheckAdd(fp, f.o.SentCache)
-	}
-	out.Acked = max(out.Acked, pd.batch.Seq)
+	out.Acked = max(out.Acked, pd.seq)
 	out.Batches++
-	out.URLs += uint64(len(pd.batch.Puts))
-	out.Hits += uint64(pd.hits)
+	out.URLs += uint64(pd.urls)
 	b.PutUser(outPrefix+p.name, out.encode())
 	if err := f.apply(ctx, b); err != nil {
 		return err
 	}
-	f.stats.hits.Add(int64(pd.hits))
-	f.stats.lookups.Add(int64(pd.hits + len(pd.batch.Puts)))
-	f.stats.sentURLs.Add(int64(len(pd.batch.Puts)))
+	f.stats.sentURLs.Add(int64(pd.urls))
 	f.stats.sentBatches.Add(1)
 	return nil
 }
@@ -374,7 +352,7 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound
 			self.URLs += uint64(len(puts))
 			continue
 		}
-		for _, e := range f.entries(o, puts, locs) {
+		for _, e := range f.entries(o, puts, 0, locs) {
 			b.OutboxEnqueue(o, e)
 		}
 	}

@@ -87,7 +87,7 @@ func (f *Fed) local() (probeMsg, error) {
 	for name, p := range f.peers {
 		if p.pend != nil && !p.down {
 			pending = true
-			m.Sent[name] = p.pend.batch.Seq
+			m.Sent[name] = p.pend.seq
 		}
 		if p.down {
 			m.Down = append(m.Down, name)

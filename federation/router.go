@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -12,8 +13,9 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/partition"
-	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 // locPrefix keys a host's location in the crawl database's node table:
@@ -119,10 +121,27 @@ func (f *Fed) locate(ctx context.Context, host string) location {
 	return l
 }
 
-// Owners returns the owner of each host that another site owns (see
-// rounds.Router). Hosts not located yet are located (in parallel) and
-// recorded in the crawl database, so that they are located once.
+// Owners returns the owner of each host that another site owns, as Route
+// picks it. Hosts not located yet are located (in parallel) and recorded
+// in the crawl database, so that they are located once.
 func (f *Fed) Owners(ctx context.Context, hosts []string) (map[string]string, error) {
+	locs, err := f.locateAll(ctx, hosts)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for h, l := range locs {
+		if o := f.primary(h, l); o != f.o.Self {
+			out[h] = o
+		}
+	}
+	return out, nil
+}
+
+// locateAll returns the location of each host. Hosts not located yet are
+// located (in parallel) and recorded in the crawl database (fed/loc/), so
+// that they are located once.
+func (f *Fed) locateAll(ctx context.Context, hosts []string) (map[string]location, error) {
 	locs := make(map[string]location, len(hosts))
 	var todo []string
 	for _, h := range hosts {
@@ -175,21 +194,95 @@ func (f *Fed) Owners(ctx context.Context, hosts []string) (map[string]string, er
 			f.remember(h, found[i])
 		}
 	}
-	out := map[string]string{}
-	for h, l := range locs {
-		if o := f.primary(h, l); o != f.o.Self {
-			out[h] = o
+	return locs, nil
+}
+
+// Route keeps, from urls, those of this site's hosts and writes the others
+// into b as outbox entries for their owners, in their wire encoding (see
+// route.Router). The owner of a host is its primary owner (every site up):
+// the outbox hands over to the next owner what a site down past its grace
+// period does not take. A URL in the URL-sent cache (sent before, to its
+// owner, or enqueued for it) is left out and its cash goes to the entry's
+// virtual share; the others enter the cache in b, so that the cache is
+// written with the entries that send them. Hosts are located first
+// (locateAll).
+func (f *Fed) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
+	seen := map[string]bool{}
+	var hosts []string
+	for _, u := range urls {
+		if h := hostOf(u.URL); !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
 		}
 	}
-	return out, nil
+	locs, err := f.locateAll(ctx, hosts)
+	if err != nil {
+		return nil, route.Sent{}, err
+	}
+	var local []route.Remote
+	by := map[string][]route.Remote{}
+	var sent route.Sent
+	var cash opic.Sum
+	for _, u := range urls {
+		h := hostOf(u.URL)
+		o := f.primary(h, locs[h])
+		if o == f.o.Self {
+			local = append(local, u)
+			continue
+		}
+		by[o] = append(by[o], u)
+		sent.URLs++
+		cash.Add(u.Cash)
+	}
+	sent.Cash = cash.Value()
+	for _, o := range slices.Sorted(maps.Keys(by)) {
+		if err := f.enqueue(b, o, by[o], locs); err != nil {
+			return nil, route.Sent{}, err
+		}
+	}
+	return local, sent, nil
+}
+
+// enqueue writes urls for site owner into b as outbox entries: URLs in the
+// URL-sent cache (or twice in urls) leave their cash to the first entry's
+// virtual share; the others are added to the cache in b.
+func (f *Fed) enqueue(b *store.Batch, owner string, urls []route.Remote, locs map[string]location) error {
+	puts := make([]Put, 0, len(urls))
+	var virtual opic.Sum
+	dup := make(map[uint64]bool, len(urls))
+	hits := 0
+	for _, u := range urls {
+		fp := store.Fingerprint(u.URL)
+		hit := dup[fp]
+		if !hit {
+			var err error
+			if hit, err = f.st.SentContains(fp); err != nil {
+				return fmt.Errorf("federation: URL-sent cache: %w", err)
+			}
+		}
+		if hit {
+			virtual.Add(u.Cash)
+			hits++
+			continue
+		}
+		dup[fp] = true
+		b.SentCheckAdd(fp, f.o.SentCache)
+		puts = append(puts, Put{URL: u.URL, Cash: u.Cash, Depth: u.Depth})
+	}
+	for _, e := range f.entries(owner, puts, virtual.Value(), locs) {
+		b.OutboxEnqueue(owner, e)
+	}
+	f.stats.hits.Add(int64(hits))
+	f.stats.lookups.Add(int64(len(urls)))
+	return nil
 }
 
 // Returned names the hosts, among hosts (this site's frontier), that
 // another site owns as this site sees the federation now, with that site
-// (see rounds.Router): hosts this site took over while their owner was
+// (see route.Router): hosts this site took over while their owner was
 // down, now that it is back. A host never located is this site's.
-func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]string, error) {
-	var out map[string]string
+func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]route.Owner, error) {
+	var out map[string]route.Owner
 	for _, h := range hosts {
 		l, ok, err := f.cachedLoc(h)
 		if err != nil {
@@ -200,9 +293,9 @@ func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]string, er
 		}
 		if o := f.owner(h, l); o != f.o.Self && o != "" {
 			if out == nil {
-				out = map[string]string{}
+				out = map[string]route.Owner{}
 			}
-			out[h] = o
+			out[h] = route.Owner{Site: o}
 		}
 	}
 	return out, nil
@@ -210,7 +303,7 @@ func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]string, er
 
 // Away reports whether host is another site's now although this site may
 // hold it (only after a site came back), or is this site's and waits for
-// the site that held it to hand it back (Waiting) (see rounds.Router).
+// the site that held it to hand it back (Waiting) (see route.Router).
 func (f *Fed) Away(host string) bool {
 	if f.Waiting(host) {
 		return true
@@ -237,34 +330,24 @@ func (f *Fed) owner(host string, l location) string {
 	return f.part.Owner(partition.Host{Name: host, Key: l.key, Loc: l.loc}, f.isDown)
 }
 
-// Payloads encodes puts for owner into outbox entries (see rounds.Router).
-func (f *Fed) Payloads(owner string, puts []rounds.Remote) ([][]byte, error) {
-	ps := make([]Put, len(puts))
-	locs := map[string]location{}
-	for i, p := range puts {
-		ps[i] = Put{URL: p.URL, Cash: p.Cash, Depth: p.Depth}
-		h := hostOf(p.URL)
-		if _, ok := locs[h]; ok {
-			continue
-		}
-		l, ok, err := f.cachedLoc(h)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, fmt.Errorf("federation: host %s of %s was never located", h, p.URL)
-		}
-		locs[h] = l
-	}
-	return f.entries(owner, ps, locs), nil
-}
-
 // entries cuts puts for owner into encoded outbox entries that the crawl
 // database takes (at most maxEntryBytes, maxPutsPerEntry puts), each with
-// the locations of its hosts.
-func (f *Fed) entries(owner string, puts []Put, locs map[string]location) [][]byte {
+// the locations of its hosts; the first carries virtual (one entry with
+// no puts carries it if there are none).
+func (f *Fed) entries(owner string, puts []Put, virtual float64, locs map[string]location) [][]byte {
+	if len(puts) == 0 {
+		if virtual == 0 {
+			return nil
+		}
+		return [][]byte{(&Batch{From: f.o.Self, To: owner, Virtual: virtual}).Append(nil)}
+	}
 	return f.cutEntries(owner, len(puts), func(i int) string { return puts[i].URL }, 24, locs,
-		func(b *Batch, lo, hi int) { b.Puts = puts[lo:hi] })
+		func(b *Batch, lo, hi int) {
+			b.Puts = puts[lo:hi]
+			if lo == 0 {
+				b.Virtual = virtual
+			}
+		})
 }
 
 // cutEntries cuts n records, record i for url(i) and costing fixed bytes

@@ -120,6 +120,10 @@ const (
 	// encoded as Version, so that sites of an older release read it.
 	Version        = 1
 	VersionFetched = 2
+	// VersionFrames is the first byte of a framed batch (AppendFrame):
+	// several encoded batches (outbox entries) under one header, sent as
+	// they were stored.
+	VersionFrames = 3
 )
 
 // withDefaults returns l with zero fields set to their defaults.
@@ -242,13 +246,30 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// Decode decodes and validates one encoded batch (see Batch.Append). Every
+// Decode decodes and validates one encoded batch (see Batch.Append), or a
+// framed batch (AppendFrame) as the one batch its entries make. Every
 // error wraps ErrMalformed or ErrTooLarge and says what is wrong and where.
 // It rejects a wrong version, a bad checksum, truncated or trailing bytes, a
 // batch over lim, and any batch Validate rejects. The batch's strings share
 // one copy of p, so p may be reused once Decode returns.
 func Decode(p []byte, lim Limits) (*Batch, error) {
 	lim = lim.withDefaults()
+	if len(p) > 0 && p[0] == VersionFrames {
+		return decodeFrames(p, lim)
+	}
+	b, err := decode(p, lim)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Validate(lim); err != nil {
+		return nil, fmt.Errorf("federation: decode: %w", err)
+	}
+	return b, nil
+}
+
+// decode decodes one encoded batch (Version or VersionFetched) without
+// Validate.
+func decode(p []byte, lim Limits) (*Batch, error) {
 	if len(p) > lim.MaxBytes {
 		return nil, fmt.Errorf("federation: decode: %w: %d bytes, limit %d", ErrTooLarge, len(p), lim.MaxBytes)
 	}
@@ -332,9 +353,6 @@ func Decode(p []byte, lim Limits) (*Batch, error) {
 	}
 	if d.off != len(d.s) {
 		return nil, fmt.Errorf("federation: decode: %w: %d trailing bytes after the last field at offset %d", ErrMalformed, len(d.s)-d.off, d.off)
-	}
-	if err := b.Validate(lim); err != nil {
-		return nil, fmt.Errorf("federation: decode: %w", err)
 	}
 	return b, nil
 }

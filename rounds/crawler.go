@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 // Fetcher is what the rounds need of the polite fetcher: it takes jobs and
@@ -116,11 +117,12 @@ type Options struct {
 	// round's statistics (cash_error). A debugging aid: costs a full scan.
 	CheckCash bool
 
-	// Router, for a site in a federation, names the site that owns each
-	// host: the update sends URLs of other sites to their outboxes instead
-	// of the frontier, and the crawl ends only when the federation's does.
-	// nil: every URL is this site's.
-	Router Router
+	// Router, for a site in a federation, routes the URLs the update
+	// finds to the crawl database that owns them (route.Router.Route):
+	// those of other sites go to their outboxes instead of the frontier,
+	// and the crawl ends only when the federation's does. nil: every URL
+	// is this site's.
+	Router route.Router
 
 	// OnRound, if set, receives each round's statistics when it completes,
 	// on the node that led the round's update, before the next update
@@ -185,47 +187,6 @@ func (o *Options) ensureDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-}
-
-// Remote is a URL that another site owns, with the cash and depth its
-// links gave it in one update.
-type Remote struct {
-	URL   string
-	Cash  float64
-	Depth uint32
-}
-
-// Router is what the rounds need of a federation.
-type Router interface {
-	// Owners returns the site that owns each host; a host absent from the
-	// map (or mapped to "") is this site's. It may locate hosts first
-	// (DNS, GeoIP); the answer for a host must not change with the
-	// federation's liveness (the outbox deals with sites that are down).
-	Owners(ctx context.Context, hosts []string) (map[string]string, error)
-	// Payloads encodes URLs for their owner into outbox entries.
-	Payloads(owner string, puts []Remote) ([][]byte, error)
-	// Inbound returns the cash other sites have sent this site so far, in
-	// all: on URLs (already in the crawl database) and for the virtual
-	// page (taken into it by the next update).
-	Inbound() (puts, virtual float64, err error)
-	// Finished reports whether the federation's crawl has ended; asked
-	// while this site has nothing left to do.
-	Finished() bool
-	// Returned names, among hosts (this site's frontier), those this site
-	// held for their owner while it was down and that the owner has taken
-	// back (it is up again), with that owner. Their frontier URLs go to it
-	// (generate hands them over).
-	Returned(ctx context.Context, hosts []string) (map[string]string, error)
-	// Away reports, quickly, whether host is one that Returned would name:
-	// the fetcher drops its jobs not yet started (they go back to the
-	// frontier, and from there to the owner). It also reports the hosts
-	// that are Waiting.
-	Away(host string) bool
-	// Waiting reports, quickly, whether host is one of this site's that
-	// another site held while this site was down and has not yet handed
-	// back (the URLs it fetched of it, so that they are not fetched
-	// again): generate leaves it in the frontier for now.
-	Waiting(host string) bool
 }
 
 // Sentinel errors.

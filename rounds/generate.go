@@ -12,6 +12,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/plan"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 const fetchFile = "fetched"
@@ -430,7 +431,7 @@ const handBackChunk = 2048
 
 // returned asks the router which hosts of the frontier entries their owner
 // has taken back.
-func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[string]string, error) {
+func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[string]route.Owner, error) {
 	if c.o.Router == nil || len(fr) == 0 {
 		return nil, nil
 	}
@@ -449,11 +450,12 @@ func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[s
 
 // handBack gives every frontier URL of hosts their owner has taken back to
 // that owner: each command takes a chunk of URLs out of this site's crawl
-// database with their cash (store.Batch.HandOver), puts them in the
-// owner's outbox with that cash, and counts the cash as sent in the round
-// state, so that cash stays conserved federation-wide. URLs of those hosts
-// in rounds already generated finish here; their links go to the owner.
-func (c *Crawler) handBack(ctx context.Context, hosts map[string]string) error {
+// database with their cash (store.Batch.HandOver), routes them to their
+// owner's outbox with that cash (route.Router.Route), and counts the cash
+// as sent in the round state, so that cash stays conserved
+// federation-wide. URLs of those hosts in rounds already generated finish
+// here; their links go to the owner.
+func (c *Crawler) handBack(ctx context.Context, hosts map[string]route.Owner) error {
 	urls := 0
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {
 		owner := hosts[h]
@@ -466,25 +468,27 @@ func (c *Crawler) handBack(ctx context.Context, hosts map[string]string) error {
 				break
 			}
 			b := c.newBatch()
-			puts := make([]Remote, len(fr))
-			var cash opic.Sum
+			puts := make([]route.Remote, len(fr))
 			for i, e := range fr {
-				puts[i] = Remote{URL: e.URL, Cash: e.Score, Depth: e.Depth}
-				b.HandOver(e.URL, e.Score)
-				cash.Add(e.Score)
+				puts[i] = route.Remote{URL: e.URL, Cash: e.Score, Depth: e.Depth}
 			}
-			payloads, err := c.o.Router.Payloads(owner, puts)
+			local, sent, err := c.o.Router.Route(ctx, puts, b)
 			if err != nil {
 				return fmt.Errorf("rounds: hand %s back to %s: %w", h, owner, err)
 			}
-			for _, p := range payloads {
-				b.OutboxEnqueue(owner, p)
+			if len(local) > 0 {
+				// The router's owner of a host taken back is never this
+				// site: routing and Returned disagree.
+				return fmt.Errorf("rounds: hand %s back to %s: the router keeps %d of its URLs here", h, owner, len(local))
+			}
+			for _, e := range fr {
+				b.HandOver(e.URL, e.Score)
 			}
 			c.stateMu.Lock() // held until the new state is written: writers take turns
 			c.mu.Lock()
 			s := c.state.clone()
 			c.mu.Unlock()
-			s.Sent += cash.Value()
+			s.Sent += sent.Cash
 			s.HandedBack += uint64(len(fr))
 			err = c.putState(ctx, b, s)
 			c.stateMu.Unlock()

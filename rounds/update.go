@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/mapreduce"
 	"github.com/meridian-crawler/meridian/rounds/segment"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 const (
@@ -284,42 +284,59 @@ func (c *Crawler) cashError(s State) (float64, error) {
 	return off, nil
 }
 
-// route takes the targets of other sites' hosts out of parts (in place)
-// and returns them by owner, with their cash in all.
-func (c *Crawler) route(ctx context.Context, parts [][]target) (map[string][]Remote, float64, error) {
+// route keeps in parts (in place) the targets of this shard's hosts and
+// writes the others, by chunks of BatchOps URLs in parts' order, as outbox
+// entries into commands of their own (route.Router.Route), returned in
+// order with what they sent. The chunks are the same however often the
+// update is prepared, so that a leader that prepares it again after some
+// of its commands were applied resumes with the same commands.
+func (c *Crawler) route(ctx context.Context, parts [][]target, newBatch func() *store.Batch) ([]*store.Batch, route.Sent, error) {
 	r := c.o.Router
 	if r == nil {
-		return nil, 0, nil
+		return nil, route.Sent{}, nil
 	}
-	seen := map[string]bool{}
-	var hosts []string
-	for _, p := range parts {
-		for _, t := range p {
-			if h := hostOf(t.url); !seen[h] {
-				seen[h] = true
-				hosts = append(hosts, h)
-			}
+	var out []*store.Batch
+	var sent route.Sent
+	var cash opic.Sum
+	chunk := make([]route.Remote, 0, c.o.BatchOps)
+	var kept []target
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
 		}
+		b := newBatch()
+		local, s, err := r.Route(ctx, chunk, b)
+		if err != nil {
+			return fmt.Errorf("route: %w", err)
+		}
+		for _, u := range local {
+			kept = append(kept, target{url: u.URL, credit: credit{cash: u.Cash, depth: u.Depth}})
+		}
+		if s.URLs > 0 {
+			out = append(out, b)
+			sent.URLs += s.URLs
+			cash.Add(s.Cash)
+		}
+		chunk = chunk[:0]
+		return nil
 	}
-	owners, err := r.Owners(ctx, hosts)
-	if err != nil {
-		return nil, 0, fmt.Errorf("route: %w", err)
-	}
-	remote := map[string][]Remote{}
-	var sent opic.Sum
 	for i, p := range parts {
-		kept := p[:0]
+		start := len(kept)
 		for _, t := range p {
-			if o := owners[hostOf(t.url)]; o != "" {
-				remote[o] = append(remote[o], Remote{URL: t.url, Cash: t.cash, Depth: t.depth})
-				sent.Add(t.cash)
-				continue
+			chunk = append(chunk, route.Remote{URL: t.url, Cash: t.cash, Depth: t.depth})
+			if len(chunk) >= c.o.BatchOps {
+				if err := flush(); err != nil {
+					return nil, sent, err
+				}
 			}
-			kept = append(kept, t)
 		}
-		parts[i] = kept
+		if err := flush(); err != nil {
+			return nil, sent, err
+		}
+		parts[i] = kept[start:len(kept):len(kept)]
 	}
-	return remote, sent.Value(), nil
+	sent.Cash = cash.Value()
+	return out, sent, nil
 }
 
 // readUpdate reads a prepared update file; nil commands means none yet.
@@ -466,6 +483,15 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	// in no set order) so that the commands are the same on any leader.
 	slices.SortStableFunc(fetchOps, func(a, b store.FetchResult) int { return cmpString(a.URL, b.URL) })
 
+	// Encode the commands: fetch results first, then the credits, then
+	// the URLs of other shards and sites; each fenced by the leader's token.
+	token := c.token()
+	var cmds [][]byte
+	newBatch := func() *store.Batch {
+		b := store.NewBatch()
+		b.Guard(leaderKey, token)
+		return b
+	}
 	parts := make([][]target, 16)
 	err = sh.Reduce(ctx, c.o.Workers, func(part int, key []byte, v credit) error {
 		parts[part] = append(parts[part], target{url: string(key), credit: v})
@@ -474,8 +500,9 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	if err != nil {
 		return fmt.Errorf("rounds: round %d: update reduce: %w", round, err)
 	}
-	// URLs of other sites' hosts go to their outboxes, with their cash.
-	remote, sent, err := c.route(ctx, parts)
+	// URLs of other shards' and sites' hosts go to their outboxes, with
+	// their cash, in commands of their own.
+	routed, sent, err := c.route(ctx, parts, newBatch)
 	if err != nil {
 		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
@@ -488,15 +515,6 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	c.mu.Unlock()
 	each, keptVirtual := opic.Spread(prevVirtual+virtual.Value(), int(n))
 
-	// Encode the commands: fetch results first, then the credits; each
-	// fenced by the leader's token.
-	token := c.token()
-	var cmds [][]byte
-	newBatch := func() *store.Batch {
-		b := store.NewBatch()
-		b.Guard(leaderKey, token)
-		return b
-	}
 	b := newBatch()
 	flush := func() error {
 		b.PutUser(progressKey(round), encodeProgress(uint64(len(cmds)+1)))
@@ -575,32 +593,18 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			}
 		}
 	}
-	sentURLs := 0
-	for _, owner := range slices.Sorted(maps.Keys(remote)) {
-		payloads, err := c.o.Router.Payloads(owner, remote[owner])
-		if err != nil {
-			return fmt.Errorf("rounds: round %d: URLs for site %s: %w", round, owner, err)
-		}
-		sentURLs += len(remote[owner])
-		for _, pl := range payloads {
-			// An outbox entry is large: one to a command.
-			if b.Len() > 1 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			b.OutboxEnqueue(owner, pl)
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
 	if b.Len() > 1 {
 		if err := flush(); err != nil {
 			return err
 		}
 	}
-	tr, _ := json.Marshal(updateTrailer{Sent: sent, SentURLs: sentURLs, Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
+	for _, rb := range routed {
+		b = rb
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	tr, _ := json.Marshal(updateTrailer{Sent: sent.Cash, SentURLs: sent.URLs, Commands: len(cmds), Targets: n, Spent: spent.Value(), Virtual: keptVirtual,
 		Revisits: len(rev.Revisits), RevisitCash: revisitCash.Value(), Token: string(token), Stats: &stats, Staged: stagedBytes, Budget: budget, Unanswered: len(unanswered),
 		Late: late, Duplicates: dups})
 	part := filepath.Join(dir, updateFile+".part")

@@ -11,9 +11,12 @@ import (
 
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/crawl"
+	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/partition/geoip"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 // startFederation opens the site's federation layer when --federation is
@@ -50,7 +53,7 @@ func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
 			ips, _, err := res.Lookup(ctx, host)
 			return ips, err
 		},
-		GeoIP: s.geo, Seeds: seeds, LeaderState: s.leaderFedState,
+		GeoIP: s.geo, Seeds: seeds, LeaderState: s.leaderFedState, Rounds: func() (route.Rounds, error) { return roundsInFlight(s.db) },
 		Idle: func() uint64 {
 			if c := s.crawlerReady.Load(); c != nil {
 				return c.IdleIndex()
@@ -134,4 +137,18 @@ func (s *Site) ownSeeds(ctx context.Context, seeds []string) ([]string, error) {
 	}
 	s.log.Info("site: seeds of this site's hosts", "kept", len(own), "of", len(seeds))
 	return own, nil
+}
+
+// roundsInFlight reads the rounds' state in db for the federation: the
+// next round and those in flight.
+func roundsInFlight(db *crawldb.DB) (route.Rounds, error) {
+	st, err := rounds.ReadState(db.Store())
+	if err != nil {
+		return route.Rounds{}, err
+	}
+	r := route.Rounds{Next: st.Next}
+	for _, a := range st.Active {
+		r.Active = append(r.Active, a.Round)
+	}
+	return r, nil
 }

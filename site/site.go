@@ -31,6 +31,7 @@ import (
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/route"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -306,7 +307,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if err != nil {
 		return nil, fmt.Errorf("site: resolver: %w", err)
 	}
-	var router rounds.Router
+	var router route.Router
 	if cfg.Federation != "" {
 		if err := s.startFederation(res, seeds); err != nil {
 			return nil, err
