@@ -1,0 +1,436 @@
+// Package shardset runs the shards a node of a sharded site holds. A
+// sharded site splits its hosts into shards (package shard), each a Raft
+// group of R replicas on the nodes' crawldb.Host; the site's meta group
+// (every node a replica) keeps the site's sharding Settings and the
+// shards' target placement.
+//
+// A Set, on each node:
+//   - opens the replicas the placement gives the node (the site's creator
+//     bootstraps every group alone; the others wait to be added) and
+//     removes those the placement took away once their group has let the
+//     node go;
+//   - runs a Solo crawler (package rounds) on every replica, so that the
+//     shard's rounds run where its leader is, and a new leader takes over
+//     as a site's does;
+//   - feeds those crawlers from the node's one fetcher: jobs carry their
+//     shard (fetcher.Job.Group), and results, robots.txt records and
+//     duplicate checks go back to the shard's crawler;
+//   - on the meta group's leader, computes the target placement when the
+//     site's nodes change (shard.Place) and writes it;
+//   - on each group it leads, carries out the placement's next step for
+//     that group (add a voter, hand the leadership over, remove a voter:
+//     shard.Steps), one at a time.
+package shardset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/route"
+	"github.com/meridian-crawler/meridian/shard"
+)
+
+// Options configure a Set.
+type Options struct {
+	// Host holds the node's replicas; Meta is its replica of the site's
+	// meta group (opened on Host). Required.
+	Host *crawldb.Host
+	Meta *crawldb.DB
+	// Dir holds each shard's round files, under Dir/shards/<group>.
+	// Required.
+	Dir string
+	// Crawler returns the options of shard s's crawler: the site's crawl
+	// settings. The Set fills DB, Dir, NodeID, Solo, Seeds and Router.
+	Crawler func(s int) rounds.Options
+	// Router returns shard s's router (the URLs its updates find that
+	// other shards or sites own go through it), given the shard's crawl
+	// database. Required when the site has more than one shard.
+	Router func(s int, db *crawldb.DB) (route.Router, error)
+	// Seeds returns the seeds of shard s (the site's seeds whose hosts
+	// the shard owns); nil: none.
+	Seeds func(ctx context.Context, s int) ([]string, error)
+	// Rounds is the rounds of each shard (0: until the crawl ends).
+	Rounds int
+	// Every is how often the Set looks at the placement; 0 → 200 ms.
+	Every time.Duration
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Set is one node's shards (see the package doc).
+type Set struct {
+	o        Options
+	log      *slog.Logger
+	self     string
+	settings Settings
+	fetch    atomic.Pointer[fetcher.Fetcher]
+
+	mu   sync.Mutex
+	reps map[int]*replica
+
+	hostShard sync.Map // host → uint32: the shard whose jobs named it last
+	dropped   atomic.Int64
+	leaving   atomic.Bool
+}
+
+// replica is this node's replica of one shard, and the crawler on it.
+type replica struct {
+	shard int
+	db    *crawldb.DB
+	c     *rounds.Crawler
+	skip  func(*fetcher.Job) bool
+	stop  context.CancelFunc
+	done  chan error // the crawler's Run, once it returned
+	ended atomic.Bool
+	err   error // Run's error, once done
+	step  string
+}
+
+// New makes a node's Set. The site's settings must be in its meta group
+// (Create, on the node that creates the site; a node that joins reads
+// them from its replica once it has caught up).
+func New(o Options) (*Set, error) {
+	if o.Host == nil || o.Meta == nil || o.Dir == "" || o.Crawler == nil {
+		return nil, errors.New("shardset: New needs a Host, a Meta group, a Dir and Crawler options")
+	}
+	if o.Every <= 0 {
+		o.Every = 200 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := ReadSettings(o.Meta.Store())
+	if err != nil {
+		return nil, err
+	}
+	if st.Shards > 1 && o.Router == nil {
+		return nil, fmt.Errorf("shardset: a site of %d shards needs a Router", st.Shards)
+	}
+	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}}, nil
+}
+
+// Settings returns the site's sharding settings.
+func (s *Set) Settings() Settings { return s.settings }
+
+// Attach gives the Set the node's fetcher (made with the Set's hooks:
+// OnResult, Skip, Seen, Hosts). Call it before Run.
+func (s *Set) Attach(f *fetcher.Fetcher) { s.fetch.Store(f) }
+
+// Run runs the node's share of the site until ctx ends or every shard's
+// crawl has ended (nil), and stops its crawlers before it returns.
+func (s *Set) Run(ctx context.Context) error {
+	if s.fetch.Load() == nil {
+		return errors.New("shardset: Run before Attach")
+	}
+	defer s.stopAll()
+	// Replicas this node has state of are opened first: a node that
+	// restarts serves its groups before it reads a placement.
+	ids, err := s.o.Host.Groups()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if sh := ShardOfGroup(id); sh >= 0 && sh < s.settings.Shards {
+			if err := s.open(ctx, sh, false); err != nil {
+				return err
+			}
+		}
+	}
+	t := time.NewTicker(s.o.Every)
+	defer t.Stop()
+	for {
+		if err := s.step(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("shardset: step", "err", err)
+		}
+		if s.ended() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ended reports whether every shard's crawl has ended on this node: every
+// shard has a replica here, and each one's crawler returned (the site's
+// crawl finished). A node that holds only some shards runs until stopped.
+func (s *Set) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reps) == 0 {
+		return false
+	}
+	for _, r := range s.reps {
+		if !r.ended.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// step looks at the placement once: the meta leader updates it, and this
+// node opens, removes and reconciles its replicas.
+func (s *Set) step(ctx context.Context) error {
+	p, raw, err := readPlacement(s.o.Meta.Store())
+	if err != nil {
+		return err
+	}
+	if s.o.Meta.IsLeader() {
+		if p, err = s.replan(ctx, p, raw); err != nil {
+			return err
+		}
+	}
+	if len(p.P.Shards) != s.settings.Shards {
+		return nil // not yet written (a joining node's replica catching up)
+	}
+	var errs []error
+	for sh, target := range p.P.Shards {
+		mine := slices.Contains(target.Replicas, s.self)
+		s.mu.Lock()
+		r := s.reps[sh]
+		s.mu.Unlock()
+		switch {
+		case mine && r == nil:
+			boot := p.Version == 1 && s.settings.Creator == s.self
+			if err := s.open(ctx, sh, boot); err != nil {
+				errs = append(errs, err)
+			}
+		case r != nil && !mine:
+			if err := s.maybeRemove(r); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if r != nil && r.db.IsLeader() {
+			if err := s.reconcile(ctx, r, target); err != nil {
+				errs = append(errs, fmt.Errorf("shard %d: %w", sh, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// replan computes the target placement from the meta group's voters and
+// writes it if it changed (on the meta leader).
+func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, error) {
+	voters, err := s.o.Meta.Voters()
+	if err != nil {
+		return p, err
+	}
+	st := s.o.Meta.Store()
+	nodes := make([]shard.Node, 0, len(voters))
+	for _, v := range voters {
+		leaving, err := st.User(leavingKey + v.ID)
+		if err != nil {
+			return p, err
+		}
+		nodes = append(nodes, shard.Node{ID: v.ID, Alive: true, Leaving: leaving != nil})
+	}
+	target := shard.Place(shard.Input{Shards: s.settings.Shards, Replicas: s.settings.Replicas, Nodes: nodes, Current: p.P})
+	if len(target.Shards) == s.settings.Shards && samePlacement(target, p.P) {
+		return p, nil
+	}
+	next := placement{Version: p.Version + 1, P: target}
+	v, err := json.Marshal(next)
+	if err != nil {
+		return p, err
+	}
+	b := store.NewBatch()
+	b.Guard(placementKey, raw)
+	b.PutUser(placementKey, v)
+	if err := apply(ctx, s.o.Meta, b); err != nil {
+		return p, fmt.Errorf("shardset: write placement %d: %w", next.Version, err)
+	}
+	s.log.Info("shardset: new placement", "version", next.Version, "nodes", len(nodes))
+	return next, nil
+}
+
+// open opens this node's replica of shard sh (bootstrapping its group
+// alone when boot) and starts its crawler.
+func (s *Set) open(ctx context.Context, sh int, boot bool) error {
+	g := crawldb.GroupOptions{ID: GroupID(sh)}
+	if boot {
+		g.Bootstrap = []crawldb.Member{{ID: s.self}}
+	}
+	db, err := s.o.Host.Group(ctx, g)
+	if err != nil {
+		return fmt.Errorf("shardset: open shard %d: %w", sh, err)
+	}
+	o := s.o.Crawler(sh)
+	o.DB, o.Dir, o.NodeID, o.Solo = db, filepath.Join(s.o.Dir, "shards", GroupID(sh)), s.self, true
+	if s.o.Router != nil {
+		if o.Router, err = s.o.Router(sh, db); err != nil {
+			return fmt.Errorf("shardset: shard %d: router: %w", sh, err)
+		}
+	}
+	if s.o.Seeds != nil && boot {
+		if o.Seeds, err = s.o.Seeds(ctx, sh); err != nil {
+			return fmt.Errorf("shardset: shard %d: seeds: %w", sh, err)
+		}
+	}
+	c, err := rounds.New(o)
+	if err != nil {
+		return fmt.Errorf("shardset: shard %d: %w", sh, err)
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r := &replica{shard: sh, db: db, c: c, skip: c.Skip(), stop: stop, done: make(chan error, 1)}
+	s.mu.Lock()
+	s.reps[sh] = r
+	s.mu.Unlock()
+	f := groupFetcher{s: s, g: uint32(sh)}
+	go func() { // owner: the Set; stopped by r.stop (close, stopAll)
+		err := c.Run(rctx, f, s.o.Rounds)
+		if errors.Is(err, rounds.ErrExhausted) {
+			err = nil
+		}
+		r.err = err
+		if rctx.Err() == nil {
+			r.ended.Store(true)
+			if err != nil {
+				s.log.Error("shardset: shard's crawler stopped", "shard", sh, "err", err)
+			}
+		}
+		r.done <- err
+	}()
+	s.log.Info("shardset: replica open", "shard", sh, "bootstrap", boot)
+	return nil
+}
+
+// maybeRemove removes this node's replica r once its group no longer
+// counts the node among its voters.
+func (s *Set) maybeRemove(r *replica) error {
+	m, err := r.db.Members()
+	if err != nil {
+		return err
+	}
+	if _, ok := m[s.self]; ok {
+		return nil // the group's leader removes this node first
+	}
+	s.close(r)
+	if err := s.o.Host.RemoveGroup(GroupID(r.shard)); err != nil {
+		return fmt.Errorf("shardset: remove shard %d: %w", r.shard, err)
+	}
+	s.log.Info("shardset: replica removed", "shard", r.shard)
+	return nil
+}
+
+// close stops r's crawler and forgets r.
+func (s *Set) close(r *replica) {
+	r.stop()
+	<-r.done
+	r.done <- r.err // for a later close
+	if f := s.fetch.Load(); f != nil {
+		f.AbortGroup(uint32(r.shard))
+	}
+	r.c.Close()
+	s.mu.Lock()
+	if s.reps[r.shard] == r {
+		delete(s.reps, r.shard)
+	}
+	s.mu.Unlock()
+}
+
+// stopAll stops every crawler (the replicas stay open: the Host closes
+// them).
+func (s *Set) stopAll() {
+	s.mu.Lock()
+	reps := slices.Collect(maps.Values(s.reps))
+	s.mu.Unlock()
+	for _, r := range reps {
+		r.stop()
+	}
+	for _, r := range reps {
+		err := <-r.done
+		r.done <- err
+		r.c.Close()
+	}
+}
+
+// reconcile carries out, on the leader of r's group, the next step that
+// brings the group to its target (one at a time: a step is a Raft
+// configuration change, or a leadership transfer).
+func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) error {
+	members, err := r.db.Members()
+	if err != nil {
+		return err
+	}
+	cur := shard.Shard{Replicas: slices.Sorted(maps.Keys(members)), Leader: s.self}
+	steps := shard.Steps(shard.Placement{Shards: []shard.Shard{cur}}, shard.Placement{Shards: []shard.Shard{target}})
+	if len(steps) == 0 {
+		r.step = ""
+		return nil
+	}
+	st := steps[0]
+	r.step = st.String()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch st.Op {
+	case shard.AddVoter:
+		m, err := s.member(st.Node)
+		if err != nil {
+			return err
+		}
+		if len(members) == 1 {
+			// A shard of one replica keeps its rounds' results on its
+			// node alone (local parts): they go into the group first.
+			release, err := r.c.GrowthGate(cctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+		}
+		err = r.db.AddVoter(cctx, st.Node, m.RaftAddr, m.APIAddr)
+		if err == nil {
+			s.log.Info("shardset: voter added", "shard", r.shard, "node", st.Node)
+		}
+		return err
+	case shard.TransferLeader:
+		err := r.db.TransferLeadershipTo(cctx, st.Node)
+		if err == nil {
+			s.log.Info("shardset: leadership handed over", "shard", r.shard, "to", st.Node)
+		}
+		return err
+	case shard.RemoveVoter:
+		err := r.db.RemoveVoter(cctx, st.Node)
+		if err == nil {
+			s.log.Info("shardset: voter removed", "shard", r.shard, "node", st.Node)
+		}
+		return err
+	}
+	return fmt.Errorf("shardset: unknown step %v", st)
+}
+
+// member returns a node of the site as the meta group knows it.
+func (s *Set) member(id string) (crawldb.Member, error) {
+	voters, err := s.o.Meta.Voters()
+	if err != nil {
+		return crawldb.Member{}, err
+	}
+	for _, v := range voters {
+		if v.ID == id {
+			return v, nil
+		}
+	}
+	return crawldb.Member{}, fmt.Errorf("shardset: node %s is not a member of the site", id)
+}
+
+// replica returns the open replica of shard sh, or nil.
+func (s *Set) replica(sh int) *replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reps[sh]
+}
