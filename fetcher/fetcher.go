@@ -52,8 +52,13 @@ type Fetcher struct {
 	mu struct {
 		sync.Mutex
 		pending []Job
+		aborts  []groupAbort // AbortGroup calls for the scheduler
 	}
-	wake chan struct{} // a Submit happened
+	wake chan struct{} // a Submit, Pause, PauseGroup or AbortGroup happened
+	// groups are the states of the groups of jobs (Job.Group); unpark
+	// tells the scheduler that a group was resumed.
+	groups groups
+	unpark atomic.Bool
 
 	work chan *task // scheduler → workers
 	done chan event // workers → scheduler
@@ -103,13 +108,19 @@ func (f *Fetcher) Submit(jobs []Job) {
 		return
 	}
 	f.c.queued.Add(int64(len(jobs)))
+	gr, n := f.groups.get(jobs[0].Group), int64(0)
+	for i := range jobs {
+		if jobs[i].Group != gr.id {
+			gr.queued.Add(n)
+			gr, n = f.groups.get(jobs[i].Group), 0
+		}
+		n++
+	}
+	gr.queued.Add(n)
 	f.mu.Lock()
 	f.mu.pending = append(f.mu.pending, jobs...)
 	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
+	f.poke()
 }
 
 // Pause stops (true) or resumes (false) the start of new requests; queued
@@ -117,10 +128,7 @@ func (f *Fetcher) Submit(jobs []Job) {
 // leader pauses, as its work may be given to another node.
 func (f *Fetcher) Pause(on bool) {
 	if f.paused.Swap(on) != on {
-		select {
-		case f.wake <- struct{}{}:
-		default:
-		}
+		f.poke()
 	}
 }
 
@@ -144,7 +152,8 @@ func (f *Fetcher) abortContext() context.Context {
 }
 
 // Abort ends the requests in flight now (their jobs are answered as
-// transient failures); later requests are not affected. A node that has
+// transient failures), those handed to a worker and not started yet
+// included; later requests are not affected. A node that has
 // lost its site's leader pauses and aborts: the leader may give its hosts
 // to another node once the fail timeout has passed, and a request that
 // went on up to TotalTimeout would overlap the new node's.

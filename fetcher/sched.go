@@ -26,11 +26,15 @@ const (
 // The scheduler fills the inputs; the worker only reads them and fills the
 // outputs; the host pointer is only touched by the scheduler.
 type task struct {
-	kind   taskKind
-	h      *host
-	name   string // host name
-	url    string // robots.txt or sitemap URL
-	job    Job    // the job, or the synthetic job of a robots.txt or sitemap Result
+	kind taskKind
+	h    *host
+	name string // host name
+	url  string // robots.txt or sitemap URL
+	job  Job    // the job, or the synthetic job of a robots.txt or sitemap Result
+	grp  *group // the group the request counts under (requests only)
+	// abort is the group's abort scope when the task was handed out: a
+	// request watches it.
+	abort  context.Context
 	ip     netip.Addr
 	hops   int  // robots.txt redirects followed so far
 	expand bool // sitemap: an index's children may be fetched
@@ -70,10 +74,12 @@ type host struct {
 	name     string
 	origin   string // "scheme://host[:port]" of its first job: where robots.txt is
 	jobs     jobQueue
-	busy     bool // a task is out
-	started  bool // the request out has reported its start (IP unlocked)
-	dirty    bool // in scheduler.dirty
-	hidx     int  // index in the ready heap, -1 if not there
+	busy     bool   // a task is out
+	started  bool   // the request out has reported its start (IP unlocked)
+	dirty    bool   // in scheduler.dirty
+	parked   bool   // in scheduler.parked
+	grp      *group // the group of its latest job
+	hidx     int    // index in the ready heap, -1 if not there
 	at       time.Time
 	eligible time.Time // since when it has had work and nothing in flight; zero if not
 	next     time.Time // earliest start allowed by the host delay
@@ -124,6 +130,9 @@ type scheduler struct {
 	idle    int // workers without a task
 	dirty   []*host
 	spare   []Job
+	aborts  []groupAbort // spare storage for f.mu.aborts
+	parked  []*host      // hosts taken out of the ready heap while their group is paused
+	grp     *group       // the last group looked up
 	free    []*task
 	idleTTL time.Duration
 }
@@ -173,16 +182,37 @@ func (s *scheduler) loop(ctx context.Context) {
 	}
 }
 
-// takeSubmitted moves submitted jobs into their hosts' queues.
+// groupOf returns the state of group g.
+func (s *scheduler) groupOf(g uint32) *group {
+	if s.grp == nil || s.grp.id != g {
+		s.grp = s.f.groups.get(g)
+	}
+	return s.grp
+}
+
+// takeSubmitted applies AbortGroup calls and resumed groups, and moves
+// submitted jobs into their hosts' queues.
 func (s *scheduler) takeSubmitted() {
 	f := s.f
 	f.mu.Lock()
 	jobs := f.mu.pending
 	f.mu.pending = s.spare[:0]
+	aborts := f.mu.aborts
+	f.mu.aborts = s.aborts[:0]
 	f.mu.Unlock()
 	now := time.Now()
+	if f.unpark.Swap(false) {
+		s.unparkResumed(now)
+	}
+	if len(aborts) > 0 {
+		s.abortQueued(aborts, now)
+	}
 	for i := range jobs {
 		j := &jobs[i]
+		if len(aborts) > 0 && aborted(aborts, j.Group, i) {
+			s.answer(*j, crawl.StatusError, true, GroupAborted, now)
+			continue
+		}
 		name := urlnorm.Host(j.URL)
 		switch {
 		case name == "":
@@ -199,6 +229,7 @@ func (s *scheduler) takeSubmitted() {
 			f.c.hosts.Add(1)
 		}
 		h.lastUsed = now
+		h.grp = s.groupOf(j.Group)
 		if j.NotBefore.After(h.next) {
 			h.next = j.NotBefore
 		}
@@ -215,6 +246,8 @@ func (s *scheduler) takeSubmitted() {
 			s.dirty = append(s.dirty, h)
 		}
 	}
+	clear(aborts)
+	s.aborts = aborts[:0]
 	clear(jobs)
 	if cap(jobs) <= 1<<16 {
 		s.spare = jobs[:0]
@@ -233,6 +266,75 @@ func (s *scheduler) takeSubmitted() {
 func (s *scheduler) answer(j Job, status crawl.Status, retry bool, why string, now time.Time) {
 	s.f.deliver(&Result{Job: j, Kind: KindPage, Status: status, Retry: retry, Err: why, FetchedAt: now, NoRequest: true})
 	s.f.c.queued.Add(-1)
+	s.groupOf(j.Group).queued.Add(-1)
+}
+
+// aborted reports whether the i-th pending job, of group g, was submitted
+// before an AbortGroup(g) in aborts.
+func aborted(aborts []groupAbort, g uint32, i int) bool {
+	for _, a := range aborts {
+		if a.g == g && i < a.upto {
+			return true
+		}
+	}
+	return false
+}
+
+// abortQueued answers the queued jobs of the groups in aborts and drops
+// their hosts' pending sitemaps.
+func (s *scheduler) abortQueued(aborts []groupAbort, now time.Time) {
+	hit := func(g uint32) bool {
+		for _, a := range aborts {
+			if a.g == g {
+				return true
+			}
+		}
+		return false
+	}
+	for _, h := range s.hosts {
+		n := h.jobs.len()
+		if n > 0 {
+			h.jobs.filter(func(j *Job) bool {
+				if hit(j.Group) {
+					s.answer(*j, crawl.StatusError, true, GroupAborted, now)
+					return false
+				}
+				return true
+			})
+			h.jobs.release()
+		}
+		if len(h.sitemaps) > 0 && h.grp != nil && hit(h.grp.id) {
+			s.dropSitemaps(h)
+		}
+		if n != h.jobs.len() {
+			s.service(h, now)
+		}
+	}
+}
+
+// park takes h, whose group is paused, out of the schedule until the group
+// is resumed.
+func (s *scheduler) park(h *host) {
+	if !h.parked {
+		h.parked = true
+		s.parked = append(s.parked, h)
+	}
+}
+
+// unparkResumed puts the parked hosts whose group is no longer paused back
+// in the schedule.
+func (s *scheduler) unparkResumed(now time.Time) {
+	keep := s.parked[:0]
+	for _, h := range s.parked {
+		if h.grp.paused.Load() {
+			keep = append(keep, h)
+			continue
+		}
+		h.parked = false
+		s.service(h, now)
+	}
+	clear(s.parked[len(keep):])
+	s.parked = keep
 }
 
 func (s *scheduler) needsSetup(h *host, now time.Time) bool {
@@ -321,7 +423,18 @@ func (s *scheduler) dispatch(now time.Time) {
 			continue
 		}
 		heap.Pop(&s.ready)
+		// The group's abort scope first, then its pause: a PauseGroup
+		// missed here is followed by an AbortGroup that cancels this scope.
+		abort := s.f.groupAbortContext(h.grp)
+		if h.grp.paused.Load() {
+			s.park(h)
+			continue
+		}
 		if t := s.nextTask(h, now); t != nil {
+			t.grp, t.abort = h.grp, abort
+			if t.kind == taskPage && t.job.Group != h.grp.id {
+				t.grp = s.groupOf(t.job.Group)
+			}
 			s.send(h, t, now)
 		} else {
 			s.service(h, now)
@@ -363,7 +476,7 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 			t.url = h.origin + "/robots.txt"
 		}
 		t.hops = h.robotsHops
-		t.job = Job{URL: t.url, Host: h.name, Round: h.jobs.peek().Round}
+		t.job = Job{URL: t.url, Host: h.name, Round: h.jobs.peek().Round, Group: h.grp.id}
 		return t
 	}
 	if h.sitemapsAgain && h.jobs.len() > 0 {
@@ -380,7 +493,7 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 		}
 		t := s.newTask(taskSitemap, h)
 		t.url, t.expand = sm.url, sm.expand
-		t.job = Job{URL: sm.url, Host: h.name, Round: h.sitemapRound, Depth: 1}
+		t.job = Job{URL: sm.url, Host: h.name, Round: h.sitemapRound, Depth: 1, Group: h.grp.id}
 		return t
 	}
 	for h.jobs.len() > 0 {
@@ -442,8 +555,10 @@ func (s *scheduler) send(h *host, t *task, now time.Time) {
 		}
 		t.ip = h.ip
 		c.inflight.Add(1)
+		t.grp.inflight.Add(1)
 		if t.kind == taskPage {
 			c.queued.Add(-1)
+			t.grp.queued.Add(-1)
 		}
 	}
 	h.eligible = time.Time{}
@@ -706,7 +821,7 @@ func (s *scheduler) save(h *host) {
 // of them is in the HostStore.
 func (s *scheduler) evict(now time.Time) {
 	for name, h := range s.hosts {
-		if h.busy || h.hidx >= 0 || h.jobs.len() > 0 || len(h.sitemaps) > 0 ||
+		if h.busy || h.hidx >= 0 || h.parked || h.jobs.len() > 0 || len(h.sitemaps) > 0 ||
 			now.Sub(h.lastUsed) < s.idleTTL || now.Before(h.next) ||
 			now.Before(h.rec.BackoffUntil) || now.Before(h.deadUntil) {
 			continue

@@ -24,6 +24,13 @@ type Job struct {
 	// Part is the caller's name for the share of the round the job belongs
 	// to; carried through untouched.
 	Part uint32
+	// Group is the caller's name for the group of jobs the job belongs to
+	// (a node's shard): PauseGroup, AbortGroup and GroupStats act on it.
+	// A host's jobs are of one group (hosts of different shards never
+	// overlap); the host follows the group of its latest job. Carried
+	// through untouched, and set on the host's robots.txt and sitemap
+	// Results.
+	Group uint32
 	// Take is the caller's name for the hand-over of the part that the job
 	// came with (a part can be taken, moved away and taken again); carried
 	// through untouched.

@@ -79,6 +79,7 @@ func (w *worker) run() {
 			t.stopped = true
 			if t.kind != taskSetup {
 				w.f.c.inflight.Add(-1)
+				t.grp.inflight.Add(-1)
 			}
 		} else {
 			w.do(t)
@@ -103,6 +104,7 @@ func (w *worker) do(t *task) {
 		t.stopped = true
 	}
 	w.f.c.inflight.Add(-1)
+	t.grp.inflight.Add(-1)
 }
 
 // get fetches url from t.ip through colly. The exchange holds the outcome;
@@ -111,7 +113,11 @@ func (w *worker) get(t *task, url string) error {
 	w.ex.reset()
 	t.start = time.Now()
 	ctx, cancel := context.WithTimeout(w.ctx, w.f.o.TotalTimeout)
-	stopAbort := context.AfterFunc(w.f.abortContext(), cancel)
+	abort := t.abort
+	if abort == nil { // a task not handed out by the scheduler (tests)
+		abort = w.f.abortContext()
+	}
+	stopAbort := context.AfterFunc(abort, cancel)
 	defer stopAbort()
 	ctx = context.WithValue(ctx, dialKey{}, &dialTarget{ip: t.ip})
 	ctx = httptrace.WithClientTrace(ctx, w.tr)
