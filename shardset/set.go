@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -64,6 +65,14 @@ type Options struct {
 	Seeds func(ctx context.Context, s int) ([]string, error)
 	// Rounds is the rounds of each shard (0: until the crawl ends).
 	Rounds int
+	// Locate gives a host's politeness key (partition.Key of its
+	// addresses); nil: the host's name.
+	Locate func(ctx context.Context, host string) string
+	// Client and Scheme ("http" or "https") call the other nodes' APIs
+	// (delivery between shards); Client nil: shards on other nodes are
+	// unreachable.
+	Client *http.Client
+	Scheme string
 	// Every is how often the Set looks at the placement; 0 → 200 ms.
 	Every time.Duration
 	// Logger defaults to discarding.
@@ -97,6 +106,13 @@ type replica struct {
 	ended atomic.Bool
 	err   error // Run's error, once done
 	step  string
+
+	acked atomic.Uint64 // outbox entries acked while this node led
+	// recv and recvIndex: the batches applied from other shards as the
+	// state writer last saw them, and an applied index at or after the
+	// last of them (stateLoop only).
+	recv      uint64
+	recvIndex uint64
 }
 
 // New makes a node's Set. The site's settings must be in its meta group
@@ -108,6 +124,9 @@ func New(o Options) (*Set, error) {
 	}
 	if o.Every <= 0 {
 		o.Every = 200 * time.Millisecond
+	}
+	if o.Scheme == "" {
+		o.Scheme = "http"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -135,7 +154,21 @@ func (s *Set) Run(ctx context.Context) error {
 	if s.fetch.Load() == nil {
 		return errors.New("shardset: Run before Attach")
 	}
-	defer s.stopAll()
+	if s.o.Meta.IsLeader() {
+		// An earlier run's end: this is a new run.
+		if err := s.clearFinished(ctx); err != nil {
+			return err
+		}
+	}
+	lctx, stopLoops := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	loops.Go(func() { s.deliverLoop(lctx) }) // owner: Run; ends with lctx
+	loops.Go(func() { s.stateLoop(lctx) })   // owner: Run; ends with lctx
+	defer func() {
+		s.stopAll()
+		stopLoops()
+		loops.Wait()
+	}()
 	// Replicas this node has state of are opened first: a node that
 	// restarts serves its groups before it reads a placement.
 	ids, err := s.o.Host.Groups()
@@ -264,7 +297,7 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 	g := crawldb.GroupOptions{ID: GroupID(sh)}
 	if boot {
-		g.Bootstrap = []crawldb.Member{{ID: s.self}}
+		g.Bootstrap = []crawldb.Member{{ID: s.self, RaftAddr: s.o.Host.RaftAddr(), APIAddr: s.o.Host.APIAddr()}}
 	}
 	db, err := s.o.Host.Group(ctx, g)
 	if err != nil {
@@ -426,6 +459,21 @@ func (s *Set) member(id string) (crawldb.Member, error) {
 		}
 	}
 	return crawldb.Member{}, fmt.Errorf("shardset: node %s is not a member of the site", id)
+}
+
+// replicas returns the open replicas.
+func (s *Set) replicas() []*replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.reps))
+}
+
+// locate returns host's politeness key.
+func (s *Set) locate(ctx context.Context, host string) string {
+	if s.o.Locate == nil {
+		return host
+	}
+	return s.o.Locate(ctx, host)
 }
 
 // replica returns the open replica of shard sh, or nil.

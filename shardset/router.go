@@ -1,0 +1,155 @@
+package shardset
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/meridian-crawler/meridian/crawl"
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/route"
+	"github.com/meridian-crawler/meridian/shard"
+)
+
+// keyPrefix keys a host's politeness key in the crawl database of the
+// shard that routed it (user keys): located once, a host's shard never
+// changes, so an update prepared again routes the same.
+const keyPrefix = "shardset/key/"
+
+// outboxOwner names shard t in a shard's outbox.
+func outboxOwner(t int) string { return "~" + GroupID(t) }
+
+// Maximum records per outbox entry and per delivered frame.
+const (
+	maxPutsPerEntry = 4096
+	maxFramePuts    = 50_000
+	maxFrameBytes   = 4 << 20
+)
+
+// Router routes the URLs a shard's update finds between the shards of a
+// site without a federation (route.Router): a URL whose host's shard is
+// this one stays; the others go to their shard's outbox in the same
+// command, and the Set delivers them.
+type Router struct {
+	set *Set
+	sh  int
+	db  *crawldb.DB
+
+	mu   sync.Mutex
+	keys map[string]string // host → politeness key, as recorded
+}
+
+// NewRouter returns shard sh's router; locate gives a host's politeness
+// key (partition.Key of its addresses).
+func (s *Set) NewRouter(sh int, db *crawldb.DB) *Router {
+	return &Router{set: s, sh: sh, db: db, keys: map[string]string{}}
+}
+
+// Route keeps this shard's URLs and writes the others into b as outbox
+// entries for their shards.
+func (r *Router) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
+	var local []route.Remote
+	by := map[int][]route.Remote{}
+	keys := map[string]string{}
+	var sent route.Sent
+	var cash opic.Sum
+	for _, u := range urls {
+		h := crawl.HostOf(u.URL)
+		k, err := r.key(ctx, h, b)
+		if err != nil {
+			return nil, route.Sent{}, err
+		}
+		t := shard.Of(k, r.set.settings.Shards)
+		if t == r.sh {
+			local = append(local, u)
+			continue
+		}
+		keys[h] = k
+		by[t] = append(by[t], u)
+		sent.URLs++
+		cash.Add(u.Cash)
+	}
+	sent.Cash = cash.Value()
+	for _, t := range slices.Sorted(maps.Keys(by)) {
+		for _, e := range r.entries(t, by[t], keys) {
+			b.OutboxEnqueue(outboxOwner(t), e)
+		}
+	}
+	return local, sent, nil
+}
+
+// key returns host's politeness key: recorded, or located now and
+// recorded in b.
+func (r *Router) key(ctx context.Context, host string, b *store.Batch) (string, error) {
+	r.mu.Lock()
+	k, ok := r.keys[host]
+	r.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	v, err := r.db.Store().User(keyPrefix + host)
+	if err != nil {
+		return "", fmt.Errorf("shardset: key of %s: %w", host, err)
+	}
+	if v != nil {
+		k = string(v)
+	} else {
+		k = r.set.locate(ctx, host)
+		b.PutUser(keyPrefix+host, []byte(k))
+	}
+	r.mu.Lock()
+	if len(r.keys) >= maxKeys {
+		clear(r.keys)
+	}
+	r.keys[host] = k
+	r.mu.Unlock()
+	return k, nil
+}
+
+// maxKeys bounds a router's memory of keys.
+const maxKeys = 1 << 20
+
+// entries cuts urls for shard t into encoded outbox entries (federation
+// wire batches) with their hosts' keys.
+func (r *Router) entries(t int, urls []route.Remote, keys map[string]string) [][]byte {
+	var out [][]byte
+	for lo := 0; lo < len(urls); lo += maxPutsPerEntry {
+		hi := min(lo+maxPutsPerEntry, len(urls))
+		b := federation.Batch{From: GroupID(r.sh), To: GroupID(t)}
+		seen := map[string]bool{}
+		for _, u := range urls[lo:hi] {
+			b.Puts = append(b.Puts, federation.Put{URL: u.URL, Cash: u.Cash, Depth: u.Depth})
+			if h := crawl.HostOf(u.URL); !seen[h] {
+				seen[h] = true
+				b.Hosts = append(b.Hosts, federation.HostLoc{Host: h, Key: keys[h]})
+			}
+		}
+		out = append(out, b.Append(nil))
+	}
+	return out
+}
+
+// Inbound returns the cash other shards have delivered to this one.
+func (r *Router) Inbound() (puts, virtual float64, err error) {
+	puts, virtual, _, err = federation.InboundTotals(r.db.Store())
+	return puts, virtual, err
+}
+
+// Finished reports whether the site's crawl has ended: every shard
+// passive and nothing in transit, as the meta group's leader found.
+func (r *Router) Finished() bool { return r.set.finished() }
+
+// Returned names no host: a site without a federation holds no other
+// site's hosts.
+func (r *Router) Returned(context.Context, []string) (map[string]route.Owner, error) { return nil, nil }
+
+// Away reports false: no host of this site is another's.
+func (r *Router) Away(string) bool { return false }
+
+// Waiting reports false: no other site holds this site's hosts.
+func (r *Router) Waiting(string) bool { return false }

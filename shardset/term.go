@@ -1,0 +1,200 @@
+package shardset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/federation"
+)
+
+// When a sharded site's crawl ends. A shard is passive when its leader has
+// nothing to generate, no round in flight (the crawler's IdleIndex) and
+// nothing in its outbox. Each node writes the states of the shards it
+// leads into the meta group every stateEvery; the meta group's leader
+// reads them in waves, and the crawl has ended when two consecutive waves
+// find every shard passive with the same counters (batches applied in
+// every shard, outbox entries acked by every shard: Mattern's four
+// counters, summed), each node's record written anew between them. It
+// then writes the end mark, which every shard's Router.Finished reads.
+
+// Keys in the meta group.
+const (
+	stateKey    = "shardset/state/" // + node
+	finishedKey = "shardset/finished"
+)
+
+// stateEvery is how often a node writes its shards' states.
+const stateEvery = 500 * time.Millisecond
+
+// shardState is a shard's state as its leader saw it.
+type shardState struct {
+	Passive bool   `json:"passive"`
+	Recv    uint64 `json:"recv"`    // batches applied here from other shards
+	Pending int    `json:"pending"` // outbox entries not yet acked
+	Acked   uint64 `json:"acked"`   // entries acked, in all (a count that only grows while this node leads)
+}
+
+// nodeState is a node's record: the states of the shards it leads.
+type nodeState struct {
+	Seq    uint64             `json:"seq"`
+	Shards map[int]shardState `json:"shards"`
+}
+
+// stateLoop writes this node's shards' states, and on the meta leader runs
+// the termination waves, until ctx ends.
+func (s *Set) stateLoop(ctx context.Context) {
+	t := time.NewTicker(stateEvery)
+	defer t.Stop()
+	var seq uint64
+	var prev *wave
+	for {
+		seq++
+		if err := s.writeState(ctx, seq); err != nil && ctx.Err() == nil {
+			s.log.Debug("shardset: write state", "err", err)
+		}
+		if s.o.Meta.IsLeader() {
+			w, err := s.readWave()
+			switch {
+			case err != nil:
+				s.log.Debug("shardset: termination wave", "err", err)
+				prev = nil
+			case w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w):
+				if err := s.markFinished(ctx); err != nil {
+					s.log.Warn("shardset: mark the end", "err", err)
+				}
+			default:
+				prev = &w
+			}
+		} else {
+			prev = nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// writeState writes the states of the shards this node leads.
+func (s *Set) writeState(ctx context.Context, seq uint64) error {
+	ns := nodeState{Seq: seq, Shards: map[int]shardState{}}
+	for _, r := range s.replicas() {
+		if !r.db.IsLeader() {
+			continue
+		}
+		st := r.db.Store()
+		_, _, recv, err := federation.InboundTotals(st)
+		if err != nil {
+			return err
+		}
+		pending := 0
+		for dest := range s.settings.Shards {
+			if dest == r.shard {
+				continue
+			}
+			e, err := st.Outbox(outboxOwner(dest), 0, 1)
+			if err != nil {
+				return err
+			}
+			pending += len(e)
+		}
+		if recv != r.recv {
+			// Batches arrived since the last look: the shard is passive
+			// only once its leader has looked at its frontier after them.
+			r.recv, r.recvIndex = recv, st.AppliedIndex()
+		}
+		idle := r.c.IdleIndex()
+		passive := idle != 0 && idle >= r.recvIndex && pending == 0
+		ns.Shards[r.shard] = shardState{Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load()}
+	}
+	v, err := json.Marshal(ns)
+	if err != nil {
+		return err
+	}
+	b := store.NewBatch()
+	b.PutUser(stateKey+s.self, v)
+	return apply(ctx, s.o.Meta, b)
+}
+
+// wave is one reading of every node's record.
+type wave struct {
+	quiet bool              // every shard reported, passive, nothing pending
+	key   string            // the shards' counters
+	seqs  map[string]uint64 // each node's record number
+}
+
+// fresher reports whether every node's record in w was written after p's.
+func (p *wave) fresher(w wave) bool {
+	for n, q := range w.seqs {
+		if ps, ok := p.seqs[n]; ok && q <= ps {
+			return false
+		}
+	}
+	return true
+}
+
+// readWave reads every node's record from the meta replica.
+func (s *Set) readWave() (wave, error) {
+	w := wave{quiet: true, seqs: map[string]uint64{}}
+	states := map[int]shardState{}
+	err := s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+		var ns nodeState
+		if err := json.Unmarshal(v, &ns); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		w.seqs[strings.TrimPrefix(k, stateKey)] = ns.Seq
+		for sh, st := range ns.Shards {
+			states[sh] = st // a shard reported by two nodes (a leader change): either will do, the next wave checks again
+		}
+		return nil
+	})
+	if err != nil {
+		return w, err
+	}
+	var key strings.Builder
+	for sh := range s.settings.Shards {
+		st, ok := states[sh]
+		if !ok || !st.Passive || st.Pending > 0 {
+			w.quiet = false
+		}
+		fmt.Fprintf(&key, "%d:%d/%d;", sh, st.Recv, st.Acked)
+	}
+	w.key = key.String()
+	return w, nil
+}
+
+// markFinished writes the end mark (once).
+func (s *Set) markFinished(ctx context.Context) error {
+	if v, err := s.o.Meta.Store().User(finishedKey); err != nil || v != nil {
+		return err
+	}
+	b := store.NewBatch()
+	b.PutUser(finishedKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	if err := apply(ctx, s.o.Meta, b); err != nil {
+		return err
+	}
+	s.log.Info("shardset: every shard is done and nothing is in transit: the site's crawl has ended")
+	return nil
+}
+
+// finished reports whether the site's crawl has ended (the end mark).
+func (s *Set) finished() bool {
+	v, err := s.o.Meta.Store().User(finishedKey)
+	return err == nil && v != nil
+}
+
+// clearFinished removes an earlier run's end mark (on the meta leader, at
+// the start of a run).
+func (s *Set) clearFinished(ctx context.Context) error {
+	if !s.finished() {
+		return nil
+	}
+	b := store.NewBatch()
+	b.PutUser(finishedKey, nil)
+	return apply(ctx, s.o.Meta, b)
+}
