@@ -8,11 +8,11 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"strings"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
