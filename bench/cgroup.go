@@ -39,13 +39,23 @@ const (
 	QuotaNone = "none"              // asked for, but no usable cgroup: the nodes ran uncapped
 )
 
-// Where the cgroup hierarchies are mounted, and the names bench uses.
+// cgroupMounts are where the cgroup hierarchies may be mounted, in the
+// order they are tried.
+type cgroupMounts struct {
+	v1CPU  []string // the v1 cpu hierarchy (alone or with cpuacct)
+	v1Acct string   // the v1 cpuacct hierarchy when mounted apart
+	v2     []string // the unified hierarchy (hybrid, then pure v2)
+}
+
+// systemCgroups are the usual mount points.
+var systemCgroups = cgroupMounts{
+	v1CPU:  []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"},
+	v1Acct: "/sys/fs/cgroup/cpuacct",
+	v2:     []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"},
+}
+
+// The names bench uses.
 const (
-	cgroupV1CPU     = "/sys/fs/cgroup/cpu"
-	cgroupV1CPUAcct = "/sys/fs/cgroup/cpu,cpuacct"
-	cgroupV1Acct    = "/sys/fs/cgroup/cpuacct"
-	cgroupV2Hybrid  = "/sys/fs/cgroup/unified"
-	cgroupV2Pure    = "/sys/fs/cgroup"
 	cgroupParent    = "meridian-bench"
 	cgroupJoinShell = "/bin/sh"
 	cfsPeriodUS     = 100_000 // the quota's period: the kernel's default
@@ -149,13 +159,18 @@ type cpuQuota struct {
 // ClusterQuota saying why when there is none (the nodes then run
 // uncapped); cpus 0 asks for none.
 func setupCPUQuota(cpus float64) (*cpuQuota, ClusterQuota) {
+	return setupCPUQuotaAt(systemCgroups, cpus)
+}
+
+// setupCPUQuotaAt is setupCPUQuota with the hierarchies at m.
+func setupCPUQuotaAt(m cgroupMounts, cpus float64) (*cpuQuota, ClusterQuota) {
 	info := ClusterQuota{NodeCPUs: cpus, Mode: QuotaOff}
 	if cpus <= 0 {
 		return nil, info
 	}
 	period := int64(cfsPeriodUS)
 	q := &cpuQuota{period: period, quota: max(1000, int64(math.Round(cpus*float64(period)))), owner: os.Getpid()}
-	ok1, why1 := q.setupV1()
+	ok1, why1 := q.setupV1(m)
 	switch {
 	case ok1:
 		info.Mode, info.Accounting = QuotaV1, "cpuacct.usage"
@@ -163,7 +178,7 @@ func setupCPUQuota(cpus float64) (*cpuQuota, ClusterQuota) {
 			info.Accounting = ""
 		}
 	default:
-		if ok2, why2 := q.setupV2(); ok2 {
+		if ok2, why2 := q.setupV2(m); ok2 {
 			info.Mode, info.Accounting = QuotaV2, "cpu.stat usage_usec"
 		} else {
 			info.Mode, info.Note = QuotaNone, "no CPU quota: the nodes ran uncapped ("+why1+"; "+why2+")"
@@ -180,23 +195,23 @@ func setupCPUQuota(cpus float64) (*cpuQuota, ClusterQuota) {
 }
 
 // setupV1 uses the v1 cpu hierarchy if it is mounted and writable.
-func (q *cpuQuota) setupV1() (bool, string) {
+func (q *cpuQuota) setupV1(m cgroupMounts) (bool, string) {
 	root := ""
-	for _, r := range []string{cgroupV1CPU, cgroupV1CPUAcct} {
+	for _, r := range m.v1CPU {
 		if exists(filepath.Join(r, "cpu.cfs_quota_us")) {
 			root = r
 			break
 		}
 	}
 	if root == "" {
-		return false, "cgroup v1: no cpu controller mounted at " + cgroupV1CPU
+		return false, "cgroup v1: no cpu controller mounted at " + strings.Join(m.v1CPU, " or ")
 	}
 	parent := filepath.Join(root, cgroupParent)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return false, fmt.Sprintf("cgroup v1 cpu at %s not writable: %v", root, err)
 	}
-	if !exists(filepath.Join(root, "cpuacct.usage")) && exists(filepath.Join(cgroupV1Acct, "cpuacct.usage")) {
-		acct := filepath.Join(cgroupV1Acct, cgroupParent)
+	if !exists(filepath.Join(root, "cpuacct.usage")) && m.v1Acct != "" && exists(filepath.Join(m.v1Acct, "cpuacct.usage")) {
+		acct := filepath.Join(m.v1Acct, cgroupParent)
 		if err := os.MkdirAll(acct, 0o755); err == nil {
 			q.acct = acct
 		}
@@ -207,8 +222,8 @@ func (q *cpuQuota) setupV1() (bool, string) {
 
 // setupV2 uses the unified hierarchy if its cpu controller is available
 // (and can be enabled for the groups below it).
-func (q *cpuQuota) setupV2() (bool, string) {
-	for _, root := range []string{cgroupV2Hybrid, cgroupV2Pure} {
+func (q *cpuQuota) setupV2(m cgroupMounts) (bool, string) {
+	for _, root := range m.v2 {
 		b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
 		if err != nil {
 			continue
@@ -230,7 +245,7 @@ func (q *cpuQuota) setupV2() (bool, string) {
 		q.mode, q.parent = QuotaV2, parent
 		return true, ""
 	}
-	return false, "cgroup v2: no unified hierarchy at " + cgroupV2Hybrid + " or " + cgroupV2Pure
+	return false, "cgroup v2: no unified hierarchy at " + strings.Join(m.v2, " or ")
 }
 
 // sweep removes the groups of benchmarks that are no longer running (their

@@ -509,3 +509,54 @@ func TestRunClusterQuotaSmoke(t *testing.T) {
 		t.Errorf("cgroup note %q, want none", r.CgroupNote)
 	}
 }
+
+// TestClusterCgroupUnavailable: where no cgroup can cap the nodes, the
+// quota is reported as not applied, with the reason (the nodes run
+// uncapped); a writable v1 cpu hierarchy is preferred to v2, and its
+// accounting reported missing when there is no cpuacct. The hierarchies
+// are directories made here (the kernel's are not needed to choose).
+func TestClusterCgroupUnavailable(t *testing.T) {
+	mk := func(t *testing.T, files map[string]string) string {
+		dir := t.TempDir()
+		for name, body := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		mode  string
+		note  []string // parts of ClusterQuota.Note or Accounting
+	}{
+		{"nothing mounted", nil, QuotaNone, []string{"uncapped", "cgroup v1: no cpu controller", "cgroup v2: no unified hierarchy"}},
+		{"v2 without the cpu controller", map[string]string{"unified/cgroup.controllers": "memory pids\n"}, QuotaNone,
+			[]string{"uncapped", `the cpu controller is not available there (cgroup.controllers "memory pids")`}},
+		{"v1 cpu without cpuacct", map[string]string{"cpu/cpu.cfs_quota_us": "-1\n", "unified/cgroup.controllers": "cpu\n"}, QuotaV1,
+			[]string{"none (no cpuacct)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := mk(t, tc.files)
+			m := cgroupMounts{v1CPU: []string{filepath.Join(root, "cpu")}, v1Acct: filepath.Join(root, "cpuacct"),
+				v2: []string{filepath.Join(root, "unified")}}
+			q, info := setupCPUQuotaAt(m, 0.25)
+			if info.Mode != tc.mode || (q == nil) != (tc.mode == QuotaNone) || info.Capped() != (tc.mode != QuotaNone) {
+				t.Fatalf("mode %q (quota %v, capped %v), want %q", info.Mode, q != nil, info.Capped(), tc.mode)
+			}
+			for _, part := range tc.note {
+				if !strings.Contains(info.Note+" "+info.Accounting, part) {
+					t.Errorf("note %q, accounting %q: want %q in them", info.Note, info.Accounting, part)
+				}
+			}
+		})
+	}
+	if _, info := setupCPUQuotaAt(cgroupMounts{}, 0); info.Mode != QuotaOff || info.Capped() {
+		t.Errorf("no quota asked: mode %q, want %q", info.Mode, QuotaOff)
+	}
+}
