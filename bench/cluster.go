@@ -33,12 +33,18 @@ const (
 	DefaultClusterTimeout = 20 * time.Minute       // per configuration
 	DefaultClusterSample  = 200 * time.Millisecond // three nodes' /status: a lighter touch than bench site's 100ms
 	maxClusterNodes       = 9
-	clusterRatioTarget    = 0.85 // pages/s of N nodes over one node's
+	maxClusterReplicas    = maxClusterNodes
+	clusterRatioTarget    = 0.85 // pages/s of N nodes over one node's, uncapped on one box
+	// clusterScaleTarget: with --node-cpus (fixed-size "machines"), pages/s
+	// of N nodes over the base's must be at least this × N/base (issue 21:
+	// 4 nodes ≥ 3.6× one, 6 nodes ≥ 1.8× three).
+	clusterScaleTarget = 0.9
 )
 
 // ClusterConfig configures RunCluster: one synthetic web served by websim,
 // crawled by a site of 1, then 2, then 3 nodes (Nodes), each node a
-// `site up` process on loopback with its own data directory.
+// `site up` process on loopback with its own data directory and, with
+// NodeCPUs, its own CPU quota.
 type ClusterConfig struct {
 	// Hosts, Pages, PageBytes, IPs, Seed and Profile describe the web, as
 	// in SiteConfig.
@@ -63,6 +69,14 @@ type ClusterConfig struct {
 	// Nodes are the configurations, run in this order: the number of nodes
 	// of each (default 1, 2, 3; a number may repeat).
 	Nodes []int `json:"nodes"`
+	// Replicas, if positive, is given to every node as `site up
+	// --replicas R` (the sharded site's replicas per shard); 0 passes
+	// nothing (a site without the flag).
+	Replicas int `json:"replicas,omitempty"`
+	// NodeCPUs, if positive, puts each node process in a cgroup of its own
+	// capped at this many cores (see ClusterQuota; websim and the benchmark
+	// stay outside); 0: no quota.
+	NodeCPUs float64 `json:"node_cpus,omitempty"`
 	// KillAfter, if positive, SIGKILLs one follower of each configuration
 	// of at least 3 nodes this long after the first node is up (and not
 	// before every node is), and measures how long the leader takes to
@@ -144,6 +158,12 @@ func (c ClusterConfig) WithDefaults() (ClusterConfig, error) {
 			bad("nodes must be in [1, %d], got %d", maxClusterNodes, n)
 		}
 	}
+	if c.Replicas < 0 || c.Replicas > maxClusterReplicas {
+		bad("replicas must be in [0, %d] (0: no --replicas flag), got %d", maxClusterReplicas, c.Replicas)
+	}
+	if err := checkNodeCPUs(c.NodeCPUs, runtime.NumCPU()); err != nil {
+		errs = append(errs, err)
+	}
 	if c.KillAfter < 0 {
 		bad("kill-after must not be negative, got %v", c.KillAfter)
 	}
@@ -197,6 +217,22 @@ type ClusterNode struct {
 	RaftReceived int64 `json:"raft_received_bytes"`
 	APISent      int64 `json:"api_sent_bytes"`
 	APIReceived  int64 `json:"api_received_bytes"`
+	// Cgroup is the node's CPU-quota group ("" uncapped). CgroupWindowCPUS
+	// is its CPU over the measured window from the group's own counter
+	// (cpuacct.usage or cpu.stat usage_usec: every thread the node ever
+	// ran, interpolated between the samples), CgroupCPUS over the group's
+	// life, CgroupCPUPerPageUS CgroupWindowCPUS over Pages. QuotaUse is
+	// CgroupWindowCPUS over the window × the quota (1: the node used its
+	// whole "machine"). Periods, Throttled and ThrottledS: CFS periods in
+	// which it ran, in which the quota stopped it, and for how long.
+	Cgroup             string  `json:"cgroup,omitempty"`
+	CgroupWindowCPUS   float64 `json:"cgroup_window_cpu_s,omitempty"`
+	CgroupCPUS         float64 `json:"cgroup_cpu_s,omitempty"`
+	CgroupCPUPerPageUS float64 `json:"cgroup_cpu_us_per_page,omitempty"`
+	QuotaUse           float64 `json:"quota_use,omitempty"`
+	Periods            int64   `json:"cfs_periods,omitempty"`
+	Throttled          int64   `json:"cfs_throttled_periods,omitempty"`
+	ThrottledS         float64 `json:"cfs_throttled_s,omitempty"`
 	// RoundsLed: lines in its rounds.jsonl (rounds whose update it led).
 	RoundsLed int `json:"rounds_led"`
 	// UpS: the node's start to its status answering (site.json written).
@@ -222,6 +258,19 @@ type ClusterKill struct {
 	ReplannedLast string  `json:"replanned_last,omitempty"`
 	ReplanLastS   float64 `json:"replan_last_s"`
 	Moves         int     `json:"moves"`
+	// The crawl's recovery: LeadersBackS is the time from the SIGKILL to
+	// the first sample (every SampleEvery) at which every shard listed in
+	// the survivors' /status has a leader that is not the killed node, -1
+	// if that never happened before the run ended. LeaderProbe says what
+	// it read: "shards" (the shard list of a sharded site's /status, see
+	// statusShards) or "site leader" (no shard list: the site's one Raft
+	// group, led by the node whose role is "leader"). Shards is how many
+	// shards the survivors listed (1 for "site leader"); ShardsLed how
+	// many of them the killed node led when it was killed.
+	LeaderProbe  string  `json:"leader_probe"`
+	Shards       int     `json:"shards"`
+	ShardsLed    int     `json:"shards_led_by_killed"`
+	LeadersBackS float64 `json:"leaders_back_s"`
 }
 
 // ClusterRun is one configuration: a site of Nodes nodes crawling the web.
@@ -240,13 +289,26 @@ type ClusterRun struct {
 	PagesPerSec   float64 `json:"pages_per_sec"`
 	FirstRoundAtS float64 `json:"first_round_at_s"` // first node's start to the first round's start
 	WallS         float64 `json:"wall_s"`           // first node's start to the last node's exit
-	// Ratio is PagesPerSec over the mean of the 1-node runs' (0: none).
-	Ratio float64 `json:"ratio_to_1_node"`
-	// CPU over the window: Σ over the nodes, and per page.
+	// Ratio is PagesPerSec over the mean pages/s of the runs with the
+	// fewest nodes (RatioBaseNodes: 1 when the list has 1-node runs; 3 for
+	// --nodes 3,6), all from the one invocation (0: no base).
+	Ratio          float64 `json:"ratio"`
+	RatioBaseNodes int     `json:"ratio_base_nodes,omitempty"`
+	// CPU over the window: Σ over the nodes, and per page (from /proc).
 	SiteCPUS         float64 `json:"site_window_cpu_s"`
 	SiteCPUPerPageUS float64 `json:"site_cpu_us_per_page"`
+	// The same from the nodes' cgroups (with a quota), and the largest
+	// QuotaUse of a node.
+	SiteCgroupCPUS         float64 `json:"site_cgroup_window_cpu_s,omitempty"`
+	SiteCgroupCPUPerPageUS float64 `json:"site_cgroup_cpu_us_per_page,omitempty"`
+	MaxQuotaUse            float64 `json:"max_quota_use,omitempty"`
+	// CgroupNote: a node's group that could not be removed.
+	CgroupNote string `json:"cgroup_note,omitempty"`
 	// Bytes between nodes: Σ over nodes of raft_sent + api_sent at their
-	// last /status, per page; staged bytes (rounds.jsonl) per page.
+	// last /status (crawldb.Traffic: Raft's TCP transport on the wire, TLS
+	// included; the crawl database's node API request and response bodies,
+	// as client and server; not HTTP headers, not /status or /site/*
+	// calls), per page; staged bytes (rounds.jsonl) per page.
 	NodeBytes          int64         `json:"node_sent_bytes"`
 	NodeBytesPerPage   float64       `json:"node_bytes_per_page"`
 	StagedBytes        int64         `json:"staged_bytes"`
@@ -286,8 +348,11 @@ type ClusterResult struct {
 	// that count across a statistics reset).
 	PrimedFlakyHosts int                      `json:"primed_flaky_robots_hosts"`
 	Targets          map[string]ClusterTarget `json:"targets"`
-	Dir              string                   `json:"dir,omitempty"` // the run directory, when kept
-	NumCPU           int                      `json:"num_cpu"`
+	// Quota is how the nodes' CPU was capped (Mode "off": not asked;
+	// "none": asked, but the nodes ran uncapped, Note says why).
+	Quota  ClusterQuota `json:"cpu_quota"`
+	Dir    string       `json:"dir,omitempty"` // the run directory, when kept
+	NumCPU int          `json:"num_cpu"`
 }
 
 // RunCluster serves the web cfg describes with one websim and crawls it
@@ -338,6 +403,22 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterResult, error) {
 	if res.PrimedFlakyHosts, err = primeFlakyRobots(ctx, sr.web); err != nil {
 		return res, err
 	}
+	quota, qinfo := setupCPUQuota(cfg.NodeCPUs)
+	res.Quota = qinfo
+	switch {
+	case quota != nil:
+		cfg.Progress("each node in its own CPU quota: %g core (%s, %d µs per %d µs period, under %s); websim and bench outside",
+			cfg.NodeCPUs, qinfo.Mode, qinfo.QuotaUS, qinfo.PeriodUS, qinfo.Parent)
+		if worst := float64(slices.Max(cfg.Nodes)) * cfg.NodeCPUs; worst >= float64(res.NumCPU) {
+			cfg.Progress("warning: %d nodes × %g core = %g cores, not less than this machine's %d: the quotas are not the limit, the box is",
+				slices.Max(cfg.Nodes), cfg.NodeCPUs, worst, res.NumCPU)
+		}
+		if qinfo.Note != "" {
+			cfg.Progress("cgroups: %s", qinfo.Note)
+		}
+	case qinfo.Mode == QuotaNone:
+		cfg.Progress("%s", qinfo.Note)
+	}
 	certsDir := ""
 	if cfg.TLS {
 		certsDir = filepath.Join(dir, "certs")
@@ -348,7 +429,8 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterResult, error) {
 	var errs []error
 	for i, n := range cfg.Nodes {
 		r := &clusterRun{cfg: &cfg, sim: sr.sim, web: sr.web, bin: siteBin, seeds: seeds, n: n, certs: certsDir,
-			dir: filepath.Join(dir, fmt.Sprintf("run%d-%dnodes", i+1, n)), kill: cfg.KillAfter > 0 && n >= 3}
+			dir: filepath.Join(dir, fmt.Sprintf("run%d-%dnodes", i+1, n)), kill: cfg.KillAfter > 0 && n >= 3,
+			quota: quota, tag: fmt.Sprintf("run%d", i+1)}
 		run, err := r.run(ctx)
 		if !cfg.Keep {
 			os.RemoveAll(r.dir)
@@ -366,7 +448,7 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterResult, error) {
 	}
 	res.Websim.PeakRSS = peakRSS(sr.sim.pid)
 	res.ratios()
-	res.Targets = res.targets()
+	res.Targets = res.targets(cfg.NodeCPUs > 0 && res.Quota.Capped())
 	return res, errors.Join(errs...)
 }
 
@@ -396,38 +478,54 @@ func clusterBinaries(ctx context.Context, cfg *ClusterConfig, dir string) (simBi
 	return simBin, siteBin, nil
 }
 
-// ratios sets each run's ratio to the mean pages/s of the 1-node runs.
+// ratios sets each run's ratio to the mean pages/s of the runs with the
+// fewest nodes that crawled (the 1-node runs when there are some).
 func (res *ClusterResult) ratios() {
+	base := 0
+	for _, r := range res.Runs {
+		if r.PagesPerSec > 0 && (base == 0 || r.Nodes < base) {
+			base = r.Nodes
+		}
+	}
+	if base == 0 {
+		return
+	}
 	var sum float64
 	var n int
 	for _, r := range res.Runs {
-		if r.Nodes == 1 && r.PagesPerSec > 0 {
+		if r.Nodes == base && r.PagesPerSec > 0 {
 			sum += r.PagesPerSec
 			n++
 		}
 	}
-	if n == 0 {
-		return
-	}
 	for i := range res.Runs {
-		res.Runs[i].Ratio = res.Runs[i].PagesPerSec / (sum / float64(n))
+		res.Runs[i].Ratio, res.Runs[i].RatioBaseNodes = res.Runs[i].PagesPerSec/(sum/float64(n)), base
 	}
 }
 
-// targets: for each configuration of several nodes (the first run of
-// each), pages/s at least 0.85 of one node's; no politeness breach in any
-// run.
-func (res *ClusterResult) targets() map[string]ClusterTarget {
+// targets: for each configuration of more nodes than the ratios' base
+// (the first run of each), its ratio: uncapped (every node on this box),
+// at least 0.85; capped (fixed-size machines, scaled),
+// at least 0.9 × nodes/base. No politeness breach in any run.
+func (res *ClusterResult) targets(capped bool) map[string]ClusterTarget {
 	t := map[string]ClusterTarget{}
 	breaches := 0
 	for _, r := range res.Runs {
 		breaches += r.Breaches
 		key := fmt.Sprintf("ratio_%d_nodes", r.Nodes)
+		if r.RatioBaseNodes != 1 {
+			key = fmt.Sprintf("ratio_%d_to_%d_nodes", r.Nodes, r.RatioBaseNodes)
+		}
 		if r.Kill != nil {
 			key += "_killed"
 		}
-		if _, seen := t[key]; r.Nodes > 1 && r.Ratio > 0 && !seen {
-			t[key] = ClusterTarget{fmt.Sprintf("≥ %.2f", clusterRatioTarget), r.Ratio, r.Ratio >= clusterRatioTarget}
+		if _, seen := t[key]; r.Nodes > r.RatioBaseNodes && r.Ratio > 0 && !seen {
+			want, desc := clusterRatioTarget, fmt.Sprintf("≥ %.2f", clusterRatioTarget)
+			if capped {
+				want = clusterScaleTarget * float64(r.Nodes) / float64(r.RatioBaseNodes)
+				desc = fmt.Sprintf("≥ %.2f (%.1f × %d/%d)", want, clusterScaleTarget, r.Nodes, r.RatioBaseNodes)
+			}
+			t[key] = ClusterTarget{desc, r.Ratio, r.Ratio >= want}
 		}
 	}
 	t["politeness_breaches"] = ClusterTarget{"0", float64(breaches), breaches == 0}
@@ -445,6 +543,8 @@ type clusterRun struct {
 	n     int
 	dir   string
 	kill  bool
+	quota *cpuQuota // nil: no CPU quota
+	tag   string    // the run's part of its nodes' cgroup names
 
 	nodes   []*clusterNode
 	simPts  []cpuPoint
@@ -459,6 +559,7 @@ type clusterRun struct {
 	movesBase  int
 	movesLast  int
 	statusErrs int
+	groups     []*nodeCgroup // made, not yet removed
 }
 
 // clusterNode is one node (a `site up` process) of a clusterRun.
@@ -477,6 +578,10 @@ type clusterNode struct {
 	pts     []cpuPoint
 	hwm     int64
 	last    *site.Status // the last answered /status
+	lastRaw []byte       // its JSON (for statusShards)
+	lastAt  time.Time    // when it answered
+	cg      *nodeCgroup  // nil: no quota
+	cgPts   []cpuPoint   // its cgroup's CPU usage
 }
 
 // cpuPoint is a process's CPU time at a moment.
@@ -546,6 +651,11 @@ func (r *clusterRun) run(ctx context.Context) (*ClusterRun, error) {
 		out.KillNote = "no node was killed: the crawl ended before the kill was due, or no follower answered"
 	}
 	err := r.collect(ctx, out, ending)
+	r.stopAll() // (all have exited already) before their groups go
+	if gerr := r.removeGroups(); gerr != nil {
+		out.CgroupNote = gerr.Error()
+		r.cfg.Progress("cgroups: %v", gerr)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -630,6 +740,9 @@ func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 	if r.certs != "" {
 		args = append(args, "--certs", r.certs)
 	}
+	if c.Replicas > 0 {
+		args = append(args, "--replicas", strconv.Itoa(c.Replicas))
+	}
 	if join != nil {
 		return append(args, "--join", join.listen)
 	}
@@ -647,8 +760,17 @@ func (r *clusterRun) startNode(ctx context.Context, name string, join *clusterNo
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	tail := &tailBuffer{max: siteLogTail}
+	bin, args := r.bin, r.nodeArgs(nd, join)
+	if r.quota != nil {
+		if nd.cg, err = r.quota.create(r.tag, name); err != nil {
+			nd.log.Close()
+			return nil, err
+		}
+		r.groups = append(r.groups, nd.cg)
+		bin, args = nd.cg.command(bin, args)
+	}
 	nd.started = time.Now()
-	ch, err := startProcess(r.bin, r.nodeArgs(nd, join), io.MultiWriter(nd.log, tail), r.grace)
+	ch, err := startProcess(bin, args, io.MultiWriter(nd.log, tail), r.grace)
 	if err != nil {
 		nd.log.Close()
 		return nil, fmt.Errorf("bench: start node %s: %w", name, err)
@@ -662,16 +784,29 @@ func (r *clusterRun) startNode(ctx context.Context, name string, join *clusterNo
 	}()
 	nd.proc = p
 	nd.pts = []cpuPoint{{at: nd.started}}
+	if nd.cg != nil {
+		nd.cgPts = []cpuPoint{{at: nd.started}}
+	}
 	r.nodes = append(r.nodes, nd)
 	return nd, nil
 }
 
 // waitUp waits for a node's site.json (written once it is seeded or has
 // joined, and serving).
+// With a quota, it checks that the node's process is in its group.
 func (r *clusterRun) waitUp(ctx context.Context, nd *clusterNode) error {
 	var err error
-	nd.listen, nd.upAt, err = nd.proc.waitUp(ctx, nd.data, "node "+nd.name)
-	return err
+	if nd.listen, nd.upAt, err = nd.proc.waitUp(ctx, nd.data, "node "+nd.name); err != nil || nd.cg == nil {
+		return err
+	}
+	in, err := nd.cg.holds(nd.proc.pid)
+	switch {
+	case err != nil:
+		return fmt.Errorf("bench: node %s (pid %d): %w", nd.name, nd.proc.pid, err)
+	case !in:
+		return fmt.Errorf("bench: node %s (pid %d) is not in its cgroup %s: its CPU would not be capped", nd.name, nd.proc.pid, nd.cg.cpu)
+	}
+	return nil
 }
 
 // waitUp waits until the site process has written its site.json in data
@@ -745,6 +880,7 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (ending stri
 			}
 			if r.killed != nil {
 				r.watchReplan()
+				r.watchLeaders()
 			}
 			if now := time.Now(); now.Sub(lastProgress) >= progressEvery {
 				lastProgress = now
@@ -758,6 +894,7 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (ending stri
 func (r *clusterRun) sample(client *http.Client) {
 	now := time.Now()
 	sts := make([]*site.Status, len(r.nodes))
+	raws := make([][]byte, len(r.nodes))
 	var wg sync.WaitGroup
 	for i, nd := range r.nodes {
 		if nd.done() {
@@ -766,7 +903,7 @@ func (r *clusterRun) sample(client *http.Client) {
 		wg.Add(1)
 		go func() { // owner: sample, which waits for it
 			defer wg.Done()
-			sts[i] = getStatus(client, nd.listen)
+			sts[i], raws[i] = getStatusRaw(client, nd.listen)
 		}()
 	}
 	wg.Wait()
@@ -777,11 +914,16 @@ func (r *clusterRun) sample(client *http.Client) {
 		if cpu, err := procCPU(nd.proc.pid); err == nil {
 			nd.pts = append(nd.pts, cpuPoint{now, cpu})
 		}
+		if nd.cg != nil {
+			if cpu, ok := nd.cg.usage(); ok {
+				nd.cgPts = append(nd.cgPts, cpuPoint{now, cpu})
+			}
+		}
 		if h := peakRSS(nd.proc.pid); h > nd.hwm {
 			nd.hwm = h
 		}
 		if st := sts[i]; st != nil {
-			nd.last = st
+			nd.last, nd.lastRaw, nd.lastAt = st, raws[i], now
 			if !slices.Contains(nd.roles, st.Role) {
 				nd.roles = append(nd.roles, st.Role)
 			}
@@ -812,34 +954,49 @@ func (nd *clusterNode) done() bool {
 
 // getStatus reads a node's /status (nil: no answer).
 func getStatus(client *http.Client, listen string) *site.Status {
-	resp, err := client.Get("http://" + listen + "/status")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var st site.Status
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
-		io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	return &st
+	st, _ := getStatusRaw(client, listen)
+	return st
 }
 
-// killOne SIGKILLs a follower, the one holding the most parts (so that the
-// leader has parts to move), asking every node for its role first. With
-// no follower answering it tries again at the next sample.
+// getStatusRaw reads a node's /status, decoded and as JSON (nil: no
+// answer): the JSON may hold fields site.Status does not have yet (see
+// statusShards).
+func getStatusRaw(client *http.Client, listen string) (*site.Status, []byte) {
+	resp, err := client.Get("http://" + listen + "/status")
+	if err != nil {
+		return nil, nil
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	var st site.Status
+	if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &st) != nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil, nil
+	}
+	return &st, raw
+}
+
+// killOne SIGKILLs one node, asking every node for its /status first.
+// On a sharded site (the /status lists shards, see statusShards) it is the
+// node leading the most shards, so that their leaders must move; on a
+// site of one Raft group, a follower, the one holding the most parts (so
+// that the leader has parts to move). With no such node answering it
+// tries again at the next sample.
 func (r *clusterRun) killOne(client *http.Client) {
 	var victim *clusterNode
 	var vst *site.Status
 	leader := ""
+	var raws [][]byte
+	sts := map[*clusterNode]*site.Status{}
 	for _, nd := range r.nodes {
 		if nd.done() {
 			continue
 		}
-		st := getStatus(client, nd.listen)
+		st, raw := getStatusRaw(client, nd.listen)
 		if st == nil {
 			continue
 		}
+		sts[nd], raws = st, append(raws, raw)
 		switch st.Role {
 		case "leader":
 			leader = nd.name
@@ -850,7 +1007,28 @@ func (r *clusterRun) killOne(client *http.Client) {
 			}
 		}
 	}
-	if victim == nil || leader == "" {
+	probe, shards, led := "site leader", 1, 0
+	if view, ok := shardView(raws, ""); ok {
+		probe, shards, victim, vst = "shards", len(view), nil, nil
+		for _, nd := range r.nodes { // the most shards led; ties: the later node
+			st := sts[nd]
+			if st == nil {
+				continue
+			}
+			n := 0
+			for _, l := range view {
+				if l == nd.name {
+					n++
+				}
+			}
+			if n > 0 && n >= led {
+				victim, vst, led = nd, st, n
+			}
+		}
+	} else if victim == nil || leader == "" {
+		victim = nil
+	}
+	if victim == nil {
 		return
 	}
 	r.killAt = time.Now()
@@ -862,9 +1040,110 @@ func (r *clusterRun) killOne(client *http.Client) {
 	<-victim.proc.exit
 	victim.exited = time.Now()
 	r.killed = &ClusterKill{Node: victim.name, Parts: vst.Rounds.Parts, Leader: leader,
-		AfterS: r.killAt.Sub(r.up).Seconds(), ReplanS: -1, ReplanLastS: -1}
-	r.cfg.Progress("SIGKILLed %s (follower, %d parts, %d hosts) %.1fs after n1 was up; leader %s",
-		victim.name, vst.Rounds.Parts, vst.Rounds.Hosts, r.killed.AfterS, leader)
+		AfterS: r.killAt.Sub(r.up).Seconds(), ReplanS: -1, ReplanLastS: -1,
+		LeaderProbe: probe, Shards: shards, ShardsLed: led, LeadersBackS: -1}
+	r.cfg.Progress("SIGKILLed %s (%s, %d parts, %d hosts, leading %d of %d shards) %.1fs after n1 was up; leader %s",
+		victim.name, vst.Role, vst.Rounds.Parts, vst.Rounds.Hosts, led, shards, r.killed.AfterS, leader)
+}
+
+// watchLeaders looks, after the kill, for the first sample at which every
+// shard in the survivors' /status (answered after the kill) has a leader
+// other than the killed node; without shard lists, at which a survivor
+// leads the site's one Raft group.
+func (r *clusterRun) watchLeaders() {
+	k := r.killed
+	if k.LeadersBackS >= 0 {
+		return
+	}
+	var raws [][]byte
+	var at time.Time
+	leads := false
+	for _, nd := range r.nodes {
+		if nd.killed || nd.last == nil || !nd.lastAt.After(r.killAt) {
+			continue
+		}
+		raws = append(raws, nd.lastRaw)
+		at = later(at, nd.lastAt)
+		leads = leads || nd.last.Role == "leader"
+	}
+	if len(raws) == 0 {
+		return
+	}
+	if view, ok := shardView(raws, k.Node); ok {
+		k.Shards = len(view)
+		for _, l := range view {
+			if l == "" {
+				return
+			}
+		}
+	} else if !leads {
+		return
+	}
+	k.LeadersBackS = at.Sub(r.killAt).Seconds()
+	r.cfg.Progress("every shard has a leader %.2fs after the kill of %s (%s, %d shard(s))", k.LeadersBackS, k.Node, k.LeaderProbe, k.Shards)
+}
+
+// shardLeader is one shard as a node's /status lists it.
+type shardLeader struct {
+	ID     string
+	Leader string // the leading node's name ("": none)
+}
+
+// statusShardsField is the /status field statusShards reads.
+const statusShardsField = "shards"
+
+// statusShards is the hook for the sharded site's /status (issue 21): the
+// shards a node's /status lists and their leaders, read from the field
+// statusShardsField, a list of objects with "id" (a string or a number)
+// and "leader" (the leading node's --node name; "" or absent when the
+// shard has none). ok is false when the status has no such list or an
+// empty one (today's site: one Raft group, led by the node whose role is
+// "leader"). When the sharded site names these otherwise, change this
+// function (and statusShardsField) only.
+func statusShards(raw []byte) (shards []shardLeader, ok bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil, false
+	}
+	list, has := top[statusShardsField]
+	if !has {
+		return nil, false
+	}
+	var items []struct {
+		ID     json.RawMessage `json:"id"`
+		Leader string          `json:"leader"`
+	}
+	if json.Unmarshal(list, &items) != nil || len(items) == 0 {
+		return nil, false
+	}
+	for _, it := range items {
+		shards = append(shards, shardLeader{ID: strings.Trim(string(it.ID), `"`), Leader: it.Leader})
+	}
+	return shards, true
+}
+
+// shardView merges the shard lists of nodes' /status JSON: every shard
+// any of them lists, with a leader some of them names that is not dead
+// ("" when none does). ok is false when none of them lists shards.
+func shardView(raws [][]byte, dead string) (map[string]string, bool) {
+	view := map[string]string{}
+	any := false
+	for _, raw := range raws {
+		shards, ok := statusShards(raw)
+		if !ok {
+			continue
+		}
+		any = true
+		for _, sh := range shards {
+			if _, seen := view[sh.ID]; !seen {
+				view[sh.ID] = ""
+			}
+			if sh.Leader != "" && sh.Leader != dead {
+				view[sh.ID] = sh.Leader
+			}
+		}
+	}
+	return view, any
 }
 
 // watchReplan looks at the leader's last status for the first part moves
@@ -913,6 +1192,9 @@ func (r *clusterRun) progress(now time.Time) {
 			}
 			fmt.Fprintf(&b, " | %s %s round %d, fetched %d, in flight %d, CPU %.0fs",
 				nd.name, nd.last.Role, nd.last.Round, nd.last.Fetcher.Done, nd.last.Fetcher.InFlight, cpu.Seconds())
+			if n := len(nd.cgPts); n > 0 {
+				fmt.Fprintf(&b, " (cgroup %.0fs)", nd.cgPts[n-1].cpu.Seconds())
+			}
 		}
 	}
 	r.cfg.Progress("%5.0fs%s", now.Sub(r.started).Seconds(), b.String())
@@ -935,13 +1217,33 @@ func (r *clusterRun) stopAll() {
 	}
 }
 
-// close stops the nodes (if any still runs) and closes their logs.
+// close stops the nodes (if any still runs), closes their logs and
+// removes their cgroups.
 func (r *clusterRun) close() {
 	r.stopAll()
 	for _, nd := range r.nodes {
 		nd.proc.child.stop() // reaps: the exit watcher has put the result back
 		nd.log.Close()
 	}
+	if err := r.removeGroups(); err != nil {
+		r.cfg.Progress("cgroups: %v", err)
+	}
+}
+
+// removeGroups removes the nodes' cgroups (their processes have exited),
+// each within cgroupRmBound; a group that will not go is kept in the list
+// and named in the error.
+func (r *clusterRun) removeGroups() error {
+	var errs []error
+	var left []*nodeCgroup
+	for _, g := range r.groups {
+		if err := g.remove(); err != nil {
+			errs = append(errs, fmt.Errorf("bench: remove cgroup %s: %w", g.cpu, err))
+			left = append(left, g)
+		}
+	}
+	r.groups = left
+	return errors.Join(errs...)
 }
 
 // collect reads what the stopped nodes left and websim's statistics, and
@@ -997,12 +1299,18 @@ func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string
 			cn.WindowCPUS = (cpuAt(nd.pts, end) - cpuAt(nd.pts, start)).Seconds()
 		}
 		cn.CPUPerPageUS = 1e6 * ratio(cn.WindowCPUS, float64(cn.Pages))
+		if g := nd.cg; g != nil {
+			r.cgroupCPU(nd, &cn, start, end, len(stats) > 0)
+			out.SiteCgroupCPUS += cn.CgroupWindowCPUS
+			out.MaxQuotaUse = max(out.MaxQuotaUse, cn.QuotaUse)
+		}
 		out.SiteCPUS += cn.WindowCPUS
 		out.NodeBytes += cn.RaftSent + cn.APISent
 		out.NodeList = append(out.NodeList, cn)
 	}
 	out.WallS = last.Sub(r.started).Seconds()
 	out.SiteCPUPerPageUS = 1e6 * ratio(out.SiteCPUS, float64(out.Pages))
+	out.SiteCgroupCPUPerPageUS = 1e6 * ratio(out.SiteCgroupCPUS, float64(out.Pages))
 	out.NodeBytesPerPage = ratio(float64(out.NodeBytes), float64(out.Pages))
 	out.StagedBytesPerPage = ratio(float64(out.StagedBytes), float64(out.Pages))
 	out.StatusErrors = r.statusErrs
@@ -1038,6 +1346,27 @@ func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string
 	out.WebsimRequests, out.UnknownHost = snap.Requests, snap.UnknownHost
 	out.Breaches, out.BreachSample = politenessBreaches(r.web, snap, r.cfg.HostDelay, r.cfg.IPDelay, r.cfg.MaxCrawlDelay)
 	return nil
+}
+
+// cgroupCPU fills a node's figures from its cgroup (its processes have
+// exited: the group's counters are final); window: the run has rounds,
+// from start to end.
+func (r *clusterRun) cgroupCPU(nd *clusterNode, cn *ClusterNode, start, end time.Time, window bool) {
+	g := nd.cg
+	cn.Cgroup = g.cpu
+	if total, ok := g.usage(); ok {
+		cn.CgroupCPUS = total.Seconds()
+		if n := len(nd.cgPts); !nd.exited.IsZero() && (n == 0 || nd.exited.After(nd.cgPts[n-1].at)) {
+			nd.cgPts = append(nd.cgPts, cpuPoint{nd.exited, total})
+		}
+	}
+	if window {
+		cn.CgroupWindowCPUS = (cpuAt(nd.cgPts, end) - cpuAt(nd.cgPts, start)).Seconds()
+		cn.CgroupCPUPerPageUS = 1e6 * ratio(cn.CgroupWindowCPUS, float64(cn.Pages))
+		cn.QuotaUse = ratio(cn.CgroupWindowCPUS, end.Sub(start).Seconds()*r.cfg.NodeCPUs)
+	}
+	periods, throttled, d := g.throttling()
+	cn.Periods, cn.Throttled, cn.ThrottledS = periods, throttled, d.Seconds()
 }
 
 // anyTail reports whether some node's output ends with s in it.
@@ -1148,17 +1477,43 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 		cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs, extent, cfg.Width, cfg.PerHost, cfg.Workers)
 	p("  host delay %v, ip delay %v, max crawl-delay %v, fsync %v; websim and every node in their own processes on %d CPUs\n",
 		cfg.HostDelay, cfg.IPDelay, cfg.MaxCrawlDelay, onOff(!cfg.NoSync), res.NumCPU)
-	p("\n  nodes  ended      rounds  window s  pages     pages/s  ×1 node  site CPU s  µs/page  node B/page  staged B/page  websim CPU s  breaches\n")
+	if cfg.Replicas > 0 {
+		p("  site up --replicas %d on every node\n", cfg.Replicas)
+	}
+	q := res.Quota
+	switch q.Mode {
+	case QuotaV1, QuotaV2:
+		p("  CPU quota: %g core per node (%s: %d µs per %d µs period), a cgroup per node under %s; CPU from %s; websim and bench outside\n",
+			q.NodeCPUs, q.Mode, q.QuotaUS, q.PeriodUS, q.Parent, q.Accounting)
+	case QuotaNone:
+		p("  CPU quota: %g core per node asked, NONE APPLIED: %s\n", q.NodeCPUs, q.Note)
+	default:
+		p("  CPU quota: none (the nodes share the box uncapped)\n")
+	}
+	if q.Capped() && q.Note != "" {
+		p("  cgroups: %s\n", q.Note)
+	}
+	base := "×base"
+	if len(res.Runs) > 0 && res.Runs[0].RatioBaseNodes > 0 {
+		base = fmt.Sprintf("×%d node", res.Runs[0].RatioBaseNodes)
+	}
+	p("\n  nodes  ended      rounds  window s  pages     pages/s  %7s  site CPU s  µs/page  cg µs/page  quota use  node B/page  staged B/page  websim CPU s  breaches\n", base)
 	for _, r := range res.Runs {
 		rt := "-"
 		if r.Ratio > 0 {
 			rt = fmt.Sprintf("%.3f", r.Ratio)
 		}
-		p("  %5d  %-9s  %6d  %8.1f  %8d  %7.0f  %7s  %10.1f  %7.0f  %11.0f  %13.0f  %12.1f  %8d\n",
-			r.Nodes, r.Exit, len(r.Rounds), r.WindowS, r.Pages, r.PagesPerSec, rt, r.SiteCPUS, r.SiteCPUPerPageUS,
+		cg, use := "-", "-"
+		if r.SiteCgroupCPUS > 0 {
+			cg, use = fmt.Sprintf("%.0f", r.SiteCgroupCPUPerPageUS), fmt.Sprintf("%.2f", r.MaxQuotaUse)
+		}
+		p("  %5d  %-9s  %6d  %8.1f  %8d  %7.0f  %7s  %10.1f  %7.0f  %10s  %9s  %11.0f  %13.0f  %12.1f  %8d\n",
+			r.Nodes, r.Exit, len(r.Rounds), r.WindowS, r.Pages, r.PagesPerSec, rt, r.SiteCPUS, r.SiteCPUPerPageUS, cg, use,
 			r.NodeBytesPerPage, r.StagedBytesPerPage, r.WebsimWindowCPUS, r.Breaches)
 	}
-	p("\n  nodes  node  roles seen                  exit                      pages  share   CPU s (window)  µs/page  CPU s (all)  peak RSS  raft sent  api sent   led rounds\n")
+	p("  (µs/page: the nodes' CPU from /proc over the window, per page of the site; cg: the same from their cgroups; quota use: the busiest node's\n")
+	p("   cgroup CPU over window × quota; node B/page: Raft on the wire + crawl-database API bodies sent, all nodes)\n")
+	p("\n  nodes  node  roles seen                  exit                      pages  share   CPU s (window)  µs/page  cg CPU s  cg µs/page  quota use  throttled s  CPU s (all)  peak RSS  raft sent  api sent   led rounds\n")
 	for _, r := range res.Runs {
 		var total int64
 		for _, n := range r.NodeList {
@@ -1172,9 +1527,14 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 			} else if n.Stopped {
 				exit += " (stopped)"
 			}
-			p("  %5d  %-4s  %-26s  %-24s  %7d  %5.1f%%  %14.1f  %7.0f  %11.1f  %8s  %9s  %9s  %10d\n",
+			cgs, cgp, use, thr := "-", "-", "-", "-"
+			if n.Cgroup != "" {
+				cgs, cgp = fmt.Sprintf("%.1f", n.CgroupWindowCPUS), fmt.Sprintf("%.0f", n.CgroupCPUPerPageUS)
+				use, thr = fmt.Sprintf("%.2f", n.QuotaUse), fmt.Sprintf("%.1f", n.ThrottledS)
+			}
+			p("  %5d  %-4s  %-26s  %-24s  %7d  %5.1f%%  %14.1f  %7.0f  %8s  %10s  %9s  %11s  %11.1f  %8s  %9s  %9s  %10d\n",
 				r.Nodes, n.Name, role, exit, n.Pages, 100*ratio(float64(n.Pages), float64(total)), n.WindowCPUS, n.CPUPerPageUS,
-				n.CPUS, mib(n.PeakRSS), mibf(n.RaftSent), mibf(n.APISent), n.RoundsLed)
+				cgs, cgp, use, thr, n.CPUS, mib(n.PeakRSS), mibf(n.RaftSent), mibf(n.APISent), n.RoundsLed)
 		}
 	}
 	p("  (roles: in the node's /status samples, in order of first sight; pages: its fetcher.done at its last sample, retries included)\n")
@@ -1186,12 +1546,21 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 			}
 			p("  kill (%d nodes): %s SIGKILLed %.1fs after n1 was up (%.1fs into the window) holding %d parts; %s\n",
 				r.Nodes, k.Node, k.AfterS, k.AtWindowS, k.Parts, replan)
+			back := "not within the run"
+			if k.LeadersBackS >= 0 {
+				back = fmt.Sprintf("%.2fs after the kill (sampled every %v)", k.LeadersBackS, cfg.SampleEvery)
+			}
+			p("  kill (%d nodes): every shard led again %s; probe %q, %d shard(s), %d led by %s when killed\n",
+				r.Nodes, back, k.LeaderProbe, k.Shards, k.ShardsLed, k.Node)
 		}
 		if r.KillNote != "" {
 			p("  kill (%d nodes): %s\n", r.Nodes, r.KillNote)
 		}
 		if r.Error != "" {
 			p("  error (%d nodes): %s\n", r.Nodes, firstLine(r.Error))
+		}
+		if r.CgroupNote != "" {
+			p("  cgroups (%d nodes): %s\n", r.Nodes, r.CgroupNote)
 		}
 		for _, s := range r.BreachSample[:min(len(r.BreachSample), 10)] {
 			p("  breach (%d nodes): %s\n", r.Nodes, s)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,4 +59,10 @@ func maxRSS(ps *os.ProcessState) int64 {
 		return ru.Maxrss << 10
 	}
 	return 0
+}
+
+// pidAlive reports whether a process pid exists (EPERM: it does, not ours).
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -5,7 +5,7 @@
 //	go run ./cmd/bench crawldb [--urls-small 1000000 --urls-large 10000000 --width 50000 --per-host 10,100 --writers 1,4,8]
 //	go run ./cmd/bench site [--hosts 10000 --rounds 10 --width 50000 --per-host 10 --host-delay 200ms --no-sync]
 //	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
-//	go run ./cmd/bench cluster [--hosts 10000 --rounds 10 --nodes 1,2,3 --kill-after 60s]
+//	go run ./cmd/bench cluster [--hosts 10000 --rounds 10 --nodes 1,2,3 --kill-after 60s --node-cpus 0.25 --replicas 1]
 //	go run ./cmd/bench partition [--hosts 10000 --ips 64 --replicas 100,200,1000]
 //	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms]
 //	go run ./cmd/bench check --data DIR [--truth FILE]
@@ -391,8 +391,15 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.IPs, "ips", cfg.IPs, "loopback addresses the hosts are spread over")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "websim seed")
 	profile := fs.String("profile", cfg.Profile.String(), "websim profile: clean, realistic or hostile")
-	nodes := intList(cfg.Nodes)
-	fs.Var(&nodes, "nodes", "comma-separated numbers of nodes, one run each, in this order (default 1,2,3)")
+	fs.Func("nodes", "comma-separated numbers of nodes, one run each, in this order (default 1,2,3)", func(v string) (err error) {
+		cfg.Nodes, err = bench.ParseClusterNodes(v)
+		return err
+	})
+	fs.Func("node-cpus", "put each node in a CPU quota of this many cores (a cgroup per node; websim and bench outside); leave out for none", func(v string) (err error) {
+		cfg.NodeCPUs, err = bench.ParseNodeCPUs(v, runtime.NumCPU())
+		return err
+	})
+	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "pass site up --replicas R to every node (the sharded site's replicas per shard; 0: no flag)")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run every node with certificates: Raft and the node API over mutual TLS")
 	fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "SIGKILL a follower this long after the first node is up, in runs of ≥ 3 nodes, and time the re-plan (0: none)")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "site up --rounds (0: until the crawl is exhausted)")
@@ -422,7 +429,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: --profile: %w", err)
 	}
-	cfg.Profile, cfg.Nodes, cfg.SiteFlags = p, nodes, strings.Fields(*siteFlags)
+	cfg.Profile, cfg.SiteFlags = p, strings.Fields(*siteFlags)
 	if cfg, err = cfg.WithDefaults(); err != nil {
 		return err
 	}
@@ -434,7 +441,8 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	out := clusterJSON{Benchmark: "cluster", Profile: p.String(), Commit: gitCommit(ctx, cfg.ModuleRoot), Load: loadAverage(),
 		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
-	fmt.Fprintf(stderr, "bench cluster: nodes %v, commit %s, load average %.2f %.2f %.2f\n", cfg.Nodes, out.Commit, out.Load[0], out.Load[1], out.Load[2])
+	fmt.Fprintf(stderr, "bench cluster: nodes %v, replicas %d, node CPUs %g, commit %s, load average %.2f %.2f %.2f\n",
+		cfg.Nodes, cfg.Replicas, cfg.NodeCPUs, out.Commit, out.Load[0], out.Load[1], out.Load[2])
 	start := time.Now()
 	res, err := bench.RunCluster(ctx, cfg)
 	if err != nil && len(res.Runs) == 0 {
