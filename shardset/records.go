@@ -180,4 +180,3 @@ func apply(ctx context.Context, db *crawldb.DB, b *store.Batch) error {
 
 // ErrSettings: a node's sharding settings differ from its site's.
 var ErrSettings = errors.New("shardset: sharding settings differ from the site's")
-

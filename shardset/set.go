@@ -482,3 +482,66 @@ func (s *Set) replica(sh int) *replica {
 	defer s.mu.Unlock()
 	return s.reps[sh]
 }
+
+// Leave moves this node's replicas to the site's other nodes: it marks the
+// node leaving in the meta group (the placement then gives its replicas
+// to the others, and the groups' leaders move them, leadership first) and
+// returns once the node holds no replica, or ctx ends. Run must be
+// running. The caller then removes the node from the meta group.
+func (s *Set) Leave(ctx context.Context) error {
+	s.leaving.Store(true)
+	b := store.NewBatch()
+	b.PutUser(leavingKey+s.self, []byte{1})
+	if err := apply(ctx, s.o.Meta, b); err != nil {
+		return fmt.Errorf("shardset: mark %s leaving: %w", s.self, err)
+	}
+	t := time.NewTicker(s.o.Every)
+	defer t.Stop()
+	for {
+		if len(s.replicas()) == 0 {
+			s.log.Info("shardset: this node holds no replica: it may leave the site")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shardset: leave: %d replicas still here: %w", len(s.replicas()), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// ShardStatus is one shard as this node sees it.
+type ShardStatus struct {
+	Shard    int      `json:"shard"`
+	Group    string   `json:"group"`
+	Leader   string   `json:"leader"`   // the node leading the group, as this replica knows ("" if none)
+	Replicas []string `json:"replicas"` // the group's voters
+	Target   []string `json:"target"`   // the placement's replicas
+	// UnderReplicated: fewer voters than the site's target R allows.
+	UnderReplicated bool   `json:"under_replicated"`
+	Frontier        uint64 `json:"frontier"`
+	Step            string `json:"step,omitempty"` // the placement step under way (on its leader)
+	Finished        bool   `json:"finished"`
+}
+
+// Status returns the shards this node holds a replica of.
+func (s *Set) Status() []ShardStatus {
+	p, _, _ := readPlacement(s.o.Meta.Store())
+	voters, _ := s.o.Meta.Voters()
+	var out []ShardStatus
+	for _, r := range s.replicas() {
+		st := ShardStatus{Shard: r.shard, Group: GroupID(r.shard), Step: r.step, Finished: r.ended.Load()}
+		if m, err := r.db.Members(); err == nil {
+			st.Replicas = slices.Sorted(maps.Keys(m))
+		}
+		st.Leader = r.db.Leader()
+		if r.shard < len(p.P.Shards) {
+			st.Target = p.P.Shards[r.shard].Replicas
+		}
+		st.UnderReplicated = len(st.Replicas) < min(s.settings.Replicas, max(len(voters), 1))
+		st.Frontier = r.db.Store().Counts().Frontier
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ShardStatus) int { return a.Shard - b.Shard })
+	return out
+}

@@ -2,10 +2,15 @@ package shardset
 
 import (
 	"context"
+	"log/slog"
 	"math"
+	"net"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +41,9 @@ type testNode struct {
 	fetch *fetcher.Fetcher
 	mu    sync.Mutex
 	stats []rounds.RoundStats
+	pages atomic.Int64 // page results of this node's fetcher
+
+	setReady atomic.Pointer[Set]
 }
 
 // testWeb is a websim web and what the tests need of it.
@@ -44,6 +52,7 @@ type testWeb struct {
 	res       *dnscache.Resolver
 	seeds     []string
 	reachable int
+	delay     time.Duration // the crawlers' host delay
 }
 
 func startWeb(t *testing.T, hosts, pages int) *testWeb {
@@ -58,7 +67,7 @@ func startWeb(t *testing.T, hosts, pages int) *testWeb {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &testWeb{sim: sim, res: res}
+	w := &testWeb{sim: sim, res: res, delay: 20 * time.Millisecond}
 	if err := sim.Web().Truth(func(r *synth.Record) error {
 		if r.Reachable && r.Status == 200 {
 			w.reachable++
@@ -79,15 +88,33 @@ func (w *testWeb) locate(ctx context.Context, host string) string {
 	return partition.Key(host, ips)
 }
 
-// startNode opens a node's Host and meta group (bootstrapping the site
-// when create) and its Set and fetcher.
-func startNode(t *testing.T, ctx context.Context, w *testWeb, dir, id string, create *Settings) *testNode {
+// startNode opens a node's Host (its node API serving the crawl
+// database's and the shards' calls) and meta group, bootstrapping the site
+// when create, else joining the site through join's API, and its Set and
+// fetcher.
+func startNode(t *testing.T, ctx context.Context, w *testWeb, dir, id string, create *Settings, join *testNode) *testNode {
 	t.Helper()
-	h, err := crawldb.OpenHost(ctx, crawldb.HostOptions{Dir: filepath.Join(dir, "crawldb"), NodeID: id, RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", FastTimeouts: true, NoSync: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	h, err := crawldb.OpenHost(ctx, crawldb.HostOptions{Dir: filepath.Join(dir, "crawldb"), NodeID: id, RaftAddr: "127.0.0.1:0", AdvertiseAPI: ln.Addr().String(), FastTimeouts: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{host: h}
+	mux := http.NewServeMux()
+	mux.Handle("/crawldb/", h.APIHandler())
+	mux.HandleFunc("/shardset/", func(w http.ResponseWriter, r *http.Request) {
+		if set := n.setReady.Load(); set != nil {
+			set.Handler().ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close(); h.Close() })
 	g := crawldb.GroupOptions{ID: MetaGroup}
 	if create != nil {
 		g.Bootstrap = []crawldb.Member{{ID: id, RaftAddr: h.RaftAddr(), APIAddr: h.APIAddr()}}
@@ -95,6 +122,12 @@ func startNode(t *testing.T, ctx context.Context, w *testWeb, dir, id string, cr
 	meta, err := h.Group(ctx, g)
 	if err != nil {
 		t.Fatal(err)
+	}
+	n.meta = meta
+	if join != nil {
+		if err := h.AddVoterAt(ctx, join.host.APIAddr(), MetaGroup, id, h.RaftAddr(), h.APIAddr()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := meta.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
@@ -104,10 +137,19 @@ func startNode(t *testing.T, ctx context.Context, w *testWeb, dir, id string, cr
 			t.Fatal(err)
 		}
 	}
-	n := &testNode{host: h, meta: meta}
-	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate,
+	for {
+		if _, err := ReadSettings(meta.Store()); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the site's settings never reached the joining node")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
+	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, Client: &http.Client{Timeout: 10 * time.Second},
 		Crawler: func(sh int) rounds.Options {
-			return rounds.Options{Width: 400, PerHost: 5, HostDelay: 20 * time.Millisecond, CheckCash: true, FailTimeout: time.Second,
+			return rounds.Options{Width: 400, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second,
 				OnRound: func(st rounds.RoundStats) { n.mu.Lock(); n.stats = append(n.stats, st); n.mu.Unlock() }}
 		},
 		Router: func(sh int, db *crawldb.DB) (route.Router, error) { return n.set.NewRouter(sh, db), nil },
@@ -125,14 +167,21 @@ func startNode(t *testing.T, ctx context.Context, w *testWeb, dir, id string, cr
 		t.Fatal(err)
 	}
 	n.fetch, err = fetcher.New(fetcher.Options{
-		Workers: 16, HostDelay: 20 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
+		Workers: 16, HostDelay: w.delay, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
 		TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		Resolver: w.res, Hosts: n.set.Hosts(), Seen: n.set.Seen, OnResult: n.set.OnResult, Skip: n.set.Skip,
+		Resolver: w.res, Hosts: n.set.Hosts(), Seen: n.set.Seen, Skip: n.set.Skip,
+		OnResult: func(r *fetcher.Result) {
+			if r.Kind == fetcher.KindPage && !r.NoRequest {
+				n.pages.Add(1)
+			}
+			n.set.OnResult(r)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.set.Attach(n.fetch)
+	n.setReady.Store(n.set)
 	return n
 }
 
@@ -157,20 +206,44 @@ func TestOneNodeShards(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	n := startNode(t, ctx, w, dir, "n1", &Settings{Shards: 4, Replicas: 1, Creator: "n1"})
+	n := startNode(t, ctx, w, dir, "n1", &Settings{Shards: 4, Replicas: 1, Creator: "n1"}, nil)
 	if err := n.run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the site's crawl did not end")
 	}
+	urls, batches, twice, checks := checkSite(t, ctx, w, n, 4, 0)
+	if d := n.set.Dropped(); d != 0 {
+		t.Errorf("%d fetcher results of shards not open", d)
+	}
+	for sh := range 4 {
+		if s := n.set.replica(sh).c.Status(); s.Finished == nil || s.Finished.Reason != rounds.EndExhausted {
+			t.Errorf("shard %d: finished %+v, want exhausted", sh, s.Finished)
+		}
+	}
+	t.Logf("%d URL records in 4 shards, %d batches between them; %d pages fetched twice; %d cash checks", urls, batches, twice, checks)
+}
+
+// checkSite checks a crawl to exhaustion whose shards all ended on node
+// n: every reachable page fetched, at most maxTwice twice, no host asked
+// twice at once or closer than its delay, every round's cash check held
+// (stats of every node given), every URL record in its host's shard, the
+// site's cash what the seeds injected, and some batches crossed between
+// shards.
+func checkSite(t *testing.T, ctx context.Context, w *testWeb, n *testNode, shards, maxTwice int, others ...*testNode) (urls int, batches uint64, twice, checks int) {
+	t.Helper()
 	reqs := w.sim.Stats().URLRequests()
-	twice := 0
 	for u, c := range reqs {
 		if c > 1 && !strings.HasSuffix(u, "/robots.txt") {
 			twice++
-			t.Errorf("fetched %d times: %s", c, u)
+			if twice <= 5 {
+				t.Logf("fetched %d times: %s", c, u)
+			}
 		}
+	}
+	if twice > maxTwice {
+		t.Errorf("%d pages fetched twice, bound %d", twice, maxTwice)
 	}
 	if len(reqs) < w.reachable {
 		t.Errorf("%d of %d reachable pages fetched", len(reqs), w.reachable)
@@ -179,67 +252,139 @@ func TestOneNodeShards(t *testing.T) {
 		if v.MaxConcurrent > 1 {
 			t.Errorf("host %s: %d requests at once", h, v.MaxConcurrent)
 		}
-	}
-	n.mu.Lock()
-	checks := 0
-	for _, st := range n.stats {
-		if st.CashError != nil {
-			checks++
-			if math.Abs(*st.CashError) > 1e-9 {
-				t.Errorf("round %d: cash error %g", st.Round, *st.CashError)
-			}
+		if v.MinIntervalMS != nil && *v.MinIntervalMS < float64(w.delay/time.Millisecond)-5 {
+			t.Errorf("host %s: two requests %.1f ms apart (delay %v)", h, *v.MinIntervalMS, w.delay)
 		}
 	}
-	n.mu.Unlock()
+	for _, node := range append([]*testNode{n}, others...) {
+		node.mu.Lock()
+		for _, st := range node.stats {
+			if st.CashError != nil {
+				checks++
+				if math.Abs(*st.CashError) > 1e-9 {
+					t.Errorf("round %d: cash error %g", st.Round, *st.CashError)
+				}
+			}
+		}
+		node.mu.Unlock()
+	}
 	if checks == 0 {
 		t.Error("no round checked its cash")
 	}
-	// Every URL in the shard of its host; the site's cash is the seeds'.
 	var cash opic.Sum
 	var injected float64
-	urls := 0
-	for sh := range 4 {
+	for sh := range shards {
 		db := n.host.Lookup(GroupID(sh))
-		if db == nil {
-			t.Fatalf("shard %d not open", sh)
+		r := n.set.replica(sh)
+		if db == nil || r == nil {
+			t.Fatalf("shard %d not open on %s", sh, n.host.NodeID())
 		}
 		if err := db.Store().ScanURLs(func(r store.URLRecord) error {
 			urls++
 			cash.Add(r.Cash)
-			if got := shard.Of(w.locate(ctx, crawl.HostOf(r.URL)), 4); got != sh {
+			if got := shard.Of(w.locate(ctx, crawl.HostOf(r.URL)), shards); got != sh {
 				t.Errorf("%s in shard %d, its host's shard is %d", r.URL, sh, got)
 			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		c := n.set.replica(sh)
-		if c == nil {
-			t.Fatalf("shard %d has no crawler", sh)
-		}
-		s := c.c.Status()
+		s := r.c.Status()
 		cash.Add(s.Virtual)
 		injected += s.Injected
-		if s.Finished == nil || s.Finished.Reason != rounds.EndExhausted {
-			t.Errorf("shard %d: finished %+v, want exhausted", sh, s.Finished)
-		}
-	}
-	if off := (cash.Value() - injected) / injected; math.Abs(off) > 1e-9 {
-		t.Errorf("site's cash %g, injected %g: off by %g", cash.Value(), injected, off)
-	}
-	var batches uint64
-	for sh := range 4 {
-		_, _, b, err := federation.InboundTotals(n.host.Lookup(GroupID(sh)).Store())
+		_, _, b, err := federation.InboundTotals(db.Store())
 		if err != nil {
 			t.Fatal(err)
 		}
 		batches += b
 	}
+	if off := (cash.Value() - injected) / injected; math.Abs(off) > 1e-9 {
+		t.Errorf("site's cash %g, injected %g: off by %g", cash.Value(), injected, off)
+	}
 	if batches == 0 {
 		t.Error("no batch crossed between shards: the test exercises no routing")
 	}
-	if d := n.set.Dropped(); d != 0 {
-		t.Errorf("%d fetcher results of shards not open", d)
+	return urls, batches, twice, checks
+}
+
+// TestJoinAndLeave: a site of four shards of one replica on one node; a
+// second node joins mid-crawl, takes half the shards (their leadership
+// and their data) and fetches their hosts; then it leaves, and the shards
+// go back. The crawl ends with every page fetched, the cash conserved,
+// and no host fetched by two nodes at once; pages fetched twice are at
+// most the requests in flight at the four hand-overs.
+func TestJoinAndLeave(t *testing.T) {
+	w := startWeb(t, 40, 40)
+	w.delay = 150 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root := t.TempDir()
+	n1 := startNode(t, ctx, w, filepath.Join(root, "n1"), "n1", &Settings{Shards: 4, Replicas: 1, Creator: "n1"}, nil)
+	done1 := make(chan error, 1)
+	go func() { done1 <- n1.run(ctx) }()
+	waitFor(t, ctx, "n1 to fetch a tenth of the web", func() bool { return n1.pages.Load() >= int64(w.reachable/10) })
+
+	n2 := startNode(t, ctx, w, filepath.Join(root, "n2"), "n2", nil, n1)
+	ctx2, stop2 := context.WithCancel(ctx)
+	done2 := make(chan error, 1)
+	go func() { done2 <- n2.run(ctx2) }()
+	waitFor(t, ctx, "n2 to lead two shards and fetch", func() bool {
+		led := 0
+		for _, st := range n2.set.Status() {
+			if st.Leader == "n2" && len(st.Replicas) == 1 {
+				led++
+			}
+		}
+		return led == 2 && n2.pages.Load() > 20
+	})
+	t.Logf("n2 leads 2 shards and fetched %d pages (n1 %d)", n2.pages.Load(), n1.pages.Load())
+	if err := n2.set.Leave(ctx); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d URL records in 4 shards, %d batches between them; %d of %d reachable pages fetched, %d twice; %d cash checks", urls, batches, len(reqs), w.reachable, twice, checks)
+	if err := n1.meta.RemoveVoter(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	stop2()
+	if err := <-done2; err != nil {
+		t.Errorf("n2: %v", err)
+	}
+	p, _, err := readPlacement(n1.meta.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sh, s := range p.P.Shards {
+		if slices.Contains(s.Replicas, "n2") {
+			t.Errorf("shard %d still placed on n2 after it left: %+v", sh, s)
+		}
+	}
+	select {
+	case err := <-done1:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the crawl did not end")
+	}
+	urls, batches, twice, checks := checkSite(t, ctx, w, n1, 4, 4*16, n2)
+	t.Logf("n1 fetched %d pages, n2 %d; %d URL records, %d batches between shards, %d pages twice, %d cash checks",
+		n1.pages.Load(), n2.pages.Load(), urls, batches, twice, checks)
+}
+
+// testWriter writes log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// waitFor polls cond until it holds, failing the test when ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

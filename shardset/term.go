@@ -32,6 +32,7 @@ const stateEvery = 500 * time.Millisecond
 
 // shardState is a shard's state as its leader saw it.
 type shardState struct {
+	Term    uint64 `json:"term"` // the group's Raft term as its leader wrote this
 	Passive bool   `json:"passive"`
 	Recv    uint64 `json:"recv"`    // batches applied here from other shards
 	Pending int    `json:"pending"` // outbox entries not yet acked
@@ -110,7 +111,7 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 		}
 		idle := r.c.IdleIndex()
 		passive := idle != 0 && idle >= r.recvIndex && pending == 0
-		ns.Shards[r.shard] = shardState{Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load()}
+		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load()}
 	}
 	v, err := json.Marshal(ns)
 	if err != nil {
@@ -138,18 +139,30 @@ func (p *wave) fresher(w wave) bool {
 	return true
 }
 
-// readWave reads every node's record from the meta replica.
+// readWave reads the records of the site's nodes from the meta replica:
+// each shard's state is the one written in its group's latest term (a
+// node that led it before may not have written since).
 func (s *Set) readWave() (wave, error) {
 	w := wave{quiet: true, seqs: map[string]uint64{}}
+	members, err := s.o.Meta.Members()
+	if err != nil {
+		return w, err
+	}
 	states := map[int]shardState{}
-	err := s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+	err = s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+		node := strings.TrimPrefix(k, stateKey)
+		if _, ok := members[node]; !ok {
+			return nil // a node that left
+		}
 		var ns nodeState
 		if err := json.Unmarshal(v, &ns); err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
-		w.seqs[strings.TrimPrefix(k, stateKey)] = ns.Seq
+		w.seqs[node] = ns.Seq
 		for sh, st := range ns.Shards {
-			states[sh] = st // a shard reported by two nodes (a leader change): either will do, the next wave checks again
+			if old, ok := states[sh]; !ok || st.Term > old.Term {
+				states[sh] = st
+			}
 		}
 		return nil
 	})
