@@ -68,6 +68,9 @@ type Fetcher struct {
 	// testOnStart, if set before Run, sees every request start the
 	// scheduler learns of (IPDelay > 0 only), in the scheduler goroutine.
 	testOnStart func(ip netip.Addr, at time.Time)
+	// testOnPark, if set before Run, sees every host the scheduler takes
+	// out of the schedule because its group is paused.
+	testOnPark func(host string)
 }
 
 // counters are the atomic counters behind Stats.
