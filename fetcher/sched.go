@@ -429,9 +429,14 @@ func (s *scheduler) dispatch(now time.Time) {
 			continue
 		}
 		heap.Pop(&s.ready)
-		// The group's abort scope first, then its pause: a PauseGroup
-		// missed here is followed by an AbortGroup that cancels this scope.
+		// The abort scope first, then the pauses: a Pause or PauseGroup
+		// missed here is followed by an Abort or AbortGroup that cancels
+		// this scope, so no request starts after they return.
 		abort := s.f.groupAbortContext(h.grp)
+		if s.f.paused.Load() { // the same for Pause and Abort
+			heap.Push(&s.ready, h)
+			return
+		}
 		if h.grp.paused.Load() {
 			s.park(h)
 			continue
