@@ -62,14 +62,19 @@ func startBenchWeb(b *testing.B, hosts, pages int) *benchWeb {
 // BenchmarkFetch fetches clean-web pages (about 10 KB and 40 links each)
 // from a websim in another process, with no politeness delays: pages/s,
 // and the fetcher's CPU time and allocations per page, link extraction
-// included; "warc" also writes every exchange to a WARC file.
+// included; "warc" also writes every exchange to a WARC file; "groups48"
+// is "plain" with the hosts' jobs in 48 groups (Job.Group, a node leading
+// 48 shards).
 func BenchmarkFetch(b *testing.B) {
 	bw := startBenchWeb(b, 400, 50)
-	b.Run("plain", func(b *testing.B) { benchFetch(b, bw, false) })
-	b.Run("warc", func(b *testing.B) { benchFetch(b, bw, true) })
+	b.Run("plain", func(b *testing.B) { benchFetch(b, bw, false, 0) })
+	b.Run("warc", func(b *testing.B) { benchFetch(b, bw, true, 0) })
+	b.Run("groups48", func(b *testing.B) { benchFetch(b, bw, false, 48) })
 }
 
-func benchFetch(b *testing.B, bw *benchWeb, warc bool) {
+// benchFetch runs BenchmarkFetch; with groups > 0, each host's jobs are in
+// group (host index mod groups).
+func benchFetch(b *testing.B, bw *benchWeb, warc bool, groups int) {
 	var links, bytes atomic.Int64
 	var mu sync.Mutex
 	bad := 0
@@ -115,8 +120,13 @@ func benchFetch(b *testing.B, bw *benchWeb, warc bool) {
 	}
 	// Warm up: DNS, robots.txt and a connection for every host.
 	var front []Job
+	group := map[string]uint32{}
 	for i := range bw.web.Hosts() {
-		front = append(front, Job{URL: bw.web.FrontURL(i), Host: bw.web.Hosts()[i].Name})
+		name := bw.web.Hosts()[i].Name
+		if groups > 0 {
+			group[name] = uint32(i % groups)
+		}
+		front = append(front, Job{URL: bw.web.FrontURL(i), Host: name, Group: group[name]})
 	}
 	f.Submit(front)
 	wait()
@@ -125,6 +135,7 @@ func benchFetch(b *testing.B, bw *benchWeb, warc bool) {
 	jobs := make([]Job, b.N)
 	for i := range jobs {
 		jobs[i] = bw.pages[i%len(bw.pages)]
+		jobs[i].Group = group[jobs[i].Host]
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

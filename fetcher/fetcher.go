@@ -68,6 +68,9 @@ type Fetcher struct {
 	// testOnStart, if set before Run, sees every request start the
 	// scheduler learns of (IPDelay > 0 only), in the scheduler goroutine.
 	testOnStart func(ip netip.Addr, at time.Time)
+	// testOnPark, if set before Run, sees every host the scheduler takes
+	// out of the schedule because its group is paused.
+	testOnPark func(host string)
 }
 
 // counters are the atomic counters behind Stats.
@@ -153,7 +156,8 @@ func (f *Fetcher) abortContext() context.Context {
 
 // Abort ends the requests in flight now (their jobs are answered as
 // transient failures), those handed to a worker and not started yet
-// included; later requests are not affected. A node that has
+// included; later requests are not affected. After Pause(true) then Abort,
+// no request starts until Pause(false). A node that has
 // lost its site's leader pauses and aborts: the leader may give its hosts
 // to another node once the fail timeout has passed, and a request that
 // went on up to TotalTimeout would overlap the new node's.

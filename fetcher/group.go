@@ -60,7 +60,7 @@ func (gs *groups) get(g uint32) *group {
 	return v.(*group)
 }
 
-// abortContext returns the context that cancels gr's requests: done when
+// groupAbortContext returns the context that cancels gr's requests: done when
 // AbortGroup(gr.id) or Abort is called after it returned.
 func (f *Fetcher) groupAbortContext(gr *group) context.Context {
 	for {

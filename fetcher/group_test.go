@@ -204,3 +204,43 @@ func TestGroupAbortAll(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupAbortEvicts: the hosts of a group paused for good and aborted
+// (a shard led elsewhere now) are evicted once idle, like any other host.
+func TestGroupAbortEvicts(t *testing.T) {
+	s := startHoServer(t, nil)
+	c := &hoResults{}
+	f, err := New(Options{Workers: 2, HostDelay: time.Millisecond, MaxCrawlDelay: time.Millisecond,
+		HostIdleTTL: 20 * time.Millisecond, AllowPrivate: true, Resolver: s.res, OnResult: c.onResult, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := make(chan string, 4)
+	f.testOnPark = func(h string) { parked <- h }
+	runHo(t, f)
+	f.Submit([]Job{{URL: s.url("a.test", "/1"), Group: 3}})
+	waitIdle(t, f, c, 1) // a.test is set up and known
+	f.PauseGroup(3, true)
+	f.Submit([]Job{{URL: s.url("a.test", "/2"), Group: 3}})
+	select {
+	case h := <-parked:
+		if h != "a.test" {
+			t.Fatalf("parked %s, want a.test", h)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a.test was not parked in 5s")
+	}
+	f.AbortGroup(3)
+	waitIdle(t, f, c, 2)
+	waitHo(t, 5*time.Second, "a.test's eviction", func() bool { st := f.Stats(); return st.Hosts == 0 && st.IPs == 0 })
+	if r := c.only(t, s.url("a.test", "/2")); r.Err != GroupAborted {
+		t.Errorf("parked job after AbortGroup: %s", describe(r))
+	}
+	// Resuming the group after the eviction brings no stale host back.
+	f.PauseGroup(3, false)
+	f.Submit([]Job{{URL: s.url("a.test", "/3"), Group: 3}})
+	waitIdle(t, f, c, 3)
+	if r := c.only(t, s.url("a.test", "/3")); r.Status != crawl.StatusFetched {
+		t.Errorf("after resuming: %s", describe(r))
+	}
+}

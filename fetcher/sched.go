@@ -318,6 +318,9 @@ func (s *scheduler) park(h *host) {
 	if !h.parked {
 		h.parked = true
 		s.parked = append(s.parked, h)
+		if s.f.testOnPark != nil {
+			s.f.testOnPark(h.name)
+		}
 	}
 }
 
@@ -326,6 +329,9 @@ func (s *scheduler) park(h *host) {
 func (s *scheduler) unparkResumed(now time.Time) {
 	keep := s.parked[:0]
 	for _, h := range s.parked {
+		if !h.parked { // evicted
+			continue
+		}
 		if h.grp.paused.Load() {
 			keep = append(keep, h)
 			continue
@@ -423,9 +429,14 @@ func (s *scheduler) dispatch(now time.Time) {
 			continue
 		}
 		heap.Pop(&s.ready)
-		// The group's abort scope first, then its pause: a PauseGroup
-		// missed here is followed by an AbortGroup that cancels this scope.
+		// The abort scope first, then the pauses: a Pause or PauseGroup
+		// missed here is followed by an Abort or AbortGroup that cancels
+		// this scope, so no request starts after they return.
 		abort := s.f.groupAbortContext(h.grp)
+		if s.f.paused.Load() { // the same for Pause and Abort
+			heap.Push(&s.ready, h)
+			return
+		}
 		if h.grp.paused.Load() {
 			s.park(h)
 			continue
@@ -817,11 +828,12 @@ func (s *scheduler) save(h *host) {
 	}
 }
 
-// evict drops hosts that have had nothing to do for idleTTL; what matters
-// of them is in the HostStore.
+// evict drops hosts that have had nothing to do for idleTTL (parked ones
+// included: a group paused for good after AbortGroup leaves its hosts
+// there); what matters of them is in the HostStore.
 func (s *scheduler) evict(now time.Time) {
 	for name, h := range s.hosts {
-		if h.busy || h.hidx >= 0 || h.parked || h.jobs.len() > 0 || len(h.sitemaps) > 0 ||
+		if h.busy || h.hidx >= 0 || h.jobs.len() > 0 || len(h.sitemaps) > 0 ||
 			now.Sub(h.lastUsed) < s.idleTTL || now.Before(h.next) ||
 			now.Before(h.rec.BackoffUntil) || now.Before(h.deadUntil) {
 			continue
@@ -829,7 +841,9 @@ func (s *scheduler) evict(now time.Time) {
 		s.unrefIP(h)
 		delete(s.hosts, name)
 		s.f.c.hosts.Add(-1)
+		h.parked = false // a paused group's host with nothing left (AbortGroup)
 	}
+	s.parked = slices.DeleteFunc(s.parked, func(h *host) bool { return !h.parked })
 }
 
 // jobQueue is a FIFO of jobs.

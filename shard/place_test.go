@@ -581,3 +581,15 @@ func checkOptimal(t testing.TB, in Input, p Placement) {
 	}
 	t.Fatalf("a placement keeping more current replicas exists (negative cycle in the residual graph)")
 }
+
+// BenchmarkPlace: a 20-node site of 48 shards, R = 3, after a node's death.
+func BenchmarkPlace(b *testing.B) {
+	ns := nodes(20)
+	p := Place(Input{Shards: DefaultShards, Replicas: 3, Nodes: ns})
+	ns[7].Alive = false
+	in := Input{Shards: DefaultShards, Replicas: 3, Nodes: ns, Current: p}
+	b.ReportAllocs()
+	for b.Loop() {
+		Place(in)
+	}
+}

@@ -28,11 +28,14 @@ import (
 // nodes: 3 each). For the other sizes up to 20 nodes the best leader balance
 // (max/min leaders per node, which Place reaches; TestLeaderBalanceTable
 // checks it) is 10/9 at 5 nodes, 7/6 at 7, 6/5 at 9, 5/4 at 10 and 11, 4/3
-// at 13 to 15 and 3/2 at 17 to 20. A larger count would even out those
-// sizes (240 divides 1..6, 8, 10, 12, 15, 16, 20) but every shard is a Raft
-// group with its own heartbeats, log and round pipeline, and a one-node site
-// runs all of them: 48 keeps that overhead small while any site of up to
-// 16 nodes is within 1 shard of even and no node of a 16-node site is idle.
+// at 13 to 15 and 3/2 at 17 to 20. Other counts: 16 and 32 are uneven at 3
+// nodes (a three-node site with R = 3 is the usual first cluster); 64 is
+// even only at 1, 2, 4, 8, 16 (22/21 at 3 nodes); 60 is uneven at 8 and 16;
+// 120 and 240 are even at more sizes but multiply the groups. Every shard is
+// a Raft group with its own heartbeats, log and round pipeline, and a
+// one-node site runs all of them: 48 keeps that overhead small while any
+// site of up to 16 nodes is within one shard of even (at worst 4/3) and no
+// node of a 16-node site is idle.
 const DefaultShards = 48
 
 // mixDomain separates Of's hash from partition's ring, which hashes the same
