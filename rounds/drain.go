@@ -117,3 +117,49 @@ func (c *Crawler) requeueAgain(u string) bool {
 	delete(c.noReq, u)
 	return false
 }
+
+// HandOver hands a Solo crawler's leadership over cleanly (a shard moving
+// to another node): the fetcher stops starting this crawl's requests,
+// those in flight end (up to 5 s), every result this node holds is staged
+// in the crawl database, and only then is transfer called (the caller's
+// leadership transfer), so that the new leader fetches nothing this node
+// fetched. If transfer fails, fetching resumes; if it succeeds, this node
+// stays paused until it leads again.
+func (c *Crawler) HandOver(ctx context.Context, f Fetcher, transfer func(context.Context) error) error {
+	n := c.node
+	p, _ := f.(pauser)
+	if p != nil {
+		p.Pause(true)
+	}
+	done := false
+	defer func() {
+		if !done && p != nil && !n.paused.Load() {
+			p.Pause(false)
+		}
+	}()
+	deadline := c.o.Now().Add(5 * time.Second)
+	for f.Stats().InFlight > 0 && c.o.Now().Before(deadline) {
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := n.stage(ctx, true)
+		if err == nil && n.unstaged() == 0 {
+			break
+		}
+		if attempt >= 20 {
+			return fmt.Errorf("rounds: hand over: results not staged: %v", err)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	if err := transfer(ctx); err != nil {
+		return err
+	}
+	done = true
+	n.resumeAt.Store(0)
+	n.paused.Store(true) // as the report loop pauses a node that does not lead
+	return nil
+}

@@ -31,6 +31,7 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 	var stopLead context.CancelFunc
 	leadDone := make(chan error, 1)
 	leading := false
+	var leadTerm uint64 // the Raft term leadSite started in
 	stopLeading := func() {
 		if stopLead != nil {
 			stopLead()
@@ -57,10 +58,16 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			}
 			lctx, lcancel := context.WithCancel(ctx)
 			stopLead = lcancel
+			leadTerm = c.db.Term()
 			go func() { leadDone <- c.leadSite(lctx, f, maxRounds) }() // owner: Run
 		case err := <-leadDone:
 			stopLead = nil
-			if err != nil && !errors.Is(err, errDeposed) && ctx.Err() == nil {
+			// A write refused because this node lost the leadership
+			// (Raft's term moved on, or it no longer leads) is a
+			// deposition like a refused guard: a new leader goes on from
+			// the crawl database.
+			lost := err != nil && (c.db.Term() != leadTerm || !c.db.IsLeader())
+			if err != nil && !errors.Is(err, errDeposed) && !lost && ctx.Err() == nil {
 				cancel()
 				<-nodeDone
 				return err
@@ -70,6 +77,14 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			}
 			// Finished, or deposed: the node side sees which.
 			leading = false
+			if lost && c.db.IsLeader() {
+				// Leading again already (a new term): lead anew.
+				leading = true
+				lctx, lcancel := context.WithCancel(ctx)
+				stopLead = lcancel
+				leadTerm = c.db.Term()
+				go func() { leadDone <- c.leadSite(lctx, f, maxRounds) }() // owner: Run
+			}
 		case err := <-nodeDone:
 			stopLeading()
 			var fin finished

@@ -17,6 +17,7 @@ const (
 	settingsKey  = "shardset/settings"
 	placementKey = "shardset/placement"
 	leavingKey   = "shardset/leaving/" // + node: the node is leaving (its replicas move away)
+	createdKey   = "shardset/created"  // the creator has bootstrapped every shard's group
 )
 
 // MetaGroup is the ID of the site's meta group: every node holds a replica;

@@ -75,6 +75,10 @@ type Options struct {
 	Scheme string
 	// Every is how often the Set looks at the placement; 0 → 200 ms.
 	Every time.Duration
+	// DeadAfter: a node whose state record has not changed for this long
+	// (it writes one every 500 ms) is dead for the placement: its replicas
+	// and leaderships go to the others; 0 → 5 s.
+	DeadAfter time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -87,8 +91,9 @@ type Set struct {
 	settings Settings
 	fetch    atomic.Pointer[fetcher.Fetcher]
 
-	mu   sync.Mutex
-	reps map[int]*replica
+	mu    sync.Mutex
+	reps  map[int]*replica
+	heard map[string]heard // meta leader: each node's state record as last seen
 
 	hostShard sync.Map // host → uint32: the shard whose jobs named it last
 	dropped   atomic.Int64
@@ -125,6 +130,9 @@ func New(o Options) (*Set, error) {
 	if o.Every <= 0 {
 		o.Every = 200 * time.Millisecond
 	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = 5 * time.Second
+	}
 	if o.Scheme == "" {
 		o.Scheme = "http"
 	}
@@ -138,7 +146,7 @@ func New(o Options) (*Set, error) {
 	if st.Shards > 1 && o.Router == nil {
 		return nil, fmt.Errorf("shardset: a site of %d shards needs a Router", st.Shards)
 	}
-	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}}, nil
+	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}, heard: map[string]heard{}}, nil
 }
 
 // Settings returns the site's sharding settings.
@@ -182,6 +190,9 @@ func (s *Set) Run(ctx context.Context) error {
 			}
 		}
 	}
+	if err := s.create(ctx); err != nil {
+		return err
+	}
 	t := time.NewTicker(s.o.Every)
 	defer t.Stop()
 	for {
@@ -197,6 +208,29 @@ func (s *Set) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// create bootstraps, on the site's creator, every shard's group that was
+// never created (alone: the others join by the placement), and then
+// records that they were.
+func (s *Set) create(ctx context.Context) error {
+	if s.settings.Creator != s.self {
+		return nil
+	}
+	if v, err := s.o.Meta.Store().User(createdKey); err != nil || v != nil {
+		return err
+	}
+	for sh := range s.settings.Shards {
+		if s.replica(sh) != nil {
+			continue
+		}
+		if err := s.open(ctx, sh, true); err != nil {
+			return err
+		}
+	}
+	b := store.NewBatch()
+	b.PutUser(createdKey, []byte{1})
+	return apply(ctx, s.o.Meta, b)
 }
 
 // ended reports whether every shard's crawl has ended on this node: every
@@ -239,8 +273,7 @@ func (s *Set) step(ctx context.Context) error {
 		s.mu.Unlock()
 		switch {
 		case mine && r == nil:
-			boot := p.Version == 1 && s.settings.Creator == s.self
-			if err := s.open(ctx, sh, boot); err != nil {
+			if err := s.open(ctx, sh, false); err != nil {
 				errs = append(errs, err)
 			}
 		case r != nil && !mine:
@@ -265,13 +298,14 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 		return p, err
 	}
 	st := s.o.Meta.Store()
+	now := time.Now()
 	nodes := make([]shard.Node, 0, len(voters))
 	for _, v := range voters {
 		leaving, err := st.User(leavingKey + v.ID)
 		if err != nil {
 			return p, err
 		}
-		nodes = append(nodes, shard.Node{ID: v.ID, Alive: true, Leaving: leaving != nil})
+		nodes = append(nodes, shard.Node{ID: v.ID, Alive: v.ID == s.self || s.alive(v.ID, now), Leaving: leaving != nil})
 	}
 	target := shard.Place(shard.Input{Shards: s.settings.Shards, Replicas: s.settings.Replicas, Nodes: nodes, Current: p.P})
 	if len(target.Shards) == s.settings.Shards && samePlacement(target, p.P) {
@@ -290,6 +324,42 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 	}
 	s.log.Info("shardset: new placement", "version", next.Version, "nodes", len(nodes))
 	return next, nil
+}
+
+// alive reports whether node id has written its state record (every
+// stateEvery) within DeadAfter, as this meta leader has watched it: a node
+// it has not watched for DeadAfter yet counts as alive.
+func (s *Set) alive(id string, now time.Time) bool {
+	var seq uint64
+	if v, err := s.o.Meta.Store().User(stateKey + id); err == nil && v != nil {
+		var ns nodeState
+		if json.Unmarshal(v, &ns) == nil {
+			seq = ns.Seq
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.heard[id]
+	if !ok || h.seq != seq {
+		s.heard[id] = heard{seq: seq, at: now}
+		return true
+	}
+	if now.Sub(h.at) > s.o.DeadAfter {
+		if !h.dead {
+			h.dead = true
+			s.heard[id] = h
+			s.log.Warn("shardset: node silent: dead for the placement", "node", id, "silent", now.Sub(h.at).Round(time.Millisecond))
+		}
+		return false
+	}
+	return true
+}
+
+// heard is when the meta leader last saw a node's state record change.
+type heard struct {
+	seq  uint64
+	at   time.Time
+	dead bool
 }
 
 // open opens this node's replica of shard sh (bootstrapping its group
@@ -413,6 +483,9 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 	defer cancel()
 	switch st.Op {
 	case shard.AddVoter:
+		if !s.alive(st.Node, time.Now()) {
+			return nil
+		}
 		m, err := s.member(st.Node)
 		if err != nil {
 			return err
@@ -432,7 +505,12 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 		}
 		return err
 	case shard.TransferLeader:
-		err := r.db.TransferLeadershipTo(cctx, st.Node)
+		if !s.alive(st.Node, time.Now()) {
+			return nil // the placement moves its shards elsewhere soon
+		}
+		err := r.c.HandOver(cctx, groupFetcher{s: s, g: uint32(r.shard)}, func(ctx context.Context) error {
+			return r.db.TransferLeadershipTo(ctx, st.Node)
+		})
 		if err == nil {
 			s.log.Info("shardset: leadership handed over", "shard", r.shard, "to", st.Node)
 		}
