@@ -590,7 +590,7 @@ func (s *Set) Leave(ctx context.Context) error {
 
 // ShardStatus is one shard as this node sees it.
 type ShardStatus struct {
-	Shard    int      `json:"shard"`
+	Shard    int      `json:"id"`
 	Group    string   `json:"group"`
 	Leader   string   `json:"leader"`   // the node leading the group, as this replica knows ("" if none)
 	Replicas []string `json:"replicas"` // the group's voters
@@ -621,5 +621,16 @@ func (s *Set) Status() []ShardStatus {
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b ShardStatus) int { return a.Shard - b.Shard })
+	return out
+}
+
+// Leading returns the crawlers of the shards this node leads, by shard.
+func (s *Set) Leading() map[int]*rounds.Crawler {
+	out := map[int]*rounds.Crawler{}
+	for _, r := range s.replicas() {
+		if r.db.IsLeader() {
+			out[r.shard] = r.c
+		}
+	}
 	return out
 }

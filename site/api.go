@@ -100,15 +100,31 @@ func (s *Site) apiHandler() http.Handler {
 	// The crawl database's API, once open.
 	mux.HandleFunc("/crawldb/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		db := s.dbReady
+		db, host := s.dbReady, s.host
 		s.mu.Unlock()
+		if host != nil {
+			host.APIHandler().ServeHTTP(w, r)
+			return
+		}
 		if db == nil {
 			http.Error(w, "site: crawl database starting", http.StatusServiceUnavailable)
 			return
 		}
 		db.APIHandler().ServeHTTP(w, r)
 	})
+	// Deliveries between the shards of a sharded site.
+	mux.Handle("/shardset/", ready(func(w http.ResponseWriter, r *http.Request) {
+		if s.set == nil {
+			http.Error(w, "site: not a sharded site", http.StatusNotFound)
+			return
+		}
+		s.set.Handler().ServeHTTP(w, r)
+	}))
 	mux.HandleFunc("POST /site/report", ready(func(w http.ResponseWriter, r *http.Request) {
+		if s.crawler == nil {
+			http.Error(w, "site: a sharded site's nodes do not report", http.StatusNotFound)
+			return
+		}
 		var rep rounds.NodeReport
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rep); err != nil || rep.ID == "" {
 			http.Error(w, "site: report: want a JSON node report with an id", http.StatusBadRequest)
@@ -123,6 +139,10 @@ func (s *Site) apiHandler() http.Handler {
 		json.NewEncoder(w).Encode(reply)
 	}))
 	mux.HandleFunc("GET /site/nodes", ready(func(w http.ResponseWriter, r *http.Request) {
+		if s.crawler == nil {
+			http.Error(w, "site: a sharded site: see /status's shards", http.StatusNotFound)
+			return
+		}
 		v := s.crawler.Nodes()
 		if v == nil {
 			http.Error(w, rounds.ErrNotLeader.Error(), http.StatusMisdirectedRequest)

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/meridian-crawler/meridian/shardset"
 )
 
 // Config is what `site up` takes, from flags and an optional config file.
@@ -75,6 +77,16 @@ type Config struct {
 	// with Insecure).
 	Certs string
 	GeoIP string // GeoIP2/GeoLite2 City database, for the distance partitioner
+	// Shards, when > 0, makes a new site a sharded one (package shardset):
+	// its hosts split into this many shards, each a Raft group of
+	// Replicas replicas, each shard's rounds run on its leader. 0: the
+	// site keeps one crawl database that every node replicates. Fixed
+	// when the site is created; a node that joins takes its site's.
+	Shards int
+	// Replicas is a sharded site's replication target R (0: 3; a shard
+	// has min(R, nodes) replicas). A node that joins with --replicas set
+	// must give its site's.
+	Replicas int
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local
@@ -121,6 +133,15 @@ func (c Config) Validate() error {
 	}
 	if c.Rounds < 0 {
 		bad("--rounds must not be negative")
+	}
+	if c.Shards < 0 || c.Shards > shardset.MaxShards {
+		bad("--shards must be in [0, %d], got %d", shardset.MaxShards, c.Shards)
+	}
+	if c.Replicas < 0 || c.Replicas > shardset.MaxReplicas {
+		bad("--replicas must be in [1, %d] (0: 3), got %d", shardset.MaxReplicas, c.Replicas)
+	}
+	if c.Shards > 0 && c.Federation != "" {
+		bad("--shards with --federation is not supported yet: a sharded site crawls alone (issue 21)")
 	}
 	if c.Workers < 1 || c.Workers > 10_000 {
 		bad("--workers must be in [1, 10000], got %d", c.Workers)
@@ -288,6 +309,8 @@ type Settings struct {
 	LinkMemory    int64         `json:"link_memory"`
 	FailTimeout   time.Duration `json:"fail_timeout"`
 	CheckCash     bool          `json:"check_cash,omitempty"`
+	Shards        int           `json:"shards,omitempty"`
+	Replicas      int           `json:"replicas,omitempty"`
 }
 
 // SettingsOf returns c's crawl settings.
@@ -296,7 +319,7 @@ func SettingsOf(c Config) Settings {
 		DNS: c.DNS, AllowPrivate: c.AllowPrivate, MaxDepth: c.MaxDepth, HostBudget: c.HostBudget, MaxBody: c.MaxBody,
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
-		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash}
+		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas}
 }
 
 // Apply sets s in c.
@@ -306,4 +329,5 @@ func (s Settings) Apply(c *Config) {
 	c.Timeout, c.Backoff, c.BackoffMax, c.MaxRetries, c.MaxRedirects = s.Timeout, s.Backoff, s.BackoffMax, s.MaxRetries, s.MaxRedirects
 	c.UserAgent, c.Scope, c.SkipExts, c.Rounds, c.Damping, c.Revisits = s.UserAgent, s.Scope, s.SkipExts, s.Rounds, s.Damping, s.Revisits
 	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
+	c.Shards, c.Replicas = s.Shards, s.Replicas
 }

@@ -316,8 +316,8 @@ func (s *Site) diskUsage(now time.Time) int64 {
 // Dashboard returns the dashboard's data now.
 func (s *Site) Dashboard() Dashboard {
 	now := time.Now()
-	rs := s.crawler.Status()
-	c := s.db.Store().Counts()
+	rs := s.roundsStatus()
+	c := s.counts()
 	d := Dashboard{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), Now: now,
 		Uptime: now.Sub(s.started).Seconds(), Interval: sampleEvery.Seconds(), Phase: string(rs.Phase),
 		CrawlDB: DashDB{URLs: c.URLs, Frontier: c.Frontier, Fetched: c.ByStatus[store.StatusFetched], Disk: s.diskUsage(now)},
@@ -332,6 +332,9 @@ func (s *Site) Dashboard() Dashboard {
 		for _, e := range top {
 			d.OPIC.Top = append(d.OPIC.Top, DashURL{URL: e.URL, Cash: e.Score})
 		}
+	}
+	if s.crawler == nil {
+		return d // a sharded node: no site-wide host view yet
 	}
 	if hosts, ips, ok := s.crawler.Busiest(dashTop, now); ok {
 		for _, h := range hosts {

@@ -79,10 +79,10 @@ func (m *metrics) attach(s *Site) {
 	gauge("meridian_fetch_in_flight", "Requests in flight.", func() float64 { return float64(s.fetch.Stats().InFlight) })
 	gauge("meridian_fetch_queued", "Jobs queued in the fetcher.", func() float64 { return float64(s.fetch.Stats().Queued) })
 	gauge("meridian_fetch_hosts", "Hosts in the fetcher's workbench.", func() float64 { return float64(s.fetch.Stats().Hosts) })
-	gauge("meridian_crawldb_urls", "URLs in the crawl database.", func() float64 { return float64(s.db.Store().Counts().URLs) })
-	gauge("meridian_crawldb_frontier", "Unfetched URLs in the frontier.", func() float64 { return float64(s.db.Store().Counts().Frontier) })
+	gauge("meridian_crawldb_urls", "URLs in the crawl database.", func() float64 { return float64(s.counts().URLs) })
+	gauge("meridian_crawldb_frontier", "Unfetched URLs in the frontier.", func() float64 { return float64(s.counts().Frontier) })
 	gauge("meridian_round_current", "The newest round generated.", func() float64 {
-		if n := s.crawler.Status().Next; n > 0 {
+		if n := s.roundsStatus().Next; n > 0 {
 			return float64(n - 1)
 		}
 		return 0
@@ -90,7 +90,7 @@ func (m *metrics) attach(s *Site) {
 	for _, p := range []rounds.Phase{rounds.PhaseGenerate, rounds.PhaseFetch, rounds.PhaseUpdate} {
 		p := p
 		gauge("meridian_phase_"+string(p), "1 while the crawler is in the "+string(p)+" phase.", func() float64 {
-			if s.crawler.Status().Phase == p {
+			if s.roundsStatus().Phase == p {
 				return 1
 			}
 			return 0

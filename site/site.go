@@ -32,6 +32,7 @@ import (
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/route"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -107,6 +108,9 @@ type Site struct {
 	log     *slog.Logger
 	db      *crawldb.DB
 	crawler *rounds.Crawler
+	host    *crawldb.Host // a sharded node's replicas (nil: not sharded)
+	set     *shardset.Set // a sharded node's shards (nil: not sharded)
+	joined  bool          // the node joined its site (rather than created it)
 	fetch   *fetcher.Fetcher
 	warc    *warcfile.Writer
 	sim     *websim.Server
@@ -139,6 +143,8 @@ type Site struct {
 	stopRun context.CancelFunc
 	leaving bool
 	stopped *rounds.Finish // why this node stopped (a signal), once it has
+	// leaveErr: a sharded node's leave failed (Run returns it).
+	leaveErr error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -267,6 +273,14 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if cfg.Advertise != "" {
 		advertise = cfg.Advertise
 	}
+	if cfg.Shards > 0 || isSharded(cfg.Data) {
+		s.joined = prev.Joined || cfg.Join != "" && !hasState
+		if err := s.startSharded(ctx, shardedStart{prev: prev, hasState: hasState, join: join, raftAddr: raftAddr,
+			advertise: advertise, tls: dbTLS, seeds: seeds, norm: norm, scope: scope}); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	s.db, err = crawldb.Open(ctx, crawldb.Options{
 		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: raftAddr, RaftAdvertise: cfg.RaftAdvertise,
 		AdvertiseAPI: advertise, Join: join, TLS: dbTLS,
@@ -288,20 +302,8 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 		return nil, fmt.Errorf("site: crawl database has no leader: %w", err)
 	}
 
-	if cfg.Seeds != "" {
-		f, err := os.Open(cfg.Seeds)
-		if err != nil {
-			return nil, fmt.Errorf("site: seeds: %w", err)
-		}
-		urls, bad, err := ReadSeeds(f, norm, scope)
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range bad {
-			log.Warn("site: seed skipped", "file", cfg.Seeds, "line", b.Line, "text", b.Text, "err", b.Err)
-		}
-		seeds = append(seeds, urls...)
+	if seeds, err = s.readSeeds(seeds, norm, scope); err != nil {
+		return nil, err
 	}
 	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS})
 	if err != nil {
@@ -349,20 +351,49 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 		return nil, fmt.Errorf("site: fetcher: %w", err)
 	}
 	s.metrics.attach(s)
+	s.joined = prev.Joined || cfg.Join != "" && !hasState
+	if err := s.finishStart(prev, raftAddr); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
+// finishStart writes the node's info file and marks the node ready.
+func (s *Site) finishStart(prev Info, raftAddr string) error {
+	cfg := s.cfg
 	st := SettingsOf(cfg)
 	s.info = Info{Region: cfg.Region, Node: cfg.Node, PID: os.Getpid(), Listen: s.ln.Addr().String(), API: s.apiLn.Addr().String(),
-		Certs: certsPath(cfg.Certs), RaftAddr: raftAddr, Started: s.started,
-		Joined: prev.Joined || cfg.Join != "" && !hasState, Settings: &st}
+		Certs: certsPath(cfg.Certs), RaftAddr: raftAddr, Started: s.started, Joined: s.joined, Settings: &st}
 	if s.sim != nil {
 		s.info.Websim = s.sim.AdminAddr()
 	}
 	if err := writeInfo(cfg.Data, s.info); err != nil {
-		return nil, err
+		return err
 	}
 	s.ready.Store(true)
-	log.Info("site: up", "region", cfg.Region, "node", cfg.Node, "status", "http://"+s.info.Listen+"/status", "metrics", "http://"+s.info.Listen+"/metrics")
-	return s, nil
+	s.log.Info("site: up", "region", cfg.Region, "node", cfg.Node, "status", "http://"+s.info.Listen+"/status", "metrics", "http://"+s.info.Listen+"/metrics")
+	return nil
+}
+
+// readSeeds adds the seeds of --seeds to seeds.
+func (s *Site) readSeeds(seeds []string, norm *urlnorm.Normalizer, scope *urlnorm.Scope) ([]string, error) {
+	cfg := s.cfg
+	if cfg.Seeds == "" {
+		return seeds, nil
+	}
+	f, err := os.Open(cfg.Seeds)
+	if err != nil {
+		return nil, fmt.Errorf("site: seeds: %w", err)
+	}
+	urls, bad, err := ReadSeeds(f, norm, scope)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		s.log.Warn("site: seed skipped", "file", cfg.Seeds, "line", b.Line, "text", b.Text, "err", b.Err)
+	}
+	return append(seeds, urls...), nil
 }
 
 // check looks at the data directory and, for a join, at the site to join,
@@ -397,6 +428,9 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 	}
 	entries, err := os.ReadDir(filepath.Join(cfg.Data, "crawldb", "raft"))
 	hasState = err == nil && len(entries) > 0
+	if entries, err := os.ReadDir(filepath.Join(cfg.Data, "crawldb", "raftlog")); err == nil && len(entries) > 0 {
+		hasState = true // a sharded node's
+	}
 	if cfg.Join == "" || hasState {
 		return prev, hasState, nil
 	}
@@ -417,6 +451,9 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 		return prev, false, fmt.Errorf("%w: the node at %s does not say its API address (an older version?)", ErrNoSite, cfg.Join)
 	}
 	s.joinAPI = in.API
+	if in.Settings != nil && cfg.Replicas != 0 && in.Settings.Shards > 0 && in.Settings.Replicas != cfg.Replicas {
+		return prev, false, fmt.Errorf("%w: the site at %s has --replicas %d, not %d (a joining node takes its site's: leave --replicas out)", ErrWrongSite, cfg.Join, in.Settings.Replicas, cfg.Replicas)
+	}
 	if in.Settings != nil {
 		in.Settings.Apply(cfg)
 		s.log.Info("site: joining with the site's crawl settings", "site", cfg.Join, "host_delay", cfg.HostDelay, "ip_delay", cfg.IPDelay, "width", cfg.Width)
@@ -657,6 +694,25 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.dashSampler(pctx) }() // owner: Run
+	if s.set != nil {
+		err := s.set.Run(rctx)
+		s.mu.Lock()
+		if s.leaveErr != nil && err == nil {
+			err = s.leaveErr
+		}
+		s.mu.Unlock()
+		stopProgress()
+		wg.Wait()
+		stopRun()
+		stopFetch()
+		if ferr := <-fetchDone; ferr != nil && !errors.Is(ferr, context.Canceled) && err == nil {
+			err = ferr
+		}
+		if progress != nil {
+			s.printProgress(progress, time.Now(), nil)
+		}
+		return err
+	}
 	err := s.crawler.Run(rctx, s.fetch, s.cfg.Rounds)
 	stopProgress()
 	wg.Wait()
@@ -796,6 +852,10 @@ func (s *Site) Leave() error {
 		return errors.New("site: the node is not running")
 	}
 	s.leaving = true
+	if s.set != nil {
+		go s.leaveSharded() // owner: Site; bounded by leaveWait, ends Run
+		return nil
+	}
 	s.stopRun()
 	return nil
 }
@@ -835,7 +895,9 @@ func (s *Site) close() error {
 	if s.warc != nil {
 		errs = append(errs, s.warc.Close())
 	}
-	if s.db != nil {
+	if s.host != nil {
+		errs = append(errs, s.host.Close()) // its groups, the meta group (s.db) among them
+	} else if s.db != nil {
 		errs = append(errs, s.db.Close())
 	}
 	if s.sim != nil {

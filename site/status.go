@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -40,6 +41,10 @@ type Status struct {
 	Traffic crawldb.Traffic `json:"traffic"`
 	// Federation is the federation as this node sees it (with --federation).
 	Federation *federation.Status `json:"federation,omitempty"`
+	// Shards are a sharded node's replicas (leader, replicas, frontier),
+	// and Sharding its site's shard count and replication target.
+	Shards   []shardset.ShardStatus `json:"shards,omitempty"`
+	Sharding *shardset.Settings     `json:"sharding,omitempty"`
 	// Stopped is set while the node stops on a signal, before the crawl
 	// ended: what it leaves (Rounds.Finished says why a crawl ended).
 	Stopped *rounds.Finish `json:"stopped,omitempty"`
@@ -81,6 +86,9 @@ func fetcherStatusOf(st fetcher.Stats) fetcherStatus {
 
 // Status returns the site's state now.
 func (s *Site) Status() Status {
+	if s.set != nil {
+		return s.shardedStatus()
+	}
 	rs := s.crawler.Status()
 	c := s.db.Store().Counts()
 	cs := crawldbStatus{URLs: c.URLs, Frontier: c.Frontier, ByStatus: map[string]uint64{}, Leader: s.db.IsLeader()}
@@ -240,8 +248,8 @@ type progressPrev struct {
 
 func (s *Site) printProgress(w io.Writer, now time.Time, prev *progressPrev) {
 	st := s.fetch.Stats()
-	rs := s.crawler.Status()
-	c := s.db.Store().Counts()
+	rs := s.roundsStatus()
+	c := s.counts()
 	rate := 0.0
 	if prev != nil && prev.st != nil {
 		if dt := now.Sub(prev.at).Seconds(); dt > 0 {

@@ -1,0 +1,299 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawl"
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile"
+	"github.com/meridian-crawler/meridian/partition"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/route"
+	"github.com/meridian-crawler/meridian/shard"
+	"github.com/meridian-crawler/meridian/shardset"
+)
+
+// A sharded site (--shards, issue 21): the node holds its replicas on a
+// crawldb.Host (one Raft listener, one store), the site's meta group keeps
+// its members, settings and placement, and a shardset.Set runs the shards
+// this node holds, fed by the node's one fetcher.
+
+// DefaultReplicas is a sharded site's replication target when --replicas
+// is not given.
+const DefaultReplicas = 3
+
+// isSharded reports whether the data directory holds a sharded node.
+func isSharded(data string) bool {
+	_, err := os.Stat(filepath.Join(data, "crawldb", "groups"))
+	return err == nil
+}
+
+// shardedStart is what start hands startSharded.
+type shardedStart struct {
+	prev      Info
+	hasState  bool
+	join      string // the API to join through ("" → create or restart)
+	raftAddr  string
+	advertise string
+	tls       *crawldb.TLSConfig
+	seeds     []string
+	norm      *urlnorm.Normalizer
+	scope     *urlnorm.Scope
+}
+
+// startSharded opens a sharded node: its Host and meta group (creating the
+// site, joining it, or restarting), its Set and its fetcher.
+func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
+	cfg := &s.cfg
+	log := s.log
+	if cfg.Replicas == 0 {
+		cfg.Replicas = DefaultReplicas
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = shard.DefaultShards // a restart reads its site's from the meta group
+	}
+	host, err := crawldb.OpenHost(ctx, crawldb.HostOptions{
+		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: ss.raftAddr, RaftAdvertise: cfg.RaftAdvertise,
+		AdvertiseAPI: ss.advertise, TLS: ss.tls, NoSync: cfg.NoSync,
+		Logger: slog.New(quietHandler{log.Handler()}).With("part", "crawldb"),
+	})
+	if err != nil {
+		return fmt.Errorf("site: open the node's crawl database: %w", err)
+	}
+	s.mu.Lock()
+	s.host = host
+	s.mu.Unlock()
+	g := crawldb.GroupOptions{ID: shardset.MetaGroup}
+	creating := !ss.hasState && ss.join == ""
+	if creating {
+		g.Bootstrap = []crawldb.Member{{ID: cfg.Node, RaftAddr: host.RaftAddr(), APIAddr: ss.advertise}}
+	}
+	meta, err := host.Group(ctx, g)
+	if err != nil {
+		return fmt.Errorf("site: open the meta group: %w", err)
+	}
+	if !ss.hasState && ss.join != "" {
+		if err := host.AddVoterAt(ctx, ss.join, shardset.MetaGroup, cfg.Node, host.RaftAddr(), ss.advertise); err != nil {
+			if errors.Is(err, crawldb.ErrRefused) {
+				return fmt.Errorf("%w: %v", ErrWrongSite, err)
+			}
+			return fmt.Errorf("site: join the site's meta group through %s: %w", ss.join, err)
+		}
+	}
+	s.db = meta
+	s.mu.Lock()
+	s.dbReady = meta
+	s.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = meta.WaitLeader(wctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("site: the meta group has no leader: %w", err)
+	}
+	if creating {
+		if err := shardset.Create(ctx, meta, shardset.Settings{Shards: cfg.Shards, Replicas: cfg.Replicas, Creator: cfg.Node}); err != nil {
+			return err
+		}
+	}
+	// A node that joined (or restarts) reads its site's settings from its
+	// replica of the meta group once it has caught up.
+	var st shardset.Settings
+	for {
+		if st, err = shardset.ReadSettings(meta.Store()); err == nil {
+			break
+		}
+		if !errors.Is(err, shardset.ErrNoSettings) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cfg.Shards, cfg.Replicas = st.Shards, st.Replicas
+
+	seeds, err := s.readSeeds(ss.seeds, ss.norm, ss.scope)
+	if err != nil {
+		return err
+	}
+	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS})
+	if err != nil {
+		return fmt.Errorf("site: resolver: %w", err)
+	}
+	locate := func(ctx context.Context, host string) string {
+		ips, _, _ := res.Lookup(ctx, host)
+		return partition.Key(host, ips)
+	}
+	var set *shardset.Set
+	set, err = shardset.New(shardset.Options{
+		Host: host, Meta: meta, Dir: cfg.Data, Rounds: cfg.Rounds, Locate: locate, Client: s.nodeClient, Scheme: s.apiScheme,
+		DeadAfter: max(cfg.FailTimeout, 2*time.Second),
+		Crawler: func(sh int) rounds.Options {
+			return rounds.Options{Width: max(cfg.Width/st.Shards, 1), PerHost: cfg.PerHost,
+				MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+				Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
+				HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
+				Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+					ips, _, err := res.Lookup(ctx, host)
+					return ips, err
+				},
+				FailTimeout: cfg.FailTimeout, CheckCash: cfg.CheckCash,
+				Logger:  log.With("part", "rounds", "node", cfg.Node, "shard", sh),
+				OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
+			}
+		},
+		Router: func(sh int, db *crawldb.DB) (route.Router, error) { return set.NewRouter(sh, db), nil },
+		Seeds: func(ctx context.Context, sh int) ([]string, error) {
+			var out []string
+			for _, u := range seeds {
+				if shard.Of(locate(ctx, crawl.HostOf(u)), st.Shards) == sh {
+					out = append(out, u)
+				}
+			}
+			return out, nil
+		},
+		Logger: log.With("part", "shards", "node", cfg.Node),
+	})
+	if err != nil {
+		return err
+	}
+	s.set = set
+	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
+	if err != nil {
+		return fmt.Errorf("site: warc: %w", err)
+	}
+	s.fetch, err = fetcher.New(fetcher.Options{
+		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
+		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
+		Resolver: res, WARC: s.warc, Hosts: set.Hosts(), Normalizer: ss.norm, Scope: ss.scope,
+		Seen: set.Seen, OnResult: set.OnResult, Skip: set.Skip, Logger: log.With("part", "fetcher"),
+	})
+	if err != nil {
+		return fmt.Errorf("site: fetcher: %w", err)
+	}
+	set.Attach(s.fetch)
+	s.metrics.attach(s)
+	return s.finishStart(ss.prev, ss.raftAddr)
+}
+
+// shardedStatus is Status for a sharded node: the crawl database's counts
+// are those of the shards this node leads.
+func (s *Site) shardedStatus() Status {
+	cs := crawldbStatus{ByStatus: map[string]uint64{}, Leader: s.db.IsLeader()}
+	shards := s.set.Status()
+	for _, sh := range shards {
+		db := s.host.Lookup(shardset.GroupID(sh.Shard))
+		if db == nil || sh.Leader != s.cfg.Node {
+			continue
+		}
+		c := db.Store().Counts()
+		cs.URLs += c.URLs
+		cs.Frontier += c.Frontier
+		for k, v := range c.ByStatus {
+			cs.ByStatus[store.Status(k).String()] += v
+		}
+	}
+	settings := s.set.Settings()
+	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started,
+		Uptime: time.Since(s.started).Seconds(), Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs, Traffic: s.host.Traffic(),
+		Shards: shards, Sharding: &settings}
+	rate := s.dash.latest()
+	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
+	s.mu.Lock()
+	st.Stopped = s.stopped
+	s.mu.Unlock()
+	if s.sim != nil {
+		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"
+	}
+	return st
+}
+
+// roundsStatus is the crawler's status, or on a sharded node the sum of
+// the shards it leads (rounds done and cash summed, the newest round).
+func (s *Site) roundsStatus() rounds.Status {
+	if s.set == nil {
+		return s.crawler.Status()
+	}
+	var out rounds.Status
+	for _, c := range s.set.Leading() {
+		st := c.Status()
+		out.Done += st.Done
+		out.Next = max(out.Next, st.Next)
+		out.Virtual += st.Virtual
+		out.Injected += st.Injected
+		out.Spent += st.Spent
+		if st.Phase != "" && st.Phase != "idle" {
+			out.Phase = st.Phase
+		}
+		out.Leading = true
+	}
+	if out.Phase == "" {
+		out.Phase = "idle"
+	}
+	return out
+}
+
+// counts are the crawl database's counts, or on a sharded node those of
+// the shards it leads.
+func (s *Site) counts() store.Counts {
+	if s.set == nil {
+		return s.db.Store().Counts()
+	}
+	out := store.Counts{ByStatus: map[store.Status]uint64{}}
+	for sh := range s.set.Leading() {
+		db := s.host.Lookup(shardset.GroupID(sh))
+		if db == nil {
+			continue
+		}
+		c := db.Store().Counts()
+		out.Applied += c.Applied
+		out.URLs += c.URLs
+		out.Frontier += c.Frontier
+		out.Outbox += c.Outbox
+		for k, v := range c.ByStatus {
+			out.ByStatus[k] += v
+		}
+	}
+	return out
+}
+
+// leaveWait bounds a sharded node's leave.
+const leaveWait = 2 * time.Minute
+
+// leaveSharded moves this node's replicas to the others, takes the node
+// out of the meta group and ends Run.
+func (s *Site) leaveSharded() {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveWait)
+	defer cancel()
+	err := s.set.Leave(ctx)
+	if err == nil {
+		err = s.db.Leave(ctx)
+	}
+	if err == nil {
+		s.info.Left = true
+		err = writeInfo(s.cfg.Data, s.info)
+	}
+	if err == nil {
+		s.log.Info("site: node left the site", "node", s.cfg.Node)
+	} else {
+		s.log.Error("site: leave", "err", err)
+	}
+	s.mu.Lock()
+	s.leaveErr = err
+	stop := s.stopRun
+	s.mu.Unlock()
+	stop()
+}
