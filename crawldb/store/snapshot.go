@@ -130,6 +130,9 @@ func (sr *snapReader) uvarint(what string) (uint64, error) {
 		}
 		x |= uint64(c&0x7f) << shift
 		if c < 0x80 {
+			if c == 0 && shift > 0 {
+				return 0, sr.corrupt("%s not in its shortest form", what)
+			}
 			return x, nil
 		}
 	}
