@@ -689,3 +689,35 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// TestSnapshotIsConsistent: a snapshot taken before more commands are
+// applied writes the state as of its index, however late it is written.
+func TestSnapshotIsConsistent(t *testing.T) {
+	sh := openSharedT(t, t.TempDir())
+	defer sh.Close()
+	s := groupT(t, sh, "g")
+	last := fillRandom(t, s, 4, 0, 30)
+	want := snapshotBytes(t, s)
+	sn, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Close()
+	fillRandom(t, s, 5, last, 20)
+	populate(t, groupT(t, sh, "h"), 1)
+	for range 2 { // WriteTo may be called again
+		var got bytes.Buffer
+		if _, err := sn.WriteTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		if sn.Index() != last || !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("snapshot at %d (want %d) wrote %d bytes that differ from the %d at its index", sn.Index(), last, got.Len(), len(want))
+		}
+	}
+	if err := sn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

@@ -258,10 +258,13 @@ func decodeSnapshot(r io.Reader, fn func(key, val []byte) error) (uint64, error)
 
 // Snapshot is a consistent view of one store as of its applied index, for
 // a Raft snapshot: taken while no command is applied (the FSM's Snapshot),
-// written while commands go on (Persist), closed when done (Release).
+// written while commands go on (Persist), closed when done (Release). It is
+// a Pebble snapshot of the store's key range only (eventually file-only),
+// so that a long Persist does not keep the other groups' overwritten
+// values from being compacted away.
 type Snapshot struct {
 	s     *Store
-	snap  *pebble.Snapshot
+	snap  *pebble.EventuallyFileOnlySnapshot
 	index uint64
 }
 
@@ -272,7 +275,8 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 	if s.mu.closed {
 		return nil, fmt.Errorf("%w: snapshot of %s", ErrClosed, s.where())
 	}
-	return &Snapshot{s: s, snap: s.db.NewSnapshot(), index: s.applied.Load()}, nil
+	snap := s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: s.ks.lo, End: s.ks.hi}})
+	return &Snapshot{s: s, snap: snap, index: s.applied.Load()}, nil
 }
 
 // Index is the applied index the snapshot holds.
