@@ -286,7 +286,7 @@ func (sn *Snapshot) Index() uint64 { return sn.index }
 // may be called more than once.
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
-	sk := sn.s.ks.with(sn.snap)
+	sk := sn.s.ks.withEFOS(sn.snap)
 	it, err := sk.newIter(ownLo, ownHi)
 	if err != nil {
 		return 0, fmt.Errorf("store: snapshot of %s: %w", sn.s.where(), err)
