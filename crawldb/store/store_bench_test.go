@@ -15,19 +15,27 @@ func benchOpen(b *testing.B) *Store {
 	return s
 }
 
-// benchOpenGroup opens a group of a Shared whose other group holds 100,000
-// URLs of the same hosts.
-func benchOpenGroup(b *testing.B) *Store {
+// benchOpenGroup opens the only group of a Shared: against benchOpen, the
+// cost of the keyspace's prefix.
+func benchOpenGroup(b *testing.B) *Store { return openBenchGroup(b, false) }
+
+// benchOpenGroupNeighbour opens a group of a Shared whose other group
+// holds 100,000 URLs of the same hosts.
+func benchOpenGroupNeighbour(b *testing.B) *Store { return openBenchGroup(b, true) }
+
+func openBenchGroup(b *testing.B, neighbour bool) *Store {
 	sh, err := OpenShared(b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { sh.Close() })
-	other, err := sh.Store("s-00")
-	if err != nil {
-		b.Fatal(err)
+	if neighbour {
+		other, err := sh.Store("s-00")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchFill(b, other)
 	}
-	benchFill(b, other)
 	s, err := sh.Store("s-01")
 	if err != nil {
 		b.Fatal(err)
@@ -99,6 +107,12 @@ func BenchmarkApplyKnown(b *testing.B) { benchApplyKnown(b, benchOpen(b)) }
 
 // BenchmarkGroupApplyKnown is BenchmarkApplyKnown on a group of a Shared.
 func BenchmarkGroupApplyKnown(b *testing.B) { benchApplyKnown(b, benchOpenGroup(b)) }
+
+// BenchmarkGroupNeighbourApplyKnown is BenchmarkApplyKnown on a group of a
+// Shared whose other group holds as many URLs.
+func BenchmarkGroupNeighbourApplyKnown(b *testing.B) {
+	benchApplyKnown(b, benchOpenGroupNeighbour(b))
+}
 
 func benchApplyKnown(b *testing.B, s *Store) {
 	urls, idx := benchFill(b, s)
