@@ -424,7 +424,9 @@ func TestSnapshotRestore(t *testing.T) {
 	defer srcSh.Close()
 	src := groupT(t, srcSh, "src")
 	last := fillRandom(t, src, 1, 0, 80)
-	populate(t, groupT(t, srcSh, "src-other"), 5) // a neighbour the snapshot must not carry
+	neighbour := groupT(t, srcSh, "src-other") // the snapshot must not carry it, nor a restore touch it
+	populate(t, neighbour, 5)
+	neighbourBefore := dump(t, neighbour)
 	snap := snapshotBytes(t, src)
 	for _, tc := range []struct {
 		name string
@@ -440,6 +442,10 @@ func TestSnapshotRestore(t *testing.T) {
 		}},
 		{"store of its own", func(t *testing.T, dir string) (*Store, func()) {
 			s := openT(t, dir, Options{})
+			return s, func() { s.Close() }
+		}},
+		{"another group of the source's Shared", func(t *testing.T, dir string) (*Store, func()) {
+			s := groupT(t, srcSh, "dst")
 			return s, func() { s.Close() }
 		}},
 	} {
@@ -481,6 +487,7 @@ func TestSnapshotRestore(t *testing.T) {
 			if dst.AppliedIndex() != last+1 {
 				t.Fatalf("reopened at %d, want %d", dst.AppliedIndex(), last+1)
 			}
+			sameDump(t, "the source's neighbour group", dump(t, neighbour), neighbourBefore)
 			// Back to the state before the next command, for the next case.
 			if err := src.RestoreSnapshot(bytes.NewReader(snap)); err != nil {
 				t.Fatal(err)
