@@ -70,7 +70,7 @@ func newFSM(db *DB, dbDir string, o store.Options) (*fsm, error) {
 // (the snapshot being installed was saved in the snapshot store before
 // Restore was called) and replays the log after it.
 func newGroupFSM(db *DB, st *store.Store) *fsm {
-	return &fsm{db: db, opts: store.Options{}, group: true, st: st}
+	return &fsm{db: db, group: true, st: st}
 }
 
 func (f *fsm) store() *store.Store {
@@ -125,7 +125,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 const snapshotMagic = "MERIDIAN-CRAWLDB-SNAPSHOT 1"
 
 // Snapshot implements raft.FSM: a Pebble checkpoint of the store as of the
-// last applied command, streamed by Persist.
+// last applied command, streamed by Persist; for a group's fsm, a Pebble
+// snapshot of the group's keys, streamed by Persist as the store's snapshot
+// stream.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	st := f.store()
 	if f.group {

@@ -37,18 +37,23 @@ var (
 // it had the Pebble to itself. With an empty prefix (a store of its own) it
 // passes everything through unchanged.
 type keyspace struct {
-	r      pebble.Reader // the DB, or a snapshot of it
-	prefix []byte        // empty: a store of its own
-	lo, hi []byte        // every key of the store, prefix included, is in [lo, hi)
+	// Reads go to snap if set, else to efos if set, else to db. (Concrete
+	// types: a call through the pebble.Reader interface would move each
+	// iterator's options to the heap.)
+	db     *pebble.DB
+	snap   *pebble.Snapshot
+	efos   *pebble.EventuallyFileOnlySnapshot
+	prefix []byte // empty: a store of its own
+	lo, hi []byte // every key of the store, prefix included, is in [lo, hi)
 }
 
 func ownKeyspace(db *pebble.DB) keyspace {
-	return keyspace{r: db, lo: ownLo, hi: ownHi}
+	return keyspace{db: db, lo: ownLo, hi: ownHi}
 }
 
 func groupKeyspace(db *pebble.DB, group string) keyspace {
 	p := groupPrefix(group)
-	return keyspace{r: db, prefix: p, lo: p, hi: prefixEnd(p)}
+	return keyspace{db: db, prefix: p, lo: p, hi: prefixEnd(p)}
 }
 
 // groupPrefix returns the prefix of group's keys; group must be valid.
@@ -58,10 +63,37 @@ func groupPrefix(group string) []byte {
 	return append(p, group...)
 }
 
-// with returns the keyspace read through r (a snapshot of the same DB).
-func (k keyspace) with(r pebble.Reader) keyspace {
-	k.r = r
+// withSnapshot returns the keyspace read through a snapshot of its DB.
+func (k keyspace) withSnapshot(snap *pebble.Snapshot) keyspace {
+	k.snap = snap
 	return k
+}
+
+// withEFOS returns the keyspace read through an eventually-file-only
+// snapshot of its DB.
+func (k keyspace) withEFOS(efos *pebble.EventuallyFileOnlySnapshot) keyspace {
+	k.efos = efos
+	return k
+}
+
+func (k *keyspace) rawGet(key []byte) ([]byte, io.Closer, error) {
+	switch {
+	case k.snap != nil:
+		return k.snap.Get(key)
+	case k.efos != nil:
+		return k.efos.Get(key)
+	}
+	return k.db.Get(key)
+}
+
+func (k *keyspace) rawIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
+	switch {
+	case k.snap != nil:
+		return k.snap.NewIter(o)
+	case k.efos != nil:
+		return k.efos.NewIter(o)
+	}
+	return k.db.NewIter(o)
 }
 
 // full returns prefix+key in dst.
@@ -91,11 +123,11 @@ func (g *getBuf) Close() error {
 // get is pebble.Reader.Get of key in the keyspace.
 func (k *keyspace) get(key []byte) ([]byte, io.Closer, error) {
 	if len(k.prefix) == 0 {
-		return k.r.Get(key)
+		return k.rawGet(key)
 	}
 	g := getBufs.Get().(*getBuf)
 	g.key = k.full(g.key, key)
-	v, c, err := k.r.Get(g.key)
+	v, c, err := k.rawGet(g.key)
 	if err != nil {
 		getBufs.Put(g)
 		return nil, nil, err
@@ -134,7 +166,7 @@ func (k *keyspace) newIter(lo, hi []byte) (iter, error) {
 			o.UpperBound = b[len(o.LowerBound):]
 		}
 	}
-	it, err := k.r.NewIter(&o)
+	it, err := k.rawIter(&o)
 	if err != nil {
 		return iter{}, err
 	}

@@ -91,7 +91,7 @@ func (s *Store) Frontier(q FrontierQuery) ([]FrontierEntry, error) {
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	sk := s.ks.with(snap)
+	sk := s.ks.withSnapshot(snap)
 	hosts, err := sk.newIter([]byte{pHostPrio}, []byte{pHostPrio + 1})
 	if err != nil {
 		return nil, fmt.Errorf("store: frontier: %w", err)

@@ -130,6 +130,9 @@ func (sr *snapReader) uvarint(what string) (uint64, error) {
 		}
 		x |= uint64(c&0x7f) << shift
 		if c < 0x80 {
+			if c == 0 && shift > 0 {
+				return 0, sr.corrupt("%s not in its shortest form", what)
+			}
 			return x, nil
 		}
 	}
@@ -255,10 +258,13 @@ func decodeSnapshot(r io.Reader, fn func(key, val []byte) error) (uint64, error)
 
 // Snapshot is a consistent view of one store as of its applied index, for
 // a Raft snapshot: taken while no command is applied (the FSM's Snapshot),
-// written while commands go on (Persist), closed when done (Release).
+// written while commands go on (Persist), closed when done (Release). It is
+// a Pebble snapshot of the store's key range only (eventually file-only),
+// so that a long Persist does not keep the other groups' overwritten
+// values from being compacted away.
 type Snapshot struct {
 	s     *Store
-	snap  *pebble.Snapshot
+	snap  *pebble.EventuallyFileOnlySnapshot
 	index uint64
 }
 
@@ -269,7 +275,8 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 	if s.mu.closed {
 		return nil, fmt.Errorf("%w: snapshot of %s", ErrClosed, s.where())
 	}
-	return &Snapshot{s: s, snap: s.db.NewSnapshot(), index: s.applied.Load()}, nil
+	snap := s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: s.ks.lo, End: s.ks.hi}})
+	return &Snapshot{s: s, snap: snap, index: s.applied.Load()}, nil
 }
 
 // Index is the applied index the snapshot holds.
@@ -279,7 +286,7 @@ func (sn *Snapshot) Index() uint64 { return sn.index }
 // may be called more than once.
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
-	sk := sn.s.ks.with(sn.snap)
+	sk := sn.s.ks.withEFOS(sn.snap)
 	it, err := sk.newIter(ownLo, ownHi)
 	if err != nil {
 		return 0, fmt.Errorf("store: snapshot of %s: %w", sn.s.where(), err)

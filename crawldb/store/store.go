@@ -1,6 +1,10 @@
 // Package store is the crawl database's state machine: URL records, the
 // frontier index, host records and the site-wide tables, kept in Pebble and
-// changed only by commands (Batch) applied in log order. It knows nothing of
+// changed only by commands (Batch) applied in log order. A store has a
+// Pebble of its own (Open), or is one group of a Pebble that holds the
+// stores of many Raft groups (OpenShared, Shared.Store); a group's store is
+// snapshotted and restored as a stream of its keys (Snapshot,
+// RestoreSnapshot) without touching the other groups. It knows nothing of
 // Raft: package crawldb feeds it the Raft log. Each command is applied in one
 // atomic Pebble batch together with its log index, so replaying the log after
 // a crash never applies a command twice.
