@@ -29,7 +29,8 @@ type Traffic struct {
 	APIReceived int64 `json:"api_received_bytes"`
 }
 
-// Traffic returns the node's traffic counters.
+// Traffic returns the node's traffic counters; for a group of a Host, the
+// Host's (every group's bytes: they share its listener and its API).
 func (db *DB) Traffic() Traffic {
 	return Traffic{
 		RaftSent: db.traffic.raftSent.Load(), RaftReceived: db.traffic.raftReceived.Load(),
