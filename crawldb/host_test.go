@@ -471,7 +471,8 @@ func TestHostLeaderDies(t *testing.T) {
 
 // TestHostRefusesBadConnections: the Raft listener closes, and logs, a
 // connection that sends garbage, a header of an unknown group, a header of
-// another version, or no header in time, and keeps serving its groups.
+// another version, no header in time, or garbage after a good header (the
+// group's frame guard), and keeps serving its groups.
 func TestHostRefusesBadConnections(t *testing.T) {
 	for _, mode := range hostModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -503,6 +504,8 @@ func TestHostRefusesBadConnections(t *testing.T) {
 				{"other version", []byte("MRDG\x07\x02s1"), "group header version 7"},
 				{"bad group ID", []byte("MRDG\x01\x02S!"), `group ID "S!" must be`},
 				{"slow header", []byte("MR"), "no complete group header within"},
+				// Past a good header, the group's frame guard reads the frames.
+				{"garbage after a header", append(groupHeader("s1"), 0x09, 0xff, 0xff), "unknown RPC type 0x09: not a Raft frame"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					c := dial(t)
