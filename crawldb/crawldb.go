@@ -12,6 +12,11 @@
 //
 // With Options.TLS, the Raft transport and the API speak mutual TLS 1.3;
 // without it, both are plain TCP and HTTP.
+//
+// Open runs one group per node. A node that holds replicas of many groups
+// (a site's shards) opens a Host (OpenHost) and each replica in it
+// (Host.Group): one Raft listener, one Raft log store and one API for all
+// of them; each replica is a DB like Open's.
 package crawldb
 
 import (
@@ -208,8 +213,9 @@ type DB struct {
 	bootAPIs   map[string]string // API addresses of the bootstrap voters, recorded by the first leader
 	bootDone   atomic.Bool       // bootAPIs recorded
 	onClose    func()            // tells the Host the group closed
-	closeOnce  sync.Once
-	closeErr   error
+
+	closeOnce sync.Once
+	closeErr  error
 
 	mu struct {
 		sync.Mutex

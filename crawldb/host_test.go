@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
 )
 
 // hostModes are the transports the Host tests run over.
@@ -111,6 +113,56 @@ func groupLeader(t *testing.T, dbs []*DB) *DB {
 	return leader
 }
 
+// The helpers below tolerate a leadership that moves: on a loaded machine
+// FastTimeouts' 300 ms elections happen now and then.
+
+// applyEventually applies b through db until it succeeds (within 20 s).
+// The tests' writes are upserts of URLs, which may be applied twice without
+// changing what the tests count.
+func applyEventually(t *testing.T, db *DB, b *store.Batch) *store.Result {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := db.Apply(ctx, b)
+		cancel()
+		if err == nil && res.Err != nil {
+			t.Fatalf("apply at %s rejected: %v", db.opts.NodeID, res.Err)
+		}
+		if err == nil {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apply at %s: %v", db.opts.NodeID, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leaderDo runs f on the replica of dbs that leads until f returns nil
+// (within 20 s); an error other than a lost leadership fails the test.
+func leaderDo(t *testing.T, dbs []*DB, what string, f func(*DB) error) {
+	t.Helper()
+	retryNotLeader(t, what, func() error { return f(groupLeader(t, dbs)) })
+}
+
+// retryNotLeader runs f until it returns nil (within 20 s); an error other
+// than a lost leadership fails the test.
+func retryNotLeader(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func hasURL(t *testing.T, db *DB, url string) bool {
 	t.Helper()
 	_, ok, err := db.Store().Get(url)
@@ -137,8 +189,8 @@ func TestHostTwoGroups(t *testing.T) {
 			s2 := openHostGroup(t, "s2", h2, h3)
 
 			l1, l2 := groupLeader(t, s1), groupLeader(t, s2)
-			mustApply(t, l1, upserts(0, 20, 1))
-			mustApply(t, l2, upserts(1000, 30, 1))
+			applyEventually(t, l1, upserts(0, 20, 1))
+			applyEventually(t, l2, upserts(1000, 30, 1))
 			// A follower's write, forwarded to its group's leader.
 			var f1 *DB
 			for _, db := range s1 {
@@ -147,11 +199,8 @@ func TestHostTwoGroups(t *testing.T) {
 					break
 				}
 			}
-			if res := mustApply(t, f1, upserts(20, 5, 1)); res.Index == 0 {
+			if res := applyEventually(t, f1, upserts(20, 5, 1)); res.Index == 0 {
 				t.Fatalf("forwarded write from %s: index 0", f1.opts.NodeID)
-			}
-			if err := l1.Barrier(context.Background()); err != nil {
-				t.Fatal(err)
 			}
 			for _, db := range s1 {
 				waitFor(t, db.opts.NodeID+"'s replica of s1 to apply 25 URLs", func() bool { return db.Store().Counts().URLs == 25 })
@@ -212,7 +261,7 @@ func TestHostTwoGroups(t *testing.T) {
 			if h2.Lookup("s1") != nil {
 				t.Error("h2 still lists s1 after its replica closed")
 			}
-			mustApply(t, groupLeader(t, s2), upserts(2000, 3, 1))
+			applyEventually(t, s2[1], upserts(2000, 3, 1))
 			waitFor(t, "s2 on h2 to apply after h2 closed its s1", func() bool { return s2[0].Store().Counts().URLs == 33 })
 		})
 	}
@@ -257,12 +306,16 @@ func TestHostMembership(t *testing.T) {
 			if err := a.AddVoter(ctx, "h2", h2.RaftAddr(), h2.APIAddr()); err != nil {
 				t.Fatal(err)
 			}
-			if err := a.AddVoter(ctx, "h2", h2.RaftAddr(), h2.APIAddr()); err != nil {
-				t.Fatalf("AddVoter again: %v, want nil (idempotent)", err)
-			}
-			if err := a.AddVoter(ctx, "h9", h2.RaftAddr(), h2.APIAddr()); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "already used by member h2") {
-				t.Fatalf("AddVoter of another name at h2's address = %v, want ErrRefused naming h2", err)
-			}
+			leaderDo(t, []*DB{a, b}, "AddVoter again (idempotent)", func(l *DB) error {
+				return l.AddVoter(ctx, "h2", h2.RaftAddr(), h2.APIAddr())
+			})
+			leaderDo(t, []*DB{a, b}, "AddVoter of another name at h2's address", func(l *DB) error {
+				err := l.AddVoter(ctx, "h9", h2.RaftAddr(), h2.APIAddr())
+				if errors.Is(err, ErrRefused) && strings.Contains(err.Error(), "already used by member h2") {
+					return nil
+				}
+				return fmt.Errorf("%w, want ErrRefused naming h2", err)
+			})
 			waitFor(t, "h2's replica to catch up", func() bool { return b.Store().Counts().URLs == 200 })
 			// Raft records the installed snapshot just after the store restored it.
 			waitFor(t, "h2's replica to have caught up by snapshot", func() bool {
@@ -274,9 +327,9 @@ func TestHostMembership(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := h3.AddVoterAt(ctx, h2.APIAddr(), "s7", "h3", h3.RaftAddr(), h3.APIAddr()); err != nil {
-				t.Fatal(err)
-			}
+			retryNotLeader(t, "AddVoterAt through h2", func() error {
+				return h3.AddVoterAt(ctx, h2.APIAddr(), "s7", "h3", h3.RaftAddr(), h3.APIAddr())
+			})
 			waitFor(t, "h3's replica to catch up", func() bool { return c.Store().Counts().URLs == 200 })
 			all := []*DB{a, b, c}
 			for _, db := range all {
@@ -287,40 +340,36 @@ func TestHostMembership(t *testing.T) {
 			}
 
 			// Leadership moves where it is sent.
-			if err := b.TransferLeadershipTo(ctx, "h3"); !errors.Is(err, ErrNotLeader) {
+			l := groupLeader(t, all)
+			f := all[(slices.Index(all, l)+1)%3]
+			if err := f.TransferLeadershipTo(ctx, "h3"); !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("TransferLeadershipTo on a follower = %v, want ErrNotLeader", err)
 			}
-			if err := a.TransferLeadershipTo(ctx, "h9"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `"h9" is not a voter`) {
-				t.Fatalf("TransferLeadershipTo a stranger = %v, want ErrRefused naming h9", err)
-			}
-			if err := a.TransferLeadershipTo(ctx, "h2"); err != nil {
-				t.Fatal(err)
-			}
-			if groupLeader(t, all) != b {
-				t.Fatal("h2 does not lead after the transfer to it")
-			}
-			if err := h1.TransferLeadershipAt(ctx, h1.APIAddr(), "s7", "h3"); err != nil { // h1 relays to h2
-				t.Fatal(err)
-			}
-			if groupLeader(t, all) != c {
-				t.Fatal("h3 does not lead after the transfer to it over the API")
-			}
-			mustApply(t, a, upserts(1000, 1, 1)) // forwarded by h1 to h3
+			leaderDo(t, all, "TransferLeadershipTo a stranger", func(l *DB) error {
+				err := l.TransferLeadershipTo(ctx, "h9")
+				if errors.Is(err, ErrRefused) && strings.Contains(err.Error(), `"h9" is not a voter`) {
+					return nil
+				}
+				return fmt.Errorf("%w, want ErrRefused naming h9", err)
+			})
+			leaderDo(t, all, "TransferLeadershipTo h2", func(l *DB) error { return l.TransferLeadershipTo(ctx, "h2") })
+			waitFor(t, "h2 to lead after the transfer to it", b.IsLeader)
+			retryNotLeader(t, "TransferLeadershipAt h3 through h1", func() error { // h1 relays to the leader
+				return h1.TransferLeadershipAt(ctx, h1.APIAddr(), "s7", "h3")
+			})
+			waitFor(t, "h3 to lead after the transfer to it over the API", c.IsLeader)
+			applyEventually(t, a, upserts(1000, 1, 1)) // forwarded by h1 to the leader
 
 			// Remove h1 (over the API) and delete its replica.
 			if err := a.RemoveVoter(ctx, "h1"); !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("RemoveVoter on a follower = %v, want ErrNotLeader", err)
 			}
-			if err := h2.RemoveVoterAt(ctx, h3.APIAddr(), "s7", "h1"); err != nil {
-				t.Fatal(err)
-			}
+			retryNotLeader(t, "RemoveVoterAt h1 through h3", func() error { return h2.RemoveVoterAt(ctx, h3.APIAddr(), "s7", "h1") })
 			waitFor(t, "h1 out of s7", func() bool {
 				v, err := c.Voters()
 				return err == nil && len(v) == 2 && v[0].ID == "h2"
 			})
-			if err := c.RemoveVoter(ctx, "h1"); err != nil {
-				t.Fatalf("RemoveVoter of a node that is no voter: %v, want nil", err)
-			}
+			leaderDo(t, []*DB{b, c}, "RemoveVoter of a node that is no voter", func(l *DB) error { return l.RemoveVoter(ctx, "h1") })
 			if err := h1.RemoveGroup("s7"); err != nil {
 				t.Fatal(err)
 			}
@@ -333,10 +382,11 @@ func TestHostMembership(t *testing.T) {
 			if _, err := a.Apply(ctx, upserts(0, 1, 1)); !errors.Is(err, ErrClosed) {
 				t.Errorf("Apply on a removed replica = %v, want ErrClosed", err)
 			}
-			if err := h3.RemoveGroup("s7"); err == nil || !strings.Contains(err.Error(), "leads it with 1 other voters") {
+			lh := map[*DB]*Host{b: h2, c: h3}[groupLeader(t, []*DB{b, c})]
+			if err := lh.RemoveGroup("s7"); err == nil || !strings.Contains(err.Error(), "leads it with 1 other voters") {
 				t.Errorf("RemoveGroup of a leading replica = %v, want a refusal", err)
 			}
-			mustApply(t, b, upserts(2000, 1, 1))
+			applyEventually(t, b, upserts(2000, 1, 1))
 			waitFor(t, "the two remaining replicas to apply", func() bool {
 				return b.Store().Counts().URLs == 202 && c.Store().Counts().URLs == 202
 			})
@@ -392,7 +442,7 @@ func TestHostLeaderDies(t *testing.T) {
 	hosts := []*Host{th.open("h1", nil), th.open("h2", nil), th.open("h3", nil)}
 	g := openHostGroup(t, "s1", hosts...)
 	leader := groupLeader(t, g)
-	mustApply(t, leader, upserts(0, 10, 1))
+	applyEventually(t, leader, upserts(0, 10, 1))
 	var dead *Host
 	var survivors []*DB
 	var others []*Host
@@ -412,8 +462,8 @@ func TestHostLeaderDies(t *testing.T) {
 	if next.opts.NodeID == dead.NodeID() {
 		t.Fatal("the closed Host still leads")
 	}
-	mustApply(t, survivors[0], upserts(10, 5, 1))
-	mustApply(t, groupLeader(t, other), upserts(100, 1, 1))
+	applyEventually(t, survivors[0], upserts(10, 5, 1))
+	applyEventually(t, other[0], upserts(100, 1, 1))
 	for _, db := range survivors {
 		waitFor(t, "the survivors to apply", func() bool { return db.Store().Counts().URLs == 15 })
 	}
@@ -421,7 +471,8 @@ func TestHostLeaderDies(t *testing.T) {
 
 // TestHostRefusesBadConnections: the Raft listener closes, and logs, a
 // connection that sends garbage, a header of an unknown group, a header of
-// another version, or no header in time, and keeps serving its groups.
+// another version, no header in time, or garbage after a good header (the
+// group's frame guard), and keeps serving its groups.
 func TestHostRefusesBadConnections(t *testing.T) {
 	for _, mode := range hostModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -453,6 +504,8 @@ func TestHostRefusesBadConnections(t *testing.T) {
 				{"other version", []byte("MRDG\x07\x02s1"), "group header version 7"},
 				{"bad group ID", []byte("MRDG\x01\x02S!"), `group ID "S!" must be`},
 				{"slow header", []byte("MR"), "no complete group header within"},
+				// Past a good header, the group's frame guard reads the frames.
+				{"garbage after a header", append(groupHeader("s1"), 0x09, 0xff, 0xff), "unknown RPC type 0x09: not a Raft frame"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					c := dial(t)
@@ -482,11 +535,73 @@ func TestHostRefusesBadConnections(t *testing.T) {
 			}
 			// The listener still serves the group, both ways.
 			for i, db := range g {
-				mustApply(t, db, upserts(10*i, 1, 1))
+				applyEventually(t, db, upserts(10*i, 1, 1))
 			}
 			for _, db := range g {
 				waitFor(t, "both replicas to apply both writes", func() bool { return db.Store().Counts().URLs == 2 })
 			}
 		})
+	}
+}
+
+// TestHostRestart: a Host reopened on its directory lists its groups and
+// reopens each with its data, without bootstrapping again; Group refuses
+// a group that is open and options that are wrong, saying what.
+func TestHostRestart(t *testing.T) {
+	th := newTestHosts(t, false)
+	h := th.open("h1", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, id := range []string{"s1", "meta"} {
+		db, err := h.Group(ctx, GroupOptions{ID: id, Bootstrap: []Member{{ID: "h1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, db, upserts(0, 3+i, 1))
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h = th.open("h1", nil)
+	if got, err := h.Groups(); err != nil || !slices.Equal(got, []string{"meta", "s1"}) {
+		t.Fatalf("Groups() after a restart = %q, %v; want meta and s1", got, err)
+	}
+	for i, id := range []string{"s1", "meta"} {
+		db, err := h.Group(ctx, GroupOptions{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := db.Store().Counts().URLs; n != uint64(3+i) {
+			t.Errorf("group %s after a restart holds %d URLs, want %d", id, n, 3+i)
+		}
+		mustApply(t, db, upserts(100, 1, 1))
+	}
+	for _, tc := range []struct {
+		g    GroupOptions
+		want string
+	}{
+		{GroupOptions{ID: "s1"}, "group s1 is already open"},
+		{GroupOptions{ID: "Shard_1"}, `group ID "Shard_1" must be 1 to 32 of [a-z0-9-]`},
+		{GroupOptions{ID: strings.Repeat("a", 33)}, "must be 1 to 32"},
+		{GroupOptions{ID: "s2", Bootstrap: []Member{{ID: "h2", RaftAddr: "127.0.0.1:1"}}}, "the bootstrap voters must include this node, h1"},
+		{GroupOptions{ID: "s2", Bootstrap: []Member{{ID: "h1"}, {ID: "h2", RaftAddr: "nowhere"}}}, `bootstrap voter h2: raft_addr "nowhere" must be host:port`},
+		{GroupOptions{ID: "s2", Bootstrap: []Member{{ID: "h1"}, {ID: "h1"}}}, "bootstrap voter h1 is listed twice"},
+	} {
+		if _, err := h.Group(ctx, tc.g); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Group(%+v) = %v, want an error with %q", tc.g, err, tc.want)
+		}
+	}
+	if got, _ := h.Groups(); !slices.Equal(got, []string{"meta", "s1"}) {
+		t.Errorf("refused groups left state: Groups() = %q", got)
+	}
+	if _, err := OpenHost(ctx, HostOptions{NodeID: "a b", RaftAddr: "127.0.0.1:0"}); err == nil ||
+		!strings.Contains(err.Error(), "Dir is required") || !strings.Contains(err.Error(), `NodeID "a b"`) {
+		t.Errorf("OpenHost with bad options = %v, want every problem named", err)
 	}
 }

@@ -29,7 +29,8 @@ type Traffic struct {
 	APIReceived int64 `json:"api_received_bytes"`
 }
 
-// Traffic returns the node's traffic counters.
+// Traffic returns the node's traffic counters; for a group of a Host, the
+// Host's (every group's bytes: they share its listener and its API).
 func (db *DB) Traffic() Traffic {
 	return Traffic{
 		RaftSent: db.traffic.raftSent.Load(), RaftReceived: db.traffic.raftReceived.Load(),
@@ -55,9 +56,18 @@ type streamConfig struct {
 // newGroupTransport is newNetTransport for a group of a Host: its stream
 // layer accepts what the Host's listener hands it (see groupListener) and
 // dials the other nodes' listeners with the group's header.
+//
+// Its replication is not pipelined (MaxRPCsInFlight 1: one AppendEntries
+// in flight per follower, each up to maxAppendEntries entries).
+// hashicorp/raft v1.8's pipeline can deadlock when a follower answers
+// Success false or a newer term, as after a leadership transfer: its decoder
+// returns, and a send that raced with that return waits forever on an
+// unbuffered channel, so the old leader's Shutdown never returns (seen in
+// TestHostMembership under load; grafana/pyroscope#5518 describes the same
+// and disabled the pipeline too). A Host moves leaderships by design.
 func newGroupTransport(s *streamLayer, hlog hclog.Logger) *raft.NetworkTransport {
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: s, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
+		Stream: s, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog, MaxRPCsInFlight: 1,
 	})
 }
 

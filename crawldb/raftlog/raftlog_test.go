@@ -1233,3 +1233,51 @@ func slicesEqual(a, b []string) bool {
 	}
 	return true
 }
+
+// BenchmarkSharedStoreLogs: synced StoreLogs of one entry by several groups
+// of one Shared at once (each group its own writer, as each Raft group is),
+// reporting the WAL fsyncs per commit: below 1 when the groups' commits
+// share Pebble's fsyncs.
+func BenchmarkSharedStoreLogs(b *testing.B) {
+	for _, groups := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			var syncs atomic.Int64
+			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(o errorfs.Op) error {
+				if o.Kind == errorfs.OpFileSync || o.Kind == errorfs.OpFileSyncData {
+					syncs.Add(1)
+				}
+				return nil
+			}))
+			sh, err := OpenShared(b.TempDir(), Options{FS: fs, Logger: quietLog})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sh.Close()
+			stores := make([]*Store, groups)
+			for g := range stores {
+				if stores[g], err = sh.Group(fmt.Sprintf("g%d", g)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := max(1, b.N/groups)
+			b.ResetTimer()
+			before := syncs.Load()
+			var wg sync.WaitGroup
+			for _, s := range stores {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 1; i <= per; i++ {
+						if err := s.StoreLogs([]*raft.Log{mkLog(uint64(i), 1)}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(syncs.Load()-before)/float64(per*groups), "fsyncs/commit")
+		})
+	}
+}
