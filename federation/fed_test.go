@@ -27,7 +27,7 @@ func testFile() File {
 
 // newTestFed opens a one-node crawl database and the federation layer of
 // site self over it (no endpoint: the tests call it directly).
-func newTestFed(t *testing.T, self string) *Fed {
+func newTestFed(t testing.TB, self string) *Fed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

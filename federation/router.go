@@ -219,13 +219,16 @@ func (f *Fed) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([
 	if err != nil {
 		return nil, route.Sent{}, err
 	}
+	owner := make(map[string]string, len(locs))
+	for h, l := range locs {
+		owner[h] = f.primary(h, l)
+	}
 	var local []route.Remote
 	by := map[string][]route.Remote{}
 	var sent route.Sent
 	var cash opic.Sum
 	for _, u := range urls {
-		h := hostOf(u.URL)
-		o := f.primary(h, locs[h])
+		o := owner[hostOf(u.URL)]
 		if o == f.o.Self {
 			local = append(local, u)
 			continue
