@@ -1,17 +1,23 @@
 // Package federation joins sites of several regions into one crawl. Each
 // site owns the hosts a partitioner gives it (package partition) and crawls
-// only those; the update of a round puts the URLs it found on other sites'
-// hosts into the crawl database's outbox, and this package delivers them:
+// only those. It is the routing layer the rounds call (route.Router): one
+// call, Fed.Route, keeps a batch's URLs of this site and writes the others
+// into the caller's crawl-database command as outbox entries in their wire
+// encoding, and this package delivers them:
 //
 //   - frontier mode: the only call between sites is PutIfAbsent(batch):
 //     the owner inserts the URLs it does not know with their OPIC cash and
 //     adds the cash of those it knows; every read stays local;
 //   - the URL-sent cache (in the crawl database, so every node of a site
-//     shares it): a URL already sent to its owner is not sent again, its
-//     cash goes with the batch to the owner's virtual page instead;
+//     shares it), checked by Route: a URL already sent (or enqueued) to its
+//     owner is not sent again, its cash goes with the entry to the owner's
+//     virtual page instead; the others enter the cache in the command that
+//     enqueues them;
 //   - a durable outbox: a put is done for its round once it is in the
-//     outbox; delivery is batched, retried with back-off, acknowledged by a
-//     command that also fills the sent cache;
+//     outbox; delivery frames stored entries as they are (AppendFrame: no
+//     decoding, no re-encoding), by a Transport per owner (another site's
+//     endpoint; another shard of the site later), retried with back-off and
+//     acknowledged by sequence number;
 //   - a failure detector (probes): a site silent for SuspectAfter is
 //     suspect; after the federation's grace period its hosts go to their
 //     next owner (contravariance), and come back when it answers again;

@@ -27,7 +27,7 @@ func testFile() File {
 
 // newTestFed opens a one-node crawl database and the federation layer of
 // site self over it (no endpoint: the tests call it directly).
-func newTestFed(t *testing.T, self string) *Fed {
+func newTestFed(t testing.TB, self string) *Fed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -153,7 +153,8 @@ func TestPutAppliesOnce(t *testing.T) {
 
 // TestOutboxSentCache: URLs routed once are not sent again: Route leaves
 // them out of the next entries and their cash goes to the owner's virtual
-// page; the delivery frames the stored entries as they are.
+// page, unless they are Moved (a hand-back); the delivery frames the
+// stored entries as they are.
 func TestOutboxSentCache(t *testing.T) {
 	f := newTestFed(t, "eu")
 	ctx := context.Background()
@@ -211,6 +212,18 @@ func TestOutboxSentCache(t *testing.T) {
 	}
 	if hits, lookups := f.CacheStats(); hits != 3 || lookups != 6 {
 		t.Errorf("sent cache: %d hits of %d lookups, want 3 of 6", hits, lookups)
+	}
+	// Moved URLs (a hand-back) are sent although the cache has them.
+	for i := range urls {
+		urls[i].Moved = true
+	}
+	routeAll()
+	_, b = deliver()
+	if len(b.Puts) != 3 || b.Virtual != 0 {
+		t.Errorf("batch of moved URLs: %d puts, virtual %v; want 3, 0", len(b.Puts), b.Virtual)
+	}
+	if hits, lookups := f.CacheStats(); hits != 3 || lookups != 6 {
+		t.Errorf("sent cache after moved URLs: %d hits of %d lookups, want 3 of 6 (moved URLs are not looked up)", hits, lookups)
 	}
 }
 

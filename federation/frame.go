@@ -111,7 +111,7 @@ func decodeFrames(p []byte, lim Limits) (*Batch, error) {
 		if d.err != nil {
 			return nil, fmt.Errorf("federation: decode: %w", d.err)
 		}
-		e, err := decode([]byte(d.s[d.off:d.off+int(size)]), lim)
+		e, err := decode(p[d.off:d.off+int(size)], lim) // d.s is p's body: the offsets agree
 		if err != nil {
 			return nil, fmt.Errorf("federation: decode: entry %d at offset %d: %w", i, d.off, err)
 		}

@@ -84,7 +84,10 @@ func TestFrameRejects(t *testing.T) {
 		{"an entry from another site", AppendFrame(nil, "us", "eu", 1, 1, [][]byte{good, other.Append(nil)}), Limits{}, ErrMalformed, "entry 1 is from \"asia\""},
 		{"an entry with a sequence number", AppendFrame(nil, "us", "eu", 1, 1, [][]byte{withSeq.Append(nil)}), Limits{}, ErrMalformed, "seq 3"},
 		{"a corrupt entry", AppendFrame(nil, "us", "eu", 1, 1, [][]byte{good, bad}), Limits{}, ErrMalformed, "entry 1"},
-		{"truncated", func() []byte { f := AppendFrame(nil, "us", "eu", 1, 1, [][]byte{good}); return reseal(append(f[:len(f)-30], 0, 0, 0, 0)) }(), Limits{}, ErrMalformed, "truncated"},
+		{"truncated", func() []byte {
+			f := AppendFrame(nil, "us", "eu", 1, 1, [][]byte{good})
+			return reseal(append(f[:len(f)-30], 0, 0, 0, 0))
+		}(), Limits{}, ErrMalformed, "truncated"},
 		{"too many puts", AppendFrame(nil, "us", "eu", 1, 1, [][]byte{entry(many), entry(many)}), Limits{MaxPuts: 40}, ErrTooLarge, "over 40 puts"},
 		{"first after seq", AppendFrame(nil, "us", "eu", 1, 2, [][]byte{good}), Limits{}, ErrMalformed, "first 2 is after seq 1"},
 	} {

@@ -202,9 +202,9 @@ func (f *Fed) locateAll(ctx context.Context, hosts []string) (map[string]locatio
 // route.Router). The owner of a host is its primary owner (every site up):
 // the outbox hands over to the next owner what a site down past its grace
 // period does not take. A URL in the URL-sent cache (sent before, to its
-// owner, or enqueued for it) is left out and its cash goes to the entry's
-// virtual share; the others enter the cache in b, so that the cache is
-// written with the entries that send them. Hosts are located first
+// owner, or enqueued for it), unless Moved, is left out and its cash goes
+// to the entry's virtual share; the others enter the cache in b, so that
+// the cache is written with the entries that send them. Hosts are located first
 // (locateAll).
 func (f *Fed) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
 	seen := map[string]bool{}
@@ -219,13 +219,16 @@ func (f *Fed) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([
 	if err != nil {
 		return nil, route.Sent{}, err
 	}
+	owner := make(map[string]string, len(locs))
+	for h, l := range locs {
+		owner[h] = f.primary(h, l)
+	}
 	var local []route.Remote
 	by := map[string][]route.Remote{}
 	var sent route.Sent
 	var cash opic.Sum
 	for _, u := range urls {
-		h := hostOf(u.URL)
-		o := f.primary(h, locs[h])
+		o := owner[hostOf(u.URL)]
 		if o == f.o.Self {
 			local = append(local, u)
 			continue
@@ -244,21 +247,23 @@ func (f *Fed) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([
 }
 
 // enqueue writes urls for site owner into b as outbox entries: URLs in the
-// URL-sent cache (or twice in urls) leave their cash to the first entry's
-// virtual share; the others are added to the cache in b.
+// URL-sent cache (unless Moved) or twice in urls leave their cash to the
+// first entry's virtual share; the others are added to the cache in b.
 func (f *Fed) enqueue(b *store.Batch, owner string, urls []route.Remote, locs map[string]location) error {
 	puts := make([]Put, 0, len(urls))
 	var virtual opic.Sum
 	dup := make(map[uint64]bool, len(urls))
 	hits := 0
+	lookups := 0
 	for _, u := range urls {
 		fp := store.Fingerprint(u.URL)
 		hit := dup[fp]
-		if !hit {
+		if !hit && !u.Moved {
 			var err error
 			if hit, err = f.st.SentContains(fp); err != nil {
 				return fmt.Errorf("federation: URL-sent cache: %w", err)
 			}
+			lookups++
 		}
 		if hit {
 			virtual.Add(u.Cash)
@@ -273,7 +278,7 @@ func (f *Fed) enqueue(b *store.Batch, owner string, urls []route.Remote, locs ma
 		b.OutboxEnqueue(owner, e)
 	}
 	f.stats.hits.Add(int64(hits))
-	f.stats.lookups.Add(int64(len(urls)))
+	f.stats.lookups.Add(int64(lookups))
 	return nil
 }
 

@@ -276,8 +276,11 @@ func decode(p []byte, lim Limits) (*Batch, error) {
 	if len(p) < 1+trailerLen {
 		return nil, fmt.Errorf("federation: decode: %w: %d bytes is shorter than any batch", ErrMalformed, len(p))
 	}
+	if p[0] == VersionFrames {
+		return nil, fmt.Errorf("federation: decode: %w: a framed batch (version %d) where one batch is expected (a frame's entry)", ErrMalformed, p[0])
+	}
 	if p[0] != Version && p[0] != VersionFetched {
-		return nil, fmt.Errorf("federation: decode: %w: version %d, want %d or %d", ErrMalformed, p[0], Version, VersionFetched)
+		return nil, fmt.Errorf("federation: decode: %w: version %d, want %d, %d or %d (framed)", ErrMalformed, p[0], Version, VersionFetched, VersionFrames)
 	}
 	body := p[:len(p)-trailerLen]
 	want := binary.LittleEndian.Uint32(p[len(body):])

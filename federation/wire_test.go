@@ -104,7 +104,8 @@ func TestDecodeRejects(t *testing.T) {
 		text string // in the error
 	}{
 		{"empty", nil, Limits{}, ErrMalformed, "shorter than any batch"},
-		{"version", append([]byte{3}, good[1:]...), Limits{}, ErrMalformed, "version 3, want 1 or 2"},
+		{"version", append([]byte{4}, good[1:]...), Limits{}, ErrMalformed, "version 4, want 1, 2 or 3"},
+		{"a frame inside a frame", AppendFrame(nil, "us", "eu", 1, 1, [][]byte{AppendFrame(nil, "us", "eu", 1, 1, [][]byte{good})}), Limits{}, ErrMalformed, "a framed batch (version 3) where one batch is expected"},
 		{"fetched records in version 1", func() []byte {
 			p := encode(sampleFetched())
 			p[0] = Version

@@ -451,7 +451,9 @@ func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[s
 // handBack gives every frontier URL of hosts their owner has taken back to
 // that owner: each command takes a chunk of URLs out of this site's crawl
 // database with their cash (store.Batch.HandOver), routes them to their
-// owner's outbox with that cash (route.Router.Route), and counts the cash
+// owner's outbox with that cash (route.Router.Route; Moved: sent even if
+// the URL-sent cache has them, as a URL this site took over from the
+// owner's outbox while it was down does), and counts the cash
 // as sent in the round state, so that cash stays conserved
 // federation-wide. URLs of those hosts in rounds already generated finish
 // here; their links go to the owner.
@@ -470,7 +472,7 @@ func (c *Crawler) handBack(ctx context.Context, hosts map[string]route.Owner) er
 			b := c.newBatch()
 			puts := make([]route.Remote, len(fr))
 			for i, e := range fr {
-				puts[i] = route.Remote{URL: e.URL, Cash: e.Score, Depth: e.Depth}
+				puts[i] = route.Remote{URL: e.URL, Cash: e.Score, Depth: e.Depth, Moved: true}
 			}
 			local, sent, err := c.o.Router.Route(ctx, puts, b)
 			if err != nil {

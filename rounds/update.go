@@ -284,22 +284,23 @@ func (c *Crawler) cashError(s State) (float64, error) {
 	return off, nil
 }
 
-// route keeps in parts (in place) the targets of this shard's hosts and
-// writes the others, by chunks of BatchOps URLs in parts' order, as outbox
-// entries into commands of their own (route.Router.Route), returned in
-// order with what they sent. The chunks are the same however often the
-// update is prepared, so that a leader that prepares it again after some
-// of its commands were applied resumes with the same commands.
-func (c *Crawler) route(ctx context.Context, parts [][]target, newBatch func() *store.Batch) ([]*store.Batch, route.Sent, error) {
+// route returns the targets of parts (in their order) that are this
+// shard's hosts' (parts itself without a router), and writes the others, by chunks of BatchOps URLs of
+// parts in order, as outbox entries into commands of their own
+// (route.Router.Route), returned in order with what they sent. The chunks
+// are the same however often the update is prepared, so that a leader that
+// prepares it again after some of its commands were applied resumes with
+// the same commands.
+func (c *Crawler) route(ctx context.Context, parts [][]target, newBatch func() *store.Batch) ([][]target, []*store.Batch, route.Sent, error) {
 	r := c.o.Router
 	if r == nil {
-		return nil, route.Sent{}, nil
+		return parts, nil, route.Sent{}, nil
 	}
+	var kept []target
 	var out []*store.Batch
 	var sent route.Sent
 	var cash opic.Sum
 	chunk := make([]route.Remote, 0, c.o.BatchOps)
-	var kept []target
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -320,23 +321,21 @@ func (c *Crawler) route(ctx context.Context, parts [][]target, newBatch func() *
 		chunk = chunk[:0]
 		return nil
 	}
-	for i, p := range parts {
-		start := len(kept)
+	for _, p := range parts {
 		for _, t := range p {
 			chunk = append(chunk, route.Remote{URL: t.url, Cash: t.cash, Depth: t.depth})
 			if len(chunk) >= c.o.BatchOps {
 				if err := flush(); err != nil {
-					return nil, sent, err
+					return nil, nil, sent, err
 				}
 			}
 		}
-		if err := flush(); err != nil {
-			return nil, sent, err
-		}
-		parts[i] = kept[start:len(kept):len(kept)]
+	}
+	if err := flush(); err != nil {
+		return nil, nil, sent, err
 	}
 	sent.Cash = cash.Value()
-	return out, sent, nil
+	return [][]target{kept}, out, sent, nil
 }
 
 // readUpdate reads a prepared update file; nil commands means none yet.
@@ -502,12 +501,12 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	}
 	// URLs of other shards' and sites' hosts go to their outboxes, with
 	// their cash, in commands of their own.
-	routed, sent, err := c.route(ctx, parts, newBatch)
+	local, routed, sent, err := c.route(ctx, parts, newBatch)
 	if err != nil {
 		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
 	var n int64
-	for _, p := range parts {
+	for _, p := range local {
 		n += int64(len(p))
 	}
 	c.mu.Lock()
@@ -585,7 +584,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			return err
 		}
 	}
-	for _, p := range parts {
+	for _, p := range local {
 		c.links.credit(p, each)
 		for _, t := range p {
 			if err := add(func(b *store.Batch) { b.UpsertCash(t.url, t.cash+each, t.depth) }); err != nil {

@@ -50,6 +50,13 @@ type Remote struct {
 	URL   string
 	Cash  float64
 	Depth uint32
+	// Moved: the URL's record moves to its owner (a hand-back of hosts
+	// held for a site that was down; later, a shard's hosts moving), so it
+	// is sent even if the URL-sent cache has it: the cache says a URL was
+	// sent to its owner, and this one may have been taken back here before
+	// it was delivered. Without it (a URL found on a page) a URL in the
+	// cache is not sent again.
+	Moved bool
 }
 
 // Sent is what Route wrote into outboxes: the URLs it did not keep and
@@ -69,8 +76,8 @@ type Router interface {
 	// the owner it picks for a host must not change with the
 	// federation's liveness (the outbox deals with owners that are down),
 	// so that a command prepared again is the same. A URL sent before (the
-	// URL-sent cache) is not sent again: its cash goes to its owner's
-	// virtual page.
+	// URL-sent cache), unless Moved, is not sent again: its cash goes to
+	// its owner's virtual page.
 	Route(ctx context.Context, urls []Remote, b *store.Batch) (local []Remote, sent Sent, err error)
 	// Inbound returns the cash others have sent this crawl database so
 	// far, in all: on URLs (already in it) and for the virtual page (taken
