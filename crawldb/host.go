@@ -35,7 +35,7 @@ import (
 // On disk, under HostOptions.Dir:
 //
 //	raftlog/                   the Raft logs and stable keys of every group
-//	groups/<id>/db             the group's state machine (see openGroupFSM)
+//	store/                     every group's state machine (store.Shared; see openGroupFSM)
 //	groups/<id>/snapshots      the group's Raft snapshots
 //
 // The Raft listener is multiplexed by a group header: a node that dials
@@ -61,6 +61,7 @@ type Host struct {
 	opts      HostOptions
 	log       *slog.Logger
 	logs      *raftlog.Shared
+	stores    *store.Shared // every group's state machine, in one Pebble
 	ln        net.Listener // the Raft listener
 	addr      net.Addr     // its advertised address
 	traffic   counters     // the node's: every group's Raft and API bytes
@@ -253,6 +254,13 @@ func OpenHost(ctx context.Context, o HostOptions) (*Host, error) {
 	if h.logs, err = raftlog.OpenShared(filepath.Join(o.Dir, "raftlog"), raftlog.Options{NoSync: o.NoSync, Logger: o.Logger}); err != nil {
 		return nil, fmt.Errorf("crawldb: host: %w", err)
 	}
+	so := o.Store
+	if so.Logger == nil {
+		so.Logger = o.Logger
+	}
+	if h.stores, err = store.OpenShared(filepath.Join(o.Dir, "store"), so); err != nil {
+		return nil, fmt.Errorf("crawldb: host: %w", err)
+	}
 	// The listener and its advertised address, as newStreamLayer makes them.
 	probe, err := newStreamLayer(streamConfig{bind: o.RaftAddr, advertise: o.RaftAdvertise, counters: &h.traffic, log: o.Logger})
 	if err != nil {
@@ -362,11 +370,22 @@ func (h *Host) groupOptions(g GroupOptions) Options {
 
 // openGroupFSM opens group g's state machine in dir.
 //
-// MERGE POINT (issue 21, worktree wt-store): each group has, for now, a
-// store of its own in dir (today's fsm over its own Pebble); this is the one
-// place to swap for newGroupFSM(db, st) over a store.OpenShared store.
-func openGroupFSM(db *DB, dir string, o store.Options) (*fsm, error) {
-	return newFSM(db, filepath.Join(dir, "db"), o)
+// openGroupFSM opens group id's state machine: its store in the Host's one
+// Pebble (store.Shared). A store left half-restored by a crash is dropped
+// and opened empty: Raft restores the group's snapshot and replays its log
+// into it.
+func (h *Host) openGroupFSM(db *DB, id string) (*fsm, error) {
+	st, err := h.stores.Store(id)
+	if errors.Is(err, store.ErrIncomplete) {
+		h.log.Warn("crawldb: group's store was left half-restored: dropped; Raft restores it", "group", id)
+		if err = h.stores.Drop(id); err == nil {
+			st, err = h.stores.Store(id)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawldb: group %s: %w", id, err)
+	}
+	return newGroupFSM(db, st), nil
 }
 
 // openGroup starts group g's replica in slot.
@@ -387,7 +406,7 @@ func (h *Host) openGroup(g GroupOptions, slot *hostGroup) (*DB, error) {
 			db.Close()
 		}
 	}()
-	f, err := openGroupFSM(db, o.Dir, o.Store)
+	f, err := h.openGroupFSM(db, g.ID)
 	if err != nil {
 		return nil, fmt.Errorf("crawldb: group %s: %w", g.ID, err)
 	}
@@ -534,6 +553,9 @@ func (h *Host) RemoveGroup(id string) error {
 	if err := h.logs.DeleteGroup(id); err != nil {
 		return fmt.Errorf("crawldb: remove group %s: %w", id, err)
 	}
+	if err := h.stores.Drop(id); err != nil {
+		return fmt.Errorf("crawldb: remove group %s: %w", id, err)
+	}
 	if err := os.RemoveAll(h.groupDir(id)); err != nil {
 		return fmt.Errorf("crawldb: remove group %s: %w", id, err)
 	}
@@ -613,6 +635,9 @@ func (h *Host) Close() error {
 		h.httpTr.CloseIdleConnections()
 		if h.logs != nil {
 			errs = append(errs, h.logs.Close())
+		}
+		if h.stores != nil {
+			errs = append(errs, h.stores.Close())
 		}
 		h.closeErr = errors.Join(errs...)
 	})
