@@ -62,9 +62,9 @@ type Host struct {
 	log       *slog.Logger
 	logs      *raftlog.Shared
 	stores    *store.Shared // every group's state machine, in one Pebble
-	ln        net.Listener // the Raft listener
-	addr      net.Addr     // its advertised address
-	traffic   counters     // the node's: every group's Raft and API bytes
+	ln        net.Listener  // the Raft listener
+	addr      net.Addr      // its advertised address
+	traffic   counters      // the node's: every group's Raft and API bytes
 	handshake time.Duration
 	stall     time.Duration
 	handler   *hostHandler
