@@ -72,8 +72,40 @@ type Coverage struct {
 
 func final(s store.Status) bool { return s >= store.StatusFetched }
 
+// Reader is what the checks read of a crawl database: a *store.Store, or
+// Stores (the shards of a sharded site).
+type Reader interface {
+	Get(url string) (store.URLRecord, bool, error)
+	ScanURLs(fn func(store.URLRecord) error) error
+}
+
+// Stores reads several crawl databases as one (a sharded site's shards:
+// each URL is in one of them).
+type Stores []*store.Store
+
+// Get returns url's record from the first store that has it.
+func (ss Stores) Get(url string) (store.URLRecord, bool, error) {
+	for _, st := range ss {
+		r, ok, err := st.Get(url)
+		if err != nil || ok {
+			return r, ok, err
+		}
+	}
+	return store.URLRecord{}, false, nil
+}
+
+// ScanURLs scans every store's URL records.
+func (ss Stores) ScanURLs(fn func(store.URLRecord) error) error {
+	for _, st := range ss {
+		if err := st.ScanURLs(fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Check compares the crawl database with the truth.
-func Check(truth []synth.Record, st *store.Store) (Coverage, error) {
+func Check(truth []synth.Record, st Reader) (Coverage, error) {
 	var c Coverage
 	byURL := map[string]*synth.Record{}
 	for i := range truth {
@@ -299,7 +331,7 @@ type Ranking struct {
 }
 
 // CompareRanking computes Ranking over the pages fetched with status 200.
-func CompareRanking(truth []synth.Record, st *store.Store) (Ranking, error) {
+func CompareRanking(truth []synth.Record, st Reader) (Ranking, error) {
 	pr := PageRank(truth, 0.85, 60)
 	var xs, ys []float64
 	err := st.ScanURLs(func(rec store.URLRecord) error {

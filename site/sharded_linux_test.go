@@ -1,0 +1,226 @@
+//go:build linux
+
+package site_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// TestShardedNodesKilled: a sharded site (4 shards, R = 3) of three nodes,
+// each its own process on real TCP with mutual TLS, crawls a realistic
+// web. The node leading the most shards is SIGKILLed mid-crawl: the
+// survivors lead every shard again within Raft's election time and go on;
+// the node restarts on its data and takes its replicas back. Every node
+// exits 0 at the end, with coverage ≥ 99%, no politeness breach in
+// websim's statistics (host and address, across nodes), the cash check
+// holding after every round of every shard, and URLs fetched twice only
+// among those the killed node fetched in its last seconds or had in
+// flight (every node's WARC files).
+func TestShardedNodesKilled(t *testing.T) {
+	w := startMultiWeb(t, 60, 16, 6, 41)
+	root := t.TempDir()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.Shards, cfg1.Replicas = 4, 3
+	nodes := map[string]*node{}
+	defer func() {
+		for _, n := range nodes {
+			select {
+			case <-n.done:
+			default:
+				n.cmd.Process.Kill()
+				<-n.done
+			}
+		}
+		if t.Failed() {
+			for _, n := range nodes {
+				n.tail(t)
+			}
+		}
+	}()
+	nodes["n1"] = startNode(t, cfg1)
+	join := nodes["n1"].addr(t)
+	for _, name := range []string{"n2", "n3"} {
+		cfg := nodeConfig(t, w, root, name, join)
+		nodes[name] = startNode(t, cfg)
+	}
+	shardsOf := func(n *node) []site.Status {
+		st, ok := n.status(t)
+		if !ok {
+			return nil
+		}
+		return []site.Status{st}
+	}
+	// Every shard on three replicas, and the crawl under way.
+	waitFor(t, 90*time.Second, "every shard on three replicas and pages fetched", func() bool {
+		full := map[int]bool{}
+		var done int64
+		for _, n := range nodes {
+			for _, st := range shardsOf(n) {
+				done += st.Fetcher.Done
+				for _, sh := range st.Shards {
+					if len(sh.Replicas) == 3 {
+						full[sh.Shard] = true
+					}
+				}
+			}
+		}
+		return len(full) == 4 && done > 100
+	})
+	victim, most := "", -1
+	for name, n := range nodes {
+		led := 0
+		for _, st := range shardsOf(n) {
+			for _, sh := range st.Shards {
+				if sh.Leader == name {
+					led++
+				}
+			}
+		}
+		if led > most {
+			victim, most = name, led
+		}
+	}
+	killedAt := time.Now()
+	nodes[victim].kill(t)
+	waitFor(t, 30*time.Second, "every shard led by a survivor", func() bool {
+		led := map[int]bool{}
+		for name, n := range nodes {
+			if name == victim {
+				continue
+			}
+			for _, st := range shardsOf(n) {
+				for _, sh := range st.Shards {
+					if sh.Leader != "" && sh.Leader != victim {
+						led[sh.Shard] = true
+					}
+				}
+			}
+		}
+		return len(led) == 4
+	})
+	t.Logf("%s (leading %d shards) SIGKILLed; every shard led again %v later", victim, most, time.Since(killedAt).Round(10*time.Millisecond))
+	cfg := nodes[victim].cfg
+	cfg.Join = ""
+	nodes[victim] = startNode(t, cfg)
+	waitFor(t, 60*time.Second, victim+" to hold replicas again", func() bool {
+		for _, st := range shardsOf(nodes[victim]) {
+			return len(st.Shards) > 0
+		}
+		return false
+	})
+	for name, n := range nodes {
+		select {
+		case <-n.done:
+			if n.err != nil {
+				t.Fatalf("%s: %v", name, n.err)
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s did not end", name)
+		}
+	}
+
+	// Coverage, on a node that holds every shard.
+	var dirs []string
+	for _, name := range []string{"n1", "n2", "n3"} {
+		dirs = append(dirs, filepath.Join(root, name))
+	}
+	var rep crawlcheck.Report
+	best := -1.0
+	for _, d := range dirs {
+		r, err := crawlcheck.CheckData(context.Background(), d, w.truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Coverage.Ratio > best {
+			rep, best = r, r.Coverage.Ratio
+		}
+	}
+	t.Logf("coverage %d/%d = %.4f; Spearman %.3f", rep.Coverage.Covered, rep.Coverage.Targets, rep.Coverage.Ratio, rep.Ranking.Spearman)
+	if rep.Coverage.Ratio < 0.99 || rep.Coverage.Targets < 100 {
+		t.Errorf("coverage %.4f of %d targets; missing e.g. %v", rep.Coverage.Ratio, rep.Coverage.Targets, rep.Coverage.Missing)
+	}
+	breaches := crawlcheck.Politeness(w.sim.Stats().Snapshot(), cfg1.HostDelay, cfg1.IPDelay, crawlDelays(w.sim.Web(), cfg1.MaxCrawlDelay))
+	if len(breaches) > 0 {
+		t.Errorf("politeness breaches across the nodes: %v", breaches)
+	}
+	// Fetched twice: only what the killed node fetched in its last seconds.
+	byURL := map[string][]crawlcheck.Fetch{}
+	for _, d := range dirs {
+		recs, err := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Status >= 200 && r.Status < 300 && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.Contains(r.URL, "/sitemap") {
+				byURL[r.URL] = append(byURL[r.URL], r)
+			}
+		}
+	}
+	twice := 0
+	for u, fs := range byURL {
+		if len(fs) < 2 {
+			continue
+		}
+		twice++
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Date.Before(fs[j].Date) })
+		first := fs[0]
+		if !strings.HasPrefix(first.File, "meridian-"+victim+"-") || first.Date.Before(killedAt.Add(-4*time.Second)) || first.Date.After(killedAt.Add(time.Second)) {
+			t.Errorf("%s fetched %d times (first %s by %s), not by the killed node in its last seconds", u, len(fs), first.Date.Format(time.TimeOnly), first.File)
+		}
+	}
+	// The cash after every round of every shard, on whichever node led it.
+	checks := 0
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "shards", "*", "stats", "rounds.jsonl"))
+		for _, f := range files {
+			for _, l := range readRoundsFile(t, f) {
+				if l.CashError == nil {
+					t.Errorf("%s round %d: no cash check", f, l.Round)
+					continue
+				}
+				checks++
+				if math.Abs(*l.CashError) > 1e-9 {
+					t.Errorf("%s round %d: cash off by %g", f, l.Round, *l.CashError)
+				}
+			}
+		}
+	}
+	if checks == 0 {
+		t.Error("no round's cash was checked")
+	}
+	t.Logf("%d URLs fetched twice; %d rounds' cash checked", twice, checks)
+}
+
+// readRoundsFile reads a rounds.jsonl file.
+func readRoundsFile(t *testing.T, path string) []rounds.RoundStats {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []rounds.RoundStats
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var st rounds.RoundStats
+		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
+			t.Fatalf("%s line %d: %v", path, len(out)+1, err)
+		}
+		out = append(out, st)
+	}
+	return out
+}
