@@ -73,6 +73,10 @@ type ClusterConfig struct {
 	// --replicas R` (the sharded site's replicas per shard); 0 passes
 	// nothing (a site without the flag).
 	Replicas int `json:"replicas,omitempty"`
+	// Shards, if positive, makes the site a sharded one (`site up --shards
+	// N` on the node that creates it); 0: today's site of one crawl
+	// database.
+	Shards int `json:"shards,omitempty"`
 	// NodeCPUs, if positive, puts each node process in a cgroup of its own
 	// capped at this many cores (see ClusterQuota; websim and the benchmark
 	// stay outside); 0: no quota.
@@ -742,6 +746,9 @@ func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 	}
 	if c.Replicas > 0 {
 		args = append(args, "--replicas", strconv.Itoa(c.Replicas))
+	}
+	if c.Shards > 0 && join == nil {
+		args = append(args, "--shards", strconv.Itoa(c.Shards))
 	}
 	if join != nil {
 		return append(args, "--join", join.listen)

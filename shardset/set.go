@@ -327,8 +327,9 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 }
 
 // alive reports whether node id has written its state record (every
-// stateEvery) within DeadAfter, as this meta leader has watched it: a node
-// it has not watched for DeadAfter yet counts as alive.
+// stateEvery) within DeadAfter, as this node has watched it: a node it
+// has not watched for DeadAfter yet counts as alive, and one that has
+// written no record yet (starting) gets six times as long.
 func (s *Set) alive(id string, now time.Time) bool {
 	var seq uint64
 	if v, err := s.o.Meta.Store().User(stateKey + id); err == nil && v != nil {
@@ -344,7 +345,11 @@ func (s *Set) alive(id string, now time.Time) bool {
 		s.heard[id] = heard{seq: seq, at: now}
 		return true
 	}
-	if now.Sub(h.at) > s.o.DeadAfter {
+	limit := s.o.DeadAfter
+	if seq == 0 {
+		limit *= 6 // a node that has not begun to run its shards yet (starting, or catching up)
+	}
+	if now.Sub(h.at) > limit {
 		if !h.dead {
 			h.dead = true
 			s.heard[id] = h
