@@ -109,8 +109,8 @@ type replica struct {
 	stop  context.CancelFunc
 	done  chan error // the crawler's Run, once it returned
 	ended atomic.Bool
-	err   error // Run's error, once done
-	step  string
+	err   error                  // Run's error, once done
+	step  atomic.Pointer[string] // the placement step under way (reconcile)
 
 	acked atomic.Uint64 // outbox entries acked while this node led
 	// recv and recvIndex: the batches applied from other shards as the
@@ -426,7 +426,12 @@ func (s *Set) maybeRemove(r *replica) error {
 		return err
 	}
 	if _, ok := m[s.self]; ok {
-		return nil // the group's leader removes this node first
+		// The group's leader removes this node first; a replica removed
+		// may not hear of it from Raft, so its leader's report says so.
+		voters, term, reported := s.reportedVoters(r.shard)
+		if !reported || term < r.db.Term() || slices.Contains(voters, s.self) || r.db.IsLeader() {
+			return nil
+		}
 	}
 	s.close(r)
 	if err := s.o.Host.RemoveGroup(GroupID(r.shard)); err != nil {
@@ -479,11 +484,12 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 	cur := shard.Shard{Replicas: slices.Sorted(maps.Keys(members)), Leader: s.self}
 	steps := shard.Steps(shard.Placement{Shards: []shard.Shard{cur}}, shard.Placement{Shards: []shard.Shard{target}})
 	if len(steps) == 0 {
-		r.step = ""
+		r.step.Store(nil)
 		return nil
 	}
 	st := steps[0]
-	r.step = st.String()
+	desc := st.String()
+	r.step.Store(&desc)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	switch st.Op {
@@ -613,7 +619,10 @@ func (s *Set) Status() []ShardStatus {
 	voters, _ := s.o.Meta.Voters()
 	var out []ShardStatus
 	for _, r := range s.replicas() {
-		st := ShardStatus{Shard: r.shard, Group: GroupID(r.shard), Step: r.step, Finished: r.ended.Load()}
+		st := ShardStatus{Shard: r.shard, Group: GroupID(r.shard), Finished: r.ended.Load()}
+		if p := r.step.Load(); p != nil {
+			st.Step = *p
+		}
 		if m, err := r.db.Members(); err == nil {
 			st.Replicas = slices.Sorted(maps.Keys(m))
 		}

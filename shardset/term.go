@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,10 @@ type shardState struct {
 	Recv    uint64 `json:"recv"`    // batches applied here from other shards
 	Pending int    `json:"pending"` // outbox entries not yet acked
 	Acked   uint64 `json:"acked"`   // entries acked, in all (a count that only grows while this node leads)
+	// Voters are the group's voters as its leader sees them: a replica
+	// removed from its group may never hear of it from Raft (the leader
+	// stops replicating to it), so it learns it here.
+	Voters []string `json:"voters,omitempty"`
 }
 
 // nodeState is a node's record: the states of the shards it leads.
@@ -111,7 +117,11 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 		}
 		idle := r.c.IdleIndex()
 		passive := idle != 0 && idle >= r.recvIndex && pending == 0
-		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load()}
+		var voters []string
+		if m, err := r.db.Members(); err == nil {
+			voters = slices.Sorted(maps.Keys(m))
+		}
+		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load(), Voters: voters}
 	}
 	v, err := json.Marshal(ns)
 	if err != nil {
@@ -210,4 +220,27 @@ func (s *Set) clearFinished(ctx context.Context) error {
 	b := store.NewBatch()
 	b.PutUser(finishedKey, nil)
 	return apply(ctx, s.o.Meta, b)
+}
+
+// reportedVoters returns shard sh's voters as the leader of its latest
+// term reported them in the meta group (ok false: no report).
+func (s *Set) reportedVoters(sh int) (voters []string, term uint64, ok bool) {
+	members, err := s.o.Meta.Members()
+	if err != nil {
+		return nil, 0, false
+	}
+	_ = s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+		if _, member := members[strings.TrimPrefix(k, stateKey)]; !member {
+			return nil
+		}
+		var ns nodeState
+		if json.Unmarshal(v, &ns) != nil {
+			return nil
+		}
+		if st, has := ns.Shards[sh]; has && st.Voters != nil && (!ok || st.Term > term) {
+			voters, term, ok = st.Voters, st.Term, true
+		}
+		return nil
+	})
+	return voters, term, ok
 }

@@ -75,7 +75,7 @@ func (n *node) tail(t *testing.T) {
 	b, _ := os.ReadFile(n.log)
 	var keep []string
 	for _, l := range strings.Split(string(b), "\n") {
-		for _, k := range []string{"took part", "moved", "given to another", "leading", "lost", "paused", "resumed", "again", "level=WARN", "level=ERROR", "site: up", "federation"} {
+		for _, k := range []string{"took part", "moved", "given to another", "leading", "lost", "paused", "resumed", "again", "level=WARN", "level=ERROR", "site: up", "federation", "shardset"} {
 			if strings.Contains(l, k) {
 				keep = append(keep, l)
 				break

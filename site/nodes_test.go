@@ -307,9 +307,10 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	cfg3 := nodeConfig(t, w, root, "n3", n1.s.Addr())
 	n3 := start(cfg3)
 
-	// Wait until n2 and n3 hold work, then take n2 out of the site.
-	waitFor(t, 60*time.Second, "n2 and n3 to hold parts", func() bool {
-		return n2.s.Crawler().Status().Parts > 0 && n3.s.Crawler().Status().Parts > 0
+	// Wait until n2 and n3 hold work and n2 has fetched some (every node
+	// must have written WARC records), then take n2 out of the site.
+	waitFor(t, 60*time.Second, "n2 and n3 to hold parts, n2 to fetch", func() bool {
+		return n2.s.Crawler().Status().Parts > 0 && n3.s.Crawler().Status().Parts > 0 && n2.s.Status().Fetcher.Done > 0
 	})
 	resp, err := nodeAPIClient(t, w, "eu", "n2").Post("https://"+n2.s.APIAddr()+"/site/leave", "text/plain", nil)
 	if err != nil {

@@ -449,7 +449,9 @@ func (s *Shuffle[V]) reducePartition(ctx context.Context, i int, fn func(int, []
 				return err
 			}
 		}
-		return nil
+		// A cancellation during the partition's last keys (after its last
+		// check) still ends the reduce with the context's error.
+		return ctx.Err()
 	}
 	return s.merge(ctx, i, &t, es, runs, file, fn)
 }
