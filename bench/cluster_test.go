@@ -386,9 +386,10 @@ func TestClusterCgroupQuota(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// The wrapped process counts to 20,000 (CPU for the counter), then
-	// waits for its stdin to close.
-	bin, args := g.command("/bin/sh", []string{"-c", `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; cat`})
+	// The wrapped process counts to 200,000 (CPU for the counter, over
+	// several CFS periods under the quota: one that ends within its first
+	// period may count none), then waits for its stdin to close.
+	bin, args := g.command("/bin/sh", []string{"-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; cat`})
 	cmd := exec.CommandContext(ctx, bin, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -77,6 +77,19 @@ func (m *metrics) attach(s *Site) {
 	counter("meridian_fetch_busy_seconds_total", "Sum over fetch workers of time spent on requests.", func() float64 { return s.fetch.Stats().Busy.Seconds() })
 	counter("meridian_politeness_wait_seconds_total", "Time ready hosts waited for their host or IP delay.", func() float64 { return s.fetch.Stats().PolitenessWait.Seconds() })
 	gauge("meridian_fetch_in_flight", "Requests in flight.", func() float64 { return float64(s.fetch.Stats().InFlight) })
+	if s.set != nil {
+		gauge("meridian_shards_held", "Shards this node holds a replica of (a sharded site).", func() float64 { return float64(len(s.set.Status())) })
+		gauge("meridian_shards_led", "Shards this node leads (a sharded site).", func() float64 { return float64(len(s.set.Leading())) })
+		gauge("meridian_shards_under_replicated", "Shards this node leads with fewer replicas than the site's target allows.", func() float64 {
+			n := 0
+			for _, sh := range s.set.Status() {
+				if sh.UnderReplicated && sh.Leader == s.cfg.Node {
+					n++
+				}
+			}
+			return float64(n)
+		})
+	}
 	gauge("meridian_fetch_queued", "Jobs queued in the fetcher.", func() float64 { return float64(s.fetch.Stats().Queued) })
 	gauge("meridian_fetch_hosts", "Hosts in the fetcher's workbench.", func() float64 { return float64(s.fetch.Stats().Hosts) })
 	gauge("meridian_crawldb_urls", "URLs in the crawl database.", func() float64 { return float64(s.counts().URLs) })

@@ -6,7 +6,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -237,4 +240,85 @@ func readRoundsFile(t *testing.T, path string) []rounds.RoundStats {
 		out = append(out, st)
 	}
 	return out
+}
+
+// TestShardedJoin: a sharded site of one node (R = 2) shows its shards as
+// under-replicated in /status and /metrics; a node joining with another
+// --replicas is refused with the site's value and leaves nothing behind;
+// one joining without --replicas takes the site's, and the shards then
+// have two replicas each.
+func TestShardedJoin(t *testing.T) {
+	w := startMultiWeb(t, 6, 10, 2, 7)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.Shards, cfg1.Replicas = 4, 2
+	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
+	run := func(s *site.Site) {
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.Run(rctx, nil); close(done) }()
+		t.Cleanup(func() { stop(); <-done; s.Close() })
+	}
+	n1, err := site.Start(ctx, cfg1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(n1)
+	under := func(s *site.Site) int {
+		n := 0
+		for _, sh := range s.Status().Shards {
+			if sh.UnderReplicated {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 30*time.Second, "n1 to hold the four shards", func() bool { return len(n1.Status().Shards) == 4 })
+	if u := under(n1); u != 0 {
+		t.Errorf("%d shards under-replicated on a site of one node (R = 2 allows 1 replica)", u)
+	}
+	// Another --replicas is refused, with the site's value.
+	bad := nodeConfig(t, w, root, "n2", n1.Addr())
+	bad.Replicas = 3
+	_, err = site.Start(ctx, bad, nil)
+	if !errors.Is(err, site.ErrWrongSite) || !strings.Contains(err.Error(), "--replicas 2, not 3") {
+		t.Fatalf("join with --replicas 3: %v, want ErrWrongSite naming the site's --replicas 2", err)
+	}
+	if _, err := os.Stat(bad.Data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused join left %s behind: %v", bad.Data, err)
+	}
+	// Without --replicas: the site's.
+	good := nodeConfig(t, w, root, "n2", n1.Addr())
+	n2, err := site.Start(ctx, good, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(n2)
+	if st := n2.Status().Sharding; st == nil || st.Replicas != 2 || st.Shards != 4 {
+		t.Fatalf("n2's sharding settings %+v, want 4 shards of 2 replicas", st)
+	}
+	waitFor(t, 60*time.Second, "every shard on two replicas", func() bool {
+		two := 0
+		for _, sh := range n2.Status().Shards {
+			if len(sh.Replicas) == 2 {
+				two++
+			}
+		}
+		return two == 4
+	})
+	// The metrics name the shards held.
+	var body strings.Builder
+	resp, err := http.Get("http://" + n2.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(&body, resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"meridian_shards_held 4", "meridian_shards_under_replicated 0"} {
+		if !strings.Contains(body.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }
