@@ -540,3 +540,40 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRoundsLimit: with a round limit, every shard stops at it, and a
+// shard that has no URLs of its own (never reaching the limit) ends when
+// the others have: the site's crawl ends.
+func TestRoundsLimit(t *testing.T) {
+	w := startWeb(t, 12, 30)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := startNode(t, ctx, w, t.TempDir(), "n1", &Settings{Shards: 16, Replicas: 1, Creator: "n1"}, nil)
+	n.set.o.Rounds = 2
+	if err := n.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the site's crawl did not end")
+	}
+	reasons := map[string]int{}
+	for sh := range 16 {
+		r := n.set.replica(sh)
+		if r == nil {
+			t.Fatalf("shard %d not open", sh)
+		}
+		s := r.c.Status()
+		if s.Finished == nil {
+			t.Errorf("shard %d did not finish", sh)
+			continue
+		}
+		reasons[s.Finished.Reason]++
+		if s.Done > 2 {
+			t.Errorf("shard %d ran %d rounds, limit 2", sh, s.Done)
+		}
+	}
+	if reasons[rounds.EndRounds] == 0 {
+		t.Errorf("no shard stopped at its round limit: %v", reasons)
+	}
+	t.Logf("shards' ends: %v", reasons)
+}

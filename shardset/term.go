@@ -116,7 +116,9 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 			r.recv, r.recvIndex = recv, st.AppliedIndex()
 		}
 		idle := r.c.IdleIndex()
-		passive := idle != 0 && idle >= r.recvIndex && pending == 0
+		// A shard whose crawler has ended (its round limit) generates no
+		// more: it is passive once its outbox is empty.
+		passive := (r.ended.Load() || idle != 0 && idle >= r.recvIndex) && pending == 0
 		var voters []string
 		if m, err := r.db.Members(); err == nil {
 			voters = slices.Sorted(maps.Keys(m))
