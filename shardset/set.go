@@ -477,6 +477,11 @@ func (s *Set) stopAll() {
 // brings the group to its target (one at a time: a step is a Raft
 // configuration change, or a leadership transfer).
 func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) error {
+	if r.ended.Load() {
+		// Its crawl is over (its round limit, or the site's end): moving
+		// it would only wait on a crawler that no longer stages.
+		return nil
+	}
 	members, err := r.db.Members()
 	if err != nil {
 		return err
