@@ -189,7 +189,10 @@ func stepf(t *testing.T, format string, args ...any) {
 }
 
 // freeAddrs returns n distinct loopback TCP addresses that were free a
-// moment ago. A node keeps its addresses across restarts.
+// moment ago and that no earlier call of this process handed out: the
+// nodes of a cluster pick theirs one after the other before any binds, and
+// the kernel may give a port just released to the next node (CI saw two
+// nodes given one API port). A node keeps its addresses across restarts.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
@@ -199,16 +202,27 @@ func freeAddrs(t *testing.T, n int) []string {
 			ln.Close()
 		}
 	}()
-	for range n {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for len(out) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
+		lns = append(lns, ln) // held until all n are picked
+		if a := ln.Addr().String(); !handedOut.m[a] {
+			handedOut.m[a] = true
+			out = append(out, a)
+		}
 	}
 	return out
 }
+
+// handedOut are the addresses freeAddrs has handed out in this process.
+var handedOut = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
 
 // durNode is one node process, restartable on the same directory and
 // addresses.
