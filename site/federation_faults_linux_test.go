@@ -32,9 +32,21 @@ func startFedNodes(t *testing.T, w *fedWeb, grace time.Duration) ([]site.Config,
 				n.kill(t)
 			}
 		}
+		if t.Failed() {
+			for _, n := range nodes {
+				n.tail(t)
+			}
+		}
 	})
 	return cfgs, nodes, fedFile
 }
+
+// faultGrace is the federation's grace period in the tests of a site
+// gone or back: short, so that its hosts move within seconds, but long
+// enough that a live site is not seen down on a CPU-starved CI box (2
+// cores, the race detector, other packages' tests beside these: with 2 s
+// a CI run once saw live sites down and moved their hosts).
+const faultGrace = 5 * time.Second
 
 // waitFetched waits until site n has fetched at least pages.
 func waitFetched(t *testing.T, n *node, pages int64) {
@@ -48,7 +60,7 @@ func waitFetched(t *testing.T, n *node, pages int64) {
 // waitExit waits for the nodes to end by themselves, successfully.
 func waitExit(t *testing.T, nodes ...*node) {
 	t.Helper()
-	deadline := time.After(3 * time.Minute)
+	deadline := time.After(childLimit)
 	for _, n := range nodes {
 		select {
 		case <-n.done:
@@ -96,7 +108,7 @@ func TestFederationKillRestart(t *testing.T) {
 // the WARC files the dead site left (a SIGKILL loses their unwritten end).
 func TestFederationSiteGone(t *testing.T) {
 	w := startFedWeb(t, 60, 12, 12, 23, []string{"eu", "us", "asia"})
-	cfgs, nodes, _ := startFedNodes(t, w, 2*time.Second)
+	cfgs, nodes, _ := startFedNodes(t, w, faultGrace)
 	file := readFedFile(t, cfgs[0].Federation)
 	// The site that owns the most hosts goes.
 	count := map[string]int{}
@@ -153,7 +165,7 @@ func peerState(t *testing.T, n *node, peer string) string {
 // before it crawls its hosts again).
 func TestFederationSiteReturns(t *testing.T) {
 	w := startFedWeb(t, 60, 16, 12, 29, []string{"eu", "us", "asia"})
-	cfgs, nodes, _ := startFedNodes(t, w, 2*time.Second)
+	cfgs, nodes, _ := startFedNodes(t, w, faultGrace)
 	file := readFedFile(t, cfgs[0].Federation)
 	count := map[string]int{}
 	for _, o := range owners(t, w, file, "") {

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 			os.Stderr.WriteString("child: bad config: " + err.Error() + "\n")
 			os.Exit(2)
 		}
-		ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, stop := context.WithTimeout(context.Background(), childLimit)
 		defer stop()
 		var log *slog.Logger
 		if p := os.Getenv(childLogEnv); p != "" {
@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 			os.Stderr.WriteString("child: " + err.Error() + "\n")
 			os.Exit(1)
 		}
+		if ctx.Err() != nil {
+			// A crawl that did not end within the child's time is a
+			// failure, not a stop: say so (exit status 3).
+			os.Stderr.WriteString("child " + cfg.Node + ": stopped at its time limit (childLimit), the crawl had not ended\n")
+			os.Exit(3)
+		}
 		os.Exit(0)
 	}
 	// Every goroutine a site starts stops when it is closed.
@@ -54,6 +60,9 @@ func startChild(t *testing.T, cfg site.Config) *exec.Cmd {
 	t.Helper()
 	return startChildLog(t, cfg, "")
 }
+
+// childLimit bounds a child's run: a crawl not ended by then fails.
+const childLimit = 5 * time.Minute
 
 // childLogEnv names the file a child logs to (info level).
 const childLogEnv = "MERIDIAN_SITE_TEST_LOG"
