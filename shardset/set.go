@@ -95,6 +95,11 @@ type Set struct {
 	reps  map[int]*replica
 	heard map[string]heard // meta leader: each node's state record as last seen
 
+	// steps are the placement steps under way (reconcile, one per shard
+	// at most, maxSteps at once); stepSlots bounds them.
+	steps     sync.WaitGroup
+	stepSlots chan struct{}
+
 	hostShard sync.Map // host → uint32: the shard whose jobs named it last
 	dropped   atomic.Int64
 	leaving   atomic.Bool
@@ -111,6 +116,7 @@ type replica struct {
 	ended atomic.Bool
 	err   error                  // Run's error, once done
 	step  atomic.Pointer[string] // the placement step under way (reconcile)
+	busy  atomic.Bool            // a reconcile of this replica runs
 
 	acked atomic.Uint64 // outbox entries acked while this node led
 	// recv and recvIndex: the batches applied from other shards as the
@@ -146,7 +152,7 @@ func New(o Options) (*Set, error) {
 	if st.Shards > 1 && o.Router == nil {
 		return nil, fmt.Errorf("shardset: a site of %d shards needs a Router", st.Shards)
 	}
-	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}, heard: map[string]heard{}}, nil
+	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}, heard: map[string]heard{}, stepSlots: make(chan struct{}, maxSteps)}, nil
 }
 
 // Settings returns the site's sharding settings.
@@ -172,7 +178,10 @@ func (s *Set) Run(ctx context.Context) error {
 	var loops sync.WaitGroup
 	loops.Go(func() { s.deliverLoop(lctx) }) // owner: Run; ends with lctx
 	loops.Go(func() { s.stateLoop(lctx) })   // owner: Run; ends with lctx
+	sctx, stopSteps := context.WithCancel(ctx)
 	defer func() {
+		stopSteps()
+		s.steps.Wait() // before the crawlers they hand over stop
 		s.stopAll()
 		stopLoops()
 		loops.Wait()
@@ -196,7 +205,7 @@ func (s *Set) Run(ctx context.Context) error {
 	t := time.NewTicker(s.o.Every)
 	defer t.Stop()
 	for {
-		if err := s.step(ctx); err != nil && ctx.Err() == nil {
+		if err := s.step(sctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("shardset: step", "err", err)
 		}
 		if s.ended() {
@@ -276,18 +285,47 @@ func (s *Set) step(ctx context.Context) error {
 			if err := s.open(ctx, sh, false); err != nil {
 				errs = append(errs, err)
 			}
-		case r != nil && !mine:
+		case r != nil && !mine && !r.busy.Load():
 			if err := s.maybeRemove(r); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if r != nil && r.db.IsLeader() {
-			if err := s.reconcile(ctx, r, target); err != nil {
-				errs = append(errs, fmt.Errorf("shard %d: %w", sh, err))
-			}
+			s.startReconcile(ctx, r, target)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxSteps bounds the placement steps under way at once on a node. A step
+// may wait seconds (the growth gate waits for a round's results to be in
+// the group, a hand-over for the crawler to stop its fetches), so the
+// shards of a node move side by side, not one after another (48 shards
+// moving to a new node one at a time took minutes); the bound keeps the
+// snapshots sent at once few.
+const maxSteps = 8
+
+// startReconcile runs reconcile for r in its own goroutine unless one
+// already runs for r or maxSteps run; the next step tries again.
+func (s *Set) startReconcile(ctx context.Context, r *replica, target shard.Shard) {
+	if !r.busy.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case s.stepSlots <- struct{}{}:
+	default:
+		r.busy.Store(false)
+		return
+	}
+	s.steps.Go(func() { // owner: Run, which cancels ctx and waits before it stops the crawlers
+		defer func() {
+			<-s.stepSlots
+			r.busy.Store(false)
+		}()
+		if err := s.reconcile(ctx, r, target); err != nil && ctx.Err() == nil {
+			s.log.Warn("shardset: step", "shard", r.shard, "err", err)
+		}
+	})
 }
 
 // replan computes the target placement from the meta group's voters and
