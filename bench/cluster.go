@@ -89,6 +89,15 @@ type ClusterConfig struct {
 	// TLS runs every node with certificates (--certs): Raft and the node
 	// API over mutual TLS 1.3, for the TLS on/off A/B.
 	TLS bool `json:"tls,omitempty"`
+	// Steady, if positive, measures each configuration over a steady
+	// window of this length instead of its rounds (a sharded site's rounds
+	// are per shard): the window opens when every shard is where the
+	// placement wants it, and not before Warmup after every node is up
+	// (or at SettleTimeout after that, default 2 min, whichever comes
+	// first), and the nodes are stopped when it closes (see steady.go).
+	Steady        time.Duration `json:"steady_ns,omitempty"`
+	Warmup        time.Duration `json:"warmup_ns,omitempty"`
+	SettleTimeout time.Duration `json:"settle_timeout_ns,omitempty"`
 	// SampleEvery is how often every node's /status, CPU and memory (and
 	// websim's CPU and memory) are sampled. Default 200ms.
 	SampleEvery time.Duration `json:"sample_every_ns"`
@@ -173,6 +182,15 @@ func (c ClusterConfig) WithDefaults() (ClusterConfig, error) {
 	}
 	if c.KillAfter > 0 && slices.Max(c.Nodes) < 3 {
 		bad("kill-after needs a configuration of at least 3 nodes (a follower dies, two nodes keep the quorum), got %v", c.Nodes)
+	}
+	if c.Steady < 0 || c.Warmup < 0 {
+		bad("steady and warmup must not be negative, got %v and %v", c.Steady, c.Warmup)
+	}
+	if c.Steady > 0 && c.SettleTimeout == 0 {
+		c.SettleTimeout = 2 * time.Minute
+	}
+	if c.Steady > 0 && c.Shards == 0 {
+		bad("steady needs a sharded site (--shards): it waits for the shards' placement")
 	}
 	if c.Timeout < 10*time.Second {
 		bad("timeout must be at least 10s, got %v", c.Timeout)
@@ -280,7 +298,7 @@ type ClusterKill struct {
 // ClusterRun is one configuration: a site of Nodes nodes crawling the web.
 type ClusterRun struct {
 	Nodes int `json:"nodes"`
-	// Exit: "rounds" (the configured rounds were done), "exhausted",
+	// Exit: "steady" (the steady window closed), "rounds" (the configured rounds were done), "exhausted",
 	// "cut" (the timeout stopped it), "failed" (a node failed) or
 	// "exited" (none of these).
 	Exit   string         `json:"exit"`
@@ -332,7 +350,12 @@ type ClusterRun struct {
 	Kill            *ClusterKill `json:"kill,omitempty"`
 	KillNote        string       `json:"kill_note,omitempty"` // a kill was due in this run but did not happen
 	StatusErrors    int          `json:"status_errors"`       // /status samples of a running node that got no answer
-	Error           string       `json:"error,omitempty"`
+	// With a steady window (ClusterConfig.Steady) the window figures above
+	// are over it; SettleS is from every node up to the shards settled (-1:
+	// not by SettleTimeout); SteadyNote says why there is no window.
+	SettleS    float64 `json:"settle_s,omitempty"`
+	SteadyNote string  `json:"steady_note,omitempty"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // ClusterTarget is one of the targets and whether the run met it.
@@ -564,6 +587,11 @@ type clusterRun struct {
 	movesLast  int
 	statusErrs int
 	groups     []*nodeCgroup // made, not yet removed
+	// The steady window (steady.go): every node up at allUp; the window
+	// from steadyStart to steadyEnd; settleS from allUp to its start (-1:
+	// the shards had not settled by SettleTimeout).
+	allUp, settledAt, steadyStart, steadyEnd time.Time
+	settleS                                  float64
 }
 
 // clusterNode is one node (a `site up` process) of a clusterRun.
@@ -586,6 +614,9 @@ type clusterNode struct {
 	lastAt  time.Time    // when it answered
 	cg      *nodeCgroup  // nil: no quota
 	cgPts   []cpuPoint   // its cgroup's CPU usage
+	// steadyFrom and steadyTo: its counters as the steady window opened
+	// and closed.
+	steadyFrom, steadyTo steadyCounters
 }
 
 // cpuPoint is a process's CPU time at a moment.
@@ -855,6 +886,7 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (ending stri
 	}
 	killDue := false
 	lastProgress := time.Now()
+	r.allUp = time.Now()
 	for {
 		running := 0
 		for _, nd := range r.nodes {
@@ -882,6 +914,10 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (ending stri
 			killDue = true
 		case <-tick.C:
 			r.sample(client)
+			if r.cfg.Steady > 0 && ending == "" && r.steadyStep(time.Now()) {
+				ending = "steady"
+				r.stopAll()
+			}
 			if killDue && r.killed == nil {
 				r.killOne(client)
 			}
@@ -1346,6 +1382,9 @@ func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string
 		out.Exit = "exited"
 	}
 
+	if r.cfg.Steady > 0 {
+		r.collectSteady(out)
+	}
 	snap, err := fetchSnapshot(ctx, r.sim.admin)
 	if err != nil {
 		return err

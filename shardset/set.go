@@ -649,6 +649,8 @@ type ShardStatus struct {
 	Leader   string   `json:"leader"`   // the node leading the group, as this replica knows ("" if none)
 	Replicas []string `json:"replicas"` // the group's voters
 	Target   []string `json:"target"`   // the placement's replicas
+	// TargetLeader is the node the placement has lead the shard.
+	TargetLeader string `json:"target_leader"`
 	// UnderReplicated: fewer voters than the site's target R allows.
 	UnderReplicated bool   `json:"under_replicated"`
 	Frontier        uint64 `json:"frontier"`
@@ -672,6 +674,7 @@ func (s *Set) Status() []ShardStatus {
 		st.Leader = r.db.Leader()
 		if r.shard < len(p.P.Shards) {
 			st.Target = p.P.Shards[r.shard].Replicas
+			st.TargetLeader = p.P.Shards[r.shard].Leader
 		}
 		st.UnderReplicated = len(st.Replicas) < min(s.settings.Replicas, max(len(voters), 1))
 		st.Frontier = r.db.Store().Counts().Frontier
