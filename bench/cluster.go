@@ -353,9 +353,12 @@ type ClusterRun struct {
 	// With a steady window (ClusterConfig.Steady) the window figures above
 	// are over it; SettleS is from every node up to the shards settled (-1:
 	// not by SettleTimeout); SteadyNote says why there is no window.
-	SettleS    float64 `json:"settle_s,omitempty"`
-	SteadyNote string  `json:"steady_note,omitempty"`
-	Error      string  `json:"error,omitempty"`
+	// Pages is then websim's requests over the window, and FetcherResults
+	// the nodes' fetcher results over it.
+	SettleS        float64 `json:"settle_s,omitempty"`
+	SteadyNote     string  `json:"steady_note,omitempty"`
+	FetcherResults int64   `json:"fetcher_results,omitempty"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // ClusterTarget is one of the targets and whether the run met it.
@@ -592,6 +595,7 @@ type clusterRun struct {
 	// the shards had not settled by SettleTimeout).
 	allUp, settledAt, steadyStart, steadyEnd time.Time
 	settleS                                  float64
+	steadyReqFrom, steadyReqTo               int64 // websim's requests as the window opened and closed
 }
 
 // clusterNode is one node (a `site up` process) of a clusterRun.

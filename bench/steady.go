@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"time"
@@ -10,9 +11,11 @@ import (
 // site's rounds are per shard, so the run is not measured over rounds but
 // over a fixed window that opens once the site's shards are where the
 // placement wants them (each led by the node it names, on the replicas it
-// names, no step under way), with every node up. Pages are the nodes'
-// fetcher results over the window, CPU their cgroups' (or processes')
-// CPU over it, bytes between nodes their crawl-database traffic over it.
+// names, no step under way), with every node up. Pages are the requests
+// websim answered over the window (a node's fetcher results count jobs
+// skipped after their part moved, too), CPU the nodes' cgroups' (or
+// processes') CPU over it, bytes between nodes their crawl-database
+// traffic over it.
 
 // steadyCounters are a node's counters at one end of the window.
 type steadyCounters struct {
@@ -106,6 +109,7 @@ func (r *clusterRun) steadyStep(now time.Time) bool {
 		for _, nd := range r.nodes {
 			nd.steadyFrom, _ = countersOf(nd)
 		}
+		r.steadyReqFrom = r.websimRequests()
 		r.steadyStart = now
 		return false
 	}
@@ -115,6 +119,7 @@ func (r *clusterRun) steadyStep(now time.Time) bool {
 	for _, nd := range r.nodes {
 		nd.steadyTo, _ = countersOf(nd)
 	}
+	r.steadyReqTo = r.websimRequests()
 	r.steadyEnd = now
 	c.Progress("steady window closed: stopping the nodes")
 	return true
@@ -149,6 +154,8 @@ func (r *clusterRun) collectSteady(out *ClusterRun) {
 			out.MaxQuotaUse = max(out.MaxQuotaUse, cn.QuotaUse)
 		}
 	}
+	out.FetcherResults = out.Pages
+	out.Pages = r.steadyReqTo - r.steadyReqFrom
 	out.PagesPerSec = ratio(float64(out.Pages), out.WindowS)
 	out.SiteCPUPerPageUS = 1e6 * ratio(out.SiteCPUS, float64(out.Pages))
 	out.SiteCgroupCPUPerPageUS = 1e6 * ratio(out.SiteCgroupCPUS, float64(out.Pages))
@@ -157,4 +164,16 @@ func (r *clusterRun) collectSteady(out *ClusterRun) {
 		out.WebsimWindowCPUS = (cpuAt(r.simPts, end) - cpuAt(r.simPts, start)).Seconds()
 	}
 	out.Exit = "steady"
+}
+
+// websimRequests is websim's request count now (-1: no answer).
+func (r *clusterRun) websimRequests() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	snap, err := fetchSnapshot(ctx, r.sim.admin)
+	if err != nil {
+		r.cfg.Progress("steady window: %v", err)
+		return -1
+	}
+	return snap.Requests
 }

@@ -35,11 +35,19 @@ func (s *Set) deliverLoop(ctx context.Context) {
 			if !r.db.IsLeader() {
 				continue
 			}
-			for dest := range s.settings.Shards {
-				if dest == r.shard {
+			// One pass over the shard's outboxes, not one per shard.
+			heads, err := r.db.Store().OutboxHeads(outboxPrefix, maxDeliver)
+			if err != nil {
+				s.log.Warn("shardset: read outboxes", "shard", r.shard, "err", err)
+				continue
+			}
+			for owner, entries := range heads {
+				dest := ShardOfGroup(owner[len(outboxPrefix):])
+				if dest < 0 || dest >= s.settings.Shards || dest == r.shard {
+					s.log.Warn("shardset: outbox of no other shard", "shard", r.shard, "owner", owner)
 					continue
 				}
-				if err := s.deliver(ctx, r, dest); err != nil && ctx.Err() == nil {
+				if err := s.deliver(ctx, r, dest, entries); err != nil && ctx.Err() == nil {
 					s.log.Debug("shardset: deliver", "from", r.shard, "to", dest, "err", err)
 				}
 			}
@@ -52,14 +60,15 @@ func (s *Set) deliverLoop(ctx context.Context) {
 	}
 }
 
-// deliver sends r's outbox entries for shard dest, once: it acks what dest
-// has applied, then sends the rest in one frame.
-func (s *Set) deliver(ctx context.Context, r *replica, dest int) error {
+// maxDeliver is how many of an outbox's entries one delivery looks at.
+const maxDeliver = 1024
+
+// deliver sends entries, the head of r's outbox for shard dest, once: it
+// acks what dest has applied, then sends the rest in one frame.
+func (s *Set) deliver(ctx context.Context, r *replica, dest int, entries []store.OutboxEntry) error {
 	owner := outboxOwner(dest)
-	st := r.db.Store()
-	entries, err := st.Outbox(owner, 0, 1024)
-	if err != nil || len(entries) == 0 {
-		return err
+	if len(entries) == 0 {
+		return nil
 	}
 	from := GroupID(r.shard)
 	applied, err := s.applied(ctx, dest, from)

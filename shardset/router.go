@@ -22,7 +22,10 @@ import (
 const keyPrefix = "shardset/key/"
 
 // outboxOwner names shard t in a shard's outbox.
-func outboxOwner(t int) string { return "~" + GroupID(t) }
+func outboxOwner(t int) string { return outboxPrefix + GroupID(t) }
+
+// outboxPrefix begins the outbox owner of every other shard.
+const outboxPrefix = "~"
 
 // Maximum records per outbox entry and per delivered frame.
 const (

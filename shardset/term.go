@@ -99,17 +99,11 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 		if err != nil {
 			return err
 		}
-		pending := 0
-		for dest := range s.settings.Shards {
-			if dest == r.shard {
-				continue
-			}
-			e, err := st.Outbox(outboxOwner(dest), 0, 1)
-			if err != nil {
-				return err
-			}
-			pending += len(e)
+		heads, err := st.OutboxHeads(outboxPrefix, 1)
+		if err != nil {
+			return err
 		}
+		pending := len(heads) // the other shards this one has entries for
 		if recv != r.recv {
 			// Batches arrived since the last look: the shard is passive
 			// only once its leader has looked at its frontier after them.

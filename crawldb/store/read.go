@@ -284,6 +284,39 @@ func (s *Store) Outbox(site string, after uint64, limit int) ([]OutboxEntry, err
 	return out, it.Error()
 }
 
+// OutboxHeads returns, in one pass over the outbox, the first entries (at
+// most limit) of every owner whose name starts with prefix; owners with
+// no entry are absent. A reader of many outboxes (a sharded site's shard
+// has one per other shard) looks at them all with one iterator, not one
+// each.
+func (s *Store) OutboxHeads(prefix string, limit int) (map[string][]OutboxEntry, error) {
+	lo := append([]byte{pOutbox}, prefix...)
+	it, err := s.ks.newIter(lo, prefixEnd(lo))
+	if err != nil {
+		return nil, fmt.Errorf("store: outbox heads %q: %w", prefix, err)
+	}
+	defer it.Close()
+	out := map[string][]OutboxEntry{}
+	var skip []byte
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) < 1+1+8 || k[len(k)-9] != 0 {
+			return nil, fmt.Errorf("store: outbox heads: malformed key %q", k)
+		}
+		owner := k[1 : len(k)-9]
+		es := out[string(owner)]
+		if len(es) >= limit {
+			// The rest of this owner's entries: past its separator.
+			skip = append(append(append(skip[:0], pOutbox), owner...), 1)
+			ok = it.SeekGE(skip)
+			continue
+		}
+		out[string(owner)] = append(es, OutboxEntry{Seq: binary.BigEndian.Uint64(k[len(k)-8:]), Payload: append([]byte(nil), it.Value()...)})
+		ok = it.Next()
+	}
+	return out, it.Error()
+}
+
 // Round returns the round state last put (nil if none).
 func (s *Store) Round() ([]byte, error) { return s.value(keyRound) }
 
