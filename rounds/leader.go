@@ -36,6 +36,12 @@ type leader struct {
 	members map[string]bool
 	start   time.Time
 
+	// refreshed*: the applied index, active rounds and time of the last
+	// refresh (see refresh).
+	refreshedIdx    uint64
+	refreshedActive int
+	refreshedAt     time.Time
+
 	stepMu  sync.Mutex // held by a step and by Heard: a node's report never interleaves with moves of its parts
 	mu      sync.Mutex
 	reports map[string]NodeReport
@@ -667,6 +673,13 @@ func (l *leader) refresh() error {
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
+	// Nothing it reads changed since the last refresh (every change of
+	// the crawl database moves the applied index): skip its scans, for
+	// at most watchIdle.
+	idx, now := c.st.AppliedIndex(), c.o.Now()
+	if idx == l.refreshedIdx && len(s.Active) == l.refreshedActive && now.Sub(l.refreshedAt) < watchIdle && now.After(l.refreshedAt) {
+		return nil
+	}
 	live := map[uint64]bool{}
 	for _, a := range s.Active {
 		live[a.Round] = true
@@ -688,6 +701,7 @@ func (l *leader) refresh() error {
 			delete(l.plans, r)
 		}
 	}
+	l.refreshedIdx, l.refreshedActive, l.refreshedAt = idx, len(s.Active), now
 	return nil
 }
 

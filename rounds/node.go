@@ -83,7 +83,27 @@ type nodeSide struct {
 	resumeAt   atomic.Uint64 // paused: resume once the replica has applied this index
 	done       atomic.Int64  // page results this node fetched
 	rate       rateMeter
+
+	// watched is what the last full watch saw (the watch loop only): a
+	// watch that would see the same skips its scans, for at most
+	// watchIdle (see watch).
+	watched   watchKey
+	watchedAt time.Time
 }
+
+// watchKey is what decides whether a watch can find anything new: the
+// replica's applied index, the parts held, and whether the node drains.
+type watchKey struct {
+	index    uint64
+	parts    int
+	draining bool
+}
+
+// watchIdle bounds how long a watch may be skipped while nothing it reads
+// changed: every change of the crawl database moves the applied index, so
+// this only bounds the parts' in-memory changes (a sharded node runs dozens
+// of crawlers, and their scans every 100 ms were a tenth of its CPU).
+const watchIdle = 500 * time.Millisecond
 
 func newNodeSide(c *Crawler) *nodeSide {
 	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},

@@ -16,7 +16,7 @@ import (
 // watch reads the round state and the owners of the active rounds' parts
 // from this node's replica, takes the parts given to it and drops those
 // given away.
-func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
+func (n *nodeSide) watch(ctx context.Context, f Fetcher) (err error) {
 	c := n.c
 	n.mu.Lock()
 	failed := n.failed
@@ -24,6 +24,18 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) error {
 	if failed != nil {
 		return failed
 	}
+	key := n.watchKey()
+	if now := c.o.Now(); key == n.watched && now.Sub(n.watchedAt) < watchIdle && now.After(n.watchedAt) {
+		return nil
+	}
+	defer func() {
+		// What this watch saw: the index read before its scans, the
+		// parts after its takes and revokes.
+		if err == nil {
+			key.parts, key.draining = n.watchKey().parts, n.draining.Load()
+			n.watched, n.watchedAt = key, c.o.Now()
+		}
+	}()
 	s, err := loadState(c.st)
 	if err != nil {
 		return err
@@ -306,4 +318,12 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 		n.poke()
 	}
 	return nil
+}
+
+// watchKey is what a watch would read now (see nodeSide.watched).
+func (n *nodeSide) watchKey() watchKey {
+	n.mu.Lock()
+	parts := len(n.parts)
+	n.mu.Unlock()
+	return watchKey{index: n.c.st.AppliedIndex(), parts: parts, draining: n.draining.Load()}
 }
