@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -824,24 +823,11 @@ func (l *groupListener) deliver(c net.Conn, stop <-chan struct{}) bool {
 
 // startAPI serves the Host's API on its own listener, with TLS when set.
 func (h *Host) startAPI() error {
-	ln, err := net.Listen("tcp", h.opts.APIAddr)
+	ln, srv, err := serveAPI("host api", h.opts.APIAddr, h.handler, h.opts.TLS, h.log, &h.wg)
 	if err != nil {
-		return fmt.Errorf("crawldb: host api listen on %s: %w", h.opts.APIAddr, err)
+		return err
 	}
-	h.apiLn = ln
-	h.api = &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(apiErrorLog(h.log), "", 0)}
-	serve := ln
-	if h.opts.TLS != nil {
-		serve = tls.NewListener(ln, h.opts.TLS.Server)
-	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		if err := h.api.Serve(serve); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.log.Error("crawldb: host api", "err", err)
-		}
-	}()
+	h.apiLn, h.api = ln, srv
 	return nil
 }
 
