@@ -3,9 +3,7 @@
 package site_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -18,7 +16,6 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
-	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -219,27 +216,6 @@ func TestShardedNodesKilled(t *testing.T) {
 		t.Error("no round's cash was checked")
 	}
 	t.Logf("%d URLs fetched twice (%d while the site grew); %d rounds' cash checked", twice, growing, checks)
-}
-
-// readRoundsFile reads a rounds.jsonl file.
-func readRoundsFile(t *testing.T, path string) []rounds.RoundStats {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []rounds.RoundStats
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var st rounds.RoundStats
-		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
-			t.Fatalf("%s line %d: %v", path, len(out)+1, err)
-		}
-		out = append(out, st)
-	}
-	return out
 }
 
 // TestShardedJoin: a sharded site of one node (R = 2) shows its shards as
