@@ -34,28 +34,7 @@ func TestShardedNodesKilled(t *testing.T) {
 	root := t.TempDir()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 3
-	nodes := map[string]*node{}
-	defer func() {
-		for _, n := range nodes {
-			select {
-			case <-n.done:
-			default:
-				n.cmd.Process.Kill()
-				<-n.done
-			}
-		}
-		if t.Failed() {
-			for _, n := range nodes {
-				n.tail(t)
-			}
-		}
-	}()
-	nodes["n1"] = startNode(t, cfg1)
-	join := nodes["n1"].addr(t)
-	for _, name := range []string{"n2", "n3"} {
-		cfg := nodeConfig(t, w, root, name, join)
-		nodes[name] = startNode(t, cfg)
-	}
+	nodes := startNodes(t, w, root, cfg1, nil)
 	shardsOf := func(n *node) []site.Status {
 		st, ok := n.status(t)
 		if !ok {
