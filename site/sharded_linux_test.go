@@ -137,18 +137,7 @@ func TestShardedNodesKilled(t *testing.T) {
 		t.Errorf("politeness breaches across the nodes: %v", breaches)
 	}
 	// Fetched twice: only what the killed node fetched in its last seconds.
-	byURL := map[string][]crawlcheck.Fetch{}
-	for _, d := range dirs {
-		recs, err := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if r.Status >= 200 && r.Status < 300 && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.Contains(r.URL, "/sitemap") {
-				byURL[r.URL] = append(byURL[r.URL], r)
-			}
-		}
-	}
+	byURL, _ := warcPages(t, dirs)
 	// While the site grows (a shard's leadership moves to each node that
 	// joins, sometimes twice in a second), a part can still be fetched
 	// again by the next leader: a known defect (see docs/sharding.md),
