@@ -119,17 +119,6 @@ func (db *DB) newMux() *http.ServeMux {
 	return mux
 }
 
-// startAPI serves the API on the node's own listener (Options.APIAddr),
-// with TLS when Options.TLS is set.
-func (db *DB) startAPI() error {
-	ln, srv, err := serveAPI("api", db.opts.APIAddr, db.handler, db.opts.TLS, db.log, &db.wg)
-	if err != nil {
-		return err
-	}
-	db.apiLn, db.api = ln, srv
-	return nil
-}
-
 // serveAPI listens on addr and serves handler there, over TLS when tc is
 // set: the API of a node of Open or of a Host, which errors and log lines
 // call what ("api", "host api"). The goroutine serving it is counted in

@@ -277,8 +277,8 @@ func OpenHost(ctx context.Context, o HostOptions) (*Host, error) {
 	h.ln, h.addr = probe.ln, probe.addr
 	h.wg.Add(1)
 	go h.acceptLoop()
-	if o.APIAddr != "" {
-		if err := h.startAPI(); err != nil {
+	if o.APIAddr != "" { // the Host's API on its own listener, with TLS when set
+		if h.apiLn, h.api, err = serveAPI("host api", o.APIAddr, h.handler, o.TLS, h.log, &h.wg); err != nil {
 			return nil, err
 		}
 	}
@@ -828,16 +828,6 @@ func (l *groupListener) deliver(c net.Conn, stop <-chan struct{}) bool {
 	case <-stop:
 	}
 	return false
-}
-
-// startAPI serves the Host's API on its own listener, with TLS when set.
-func (h *Host) startAPI() error {
-	ln, srv, err := serveAPI("host api", h.opts.APIAddr, h.handler, h.opts.TLS, h.log, &h.wg)
-	if err != nil {
-		return err
-	}
-	h.apiLn, h.api = ln, srv
-	return nil
 }
 
 // hostHandler serves a Host's API: each group's under /crawldb/g/<group>/
