@@ -123,6 +123,23 @@ func startNodes(t *testing.T, w *multiWeb, root string, cfg1 site.Config, edit f
 	return nodes
 }
 
+// waitNodesEnd waits for every node in nodes to exit by itself, at most
+// 3 minutes each, and fails the test at once if one exits with an error or
+// does not end.
+func waitNodesEnd(t *testing.T, nodes map[string]*node) {
+	t.Helper()
+	for name, n := range nodes {
+		select {
+		case <-n.done:
+			if n.err != nil {
+				t.Fatalf("%s: %v", name, n.err)
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s did not end", name)
+		}
+	}
+}
+
 // TestNodesKilled crawls a realistic web with three nodes, each its own
 // process on real TCP. A follower is SIGKILLed mid-fetch: its parts go to
 // the others within 10 s; it restarts, rejoins and takes work again. Then
@@ -227,16 +244,7 @@ func TestNodesKilled(t *testing.T) {
 	})
 
 	// Every node ends by itself.
-	for name, n := range nodes {
-		select {
-		case <-n.done:
-			if n.err != nil {
-				t.Fatalf("%s: %v", name, n.err)
-			}
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%s did not end", name)
-		}
-	}
+	waitNodesEnd(t, nodes)
 	dirs := []string{filepath.Join(root, "n1"), filepath.Join(root, "n2"), filepath.Join(root, "n3")}
 	checkMultiCrawl(t, w, cfg1, dirs, kills)
 }

@@ -101,16 +101,7 @@ func TestShardedNodesKilled(t *testing.T) {
 		}
 		return false
 	})
-	for name, n := range nodes {
-		select {
-		case <-n.done:
-			if n.err != nil {
-				t.Fatalf("%s: %v", name, n.err)
-			}
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%s did not end", name)
-		}
-	}
+	waitNodesEnd(t, nodes)
 
 	// Coverage, on a node that holds every shard.
 	var dirs []string
