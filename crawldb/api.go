@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,31 +119,32 @@ func (db *DB) newMux() *http.ServeMux {
 	return mux
 }
 
-// startAPI serves the API on the node's own listener (Options.APIAddr),
-// with TLS when Options.TLS is set.
-func (db *DB) startAPI() error {
-	ln, err := net.Listen("tcp", db.opts.APIAddr)
+// serveAPI listens on addr and serves handler there, over TLS when tc is
+// set: the API of a node of Open or of a Host, which errors and log lines
+// call what ("api", "host api"). The goroutine serving it is counted in
+// wg; it ends when the caller's Close closes the server.
+func serveAPI(what, addr string, handler http.Handler, tc *TLSConfig, lg *slog.Logger, wg *sync.WaitGroup) (net.Listener, *http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("crawldb: api listen on %s: %w", db.opts.APIAddr, err)
+		return nil, nil, fmt.Errorf("crawldb: %s listen on %s: %w", what, addr, err)
 	}
-	db.apiLn = ln
 	// ReadHeaderTimeout also bounds a TLS handshake; a refused handshake
 	// is logged as a warning ("crawldb: api: http: TLS handshake error from
 	// …").
-	db.api = &http.Server{Handler: db.handler, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(apiErrorLog(db.log), "", 0)}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(apiErrorLog(lg), "", 0)}
 	serve := ln
-	if db.opts.TLS != nil {
-		serve = tls.NewListener(ln, db.opts.TLS.Server)
+	if tc != nil {
+		serve = tls.NewListener(ln, tc.Server)
 	}
-	db.wg.Add(1)
-	go func() {
-		defer db.wg.Done()
-		if err := db.api.Serve(serve); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			db.log.Error("crawldb: api", "err", err)
+	wg.Add(1)
+	go func() { // owner: the caller, whose Close shuts srv down and waits on wg
+		defer wg.Done()
+		if err := srv.Serve(serve); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error("crawldb: "+what, "err", err)
 		}
 	}()
-	return nil
+	return ln, srv, nil
 }
 
 // wireResult is a Result on the wire.

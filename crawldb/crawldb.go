@@ -282,8 +282,8 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		}
 		db.trans, db.tcp = tcp, tcp
 	}
-	if o.APIAddr != "" {
-		if err := db.startAPI(); err != nil { // answers 503 until Raft runs
+	if o.APIAddr != "" { // the API on the node's own listener, with TLS when set; 503 until Raft runs
+		if db.apiLn, db.api, err = serveAPI("api", o.APIAddr, db.handler, o.TLS, db.log, &db.wg); err != nil {
 			return nil, err
 		}
 	}

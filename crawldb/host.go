@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -137,10 +136,27 @@ type HostOptions struct {
 	FastTimeouts bool
 }
 
-// Validate reports every problem with o.
-func (o HostOptions) Validate() error {
+// Validate reports every problem with o: Options.Validate's, of the fields
+// the two share.
+func (o HostOptions) Validate() error { return o.nodeOptions().Validate() }
+
+// nodeOptions are o's fields that Options has too, as Options: the Host's
+// settings are validated and take their defaults as a node's of Open.
+func (o HostOptions) nodeOptions() Options {
 	return Options{Dir: o.Dir, NodeID: o.NodeID, RaftAddr: o.RaftAddr, RaftAdvertise: o.RaftAdvertise,
-		APIAddr: o.APIAddr, AdvertiseAPI: o.AdvertiseAPI, TLS: o.TLS}.Validate()
+		APIAddr: o.APIAddr, AdvertiseAPI: o.AdvertiseAPI, TLS: o.TLS,
+		SnapshotThreshold: o.SnapshotThreshold, TrailingLogs: o.TrailingLogs,
+		SnapshotInterval: o.SnapshotInterval, ApplyTimeout: o.ApplyTimeout,
+		Store: o.Store, NoSync: o.NoSync, Logger: o.Logger, FastTimeouts: o.FastTimeouts}
+}
+
+// ensureDefaults gives o's zero fields Options' defaults.
+func (o *HostOptions) ensureDefaults() {
+	d := o.nodeOptions()
+	d.ensureDefaults()
+	o.SnapshotThreshold, o.TrailingLogs = d.SnapshotThreshold, d.TrailingLogs
+	o.SnapshotInterval, o.ApplyTimeout = d.SnapshotInterval, d.ApplyTimeout
+	o.Logger, o.Store = d.Logger, d.Store
 }
 
 // GroupOptions say which group Host.Group opens and how it starts.
@@ -215,11 +231,7 @@ func OpenHost(ctx context.Context, o HostOptions) (*Host, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ro := Options{SnapshotThreshold: o.SnapshotThreshold, TrailingLogs: o.TrailingLogs,
-		SnapshotInterval: o.SnapshotInterval, ApplyTimeout: o.ApplyTimeout, Logger: o.Logger, Store: o.Store}
-	ro.ensureDefaults()
-	o.SnapshotThreshold, o.TrailingLogs, o.SnapshotInterval, o.ApplyTimeout = ro.SnapshotThreshold, ro.TrailingLogs, ro.SnapshotInterval, ro.ApplyTimeout
-	o.Logger, o.Store = ro.Logger, ro.Store
+	o.ensureDefaults()
 	for _, d := range []string{o.Dir, filepath.Join(o.Dir, "raftlog"), filepath.Join(o.Dir, "groups")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("crawldb: host: %w", err)
@@ -254,11 +266,7 @@ func OpenHost(ctx context.Context, o HostOptions) (*Host, error) {
 	if h.logs, err = raftlog.OpenShared(filepath.Join(o.Dir, "raftlog"), raftlog.Options{NoSync: o.NoSync, Logger: o.Logger}); err != nil {
 		return nil, fmt.Errorf("crawldb: host: %w", err)
 	}
-	so := o.Store
-	if so.Logger == nil {
-		so.Logger = o.Logger
-	}
-	if h.stores, err = store.OpenShared(filepath.Join(o.Dir, "store"), so); err != nil {
+	if h.stores, err = store.OpenShared(filepath.Join(o.Dir, "store"), o.Store); err != nil { // o.Store.Logger set by ensureDefaults
 		return nil, fmt.Errorf("crawldb: host: %w", err)
 	}
 	// The listener and its advertised address, as newStreamLayer makes them.
@@ -269,8 +277,8 @@ func OpenHost(ctx context.Context, o HostOptions) (*Host, error) {
 	h.ln, h.addr = probe.ln, probe.addr
 	h.wg.Add(1)
 	go h.acceptLoop()
-	if o.APIAddr != "" {
-		if err := h.startAPI(); err != nil {
+	if o.APIAddr != "" { // the Host's API on its own listener, with TLS when set
+		if h.apiLn, h.api, err = serveAPI("host api", o.APIAddr, h.handler, o.TLS, h.log, &h.wg); err != nil {
 			return nil, err
 		}
 	}
@@ -820,29 +828,6 @@ func (l *groupListener) deliver(c net.Conn, stop <-chan struct{}) bool {
 	case <-stop:
 	}
 	return false
-}
-
-// startAPI serves the Host's API on its own listener, with TLS when set.
-func (h *Host) startAPI() error {
-	ln, err := net.Listen("tcp", h.opts.APIAddr)
-	if err != nil {
-		return fmt.Errorf("crawldb: host api listen on %s: %w", h.opts.APIAddr, err)
-	}
-	h.apiLn = ln
-	h.api = &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(apiErrorLog(h.log), "", 0)}
-	serve := ln
-	if h.opts.TLS != nil {
-		serve = tls.NewListener(ln, h.opts.TLS.Server)
-	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		if err := h.api.Serve(serve); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.log.Error("crawldb: host api", "err", err)
-		}
-	}()
-	return nil
 }
 
 // hostHandler serves a Host's API: each group's under /crawldb/g/<group>/

@@ -75,15 +75,7 @@ func TestGroupPause(t *testing.T) {
 // queued jobs stay; the counts follow; jobs of the group submitted after the
 // abort are fetched.
 func TestGroupAbort(t *testing.T) {
-	s := startHoServer(t, func(path string) time.Duration {
-		if path == "/hang" {
-			return 25 * time.Second // ends early when the client goes away
-		}
-		return 0
-	})
-	c := &hoResults{}
-	f := newHoFetcher(t, s, c, nil)
-	runHo(t, f)
+	s, c, f := startHangingHo(t)
 	hang1, hang2 := s.url("a.test", "/hang"), s.url("b.test", "/hang")
 	jobs := []Job{{URL: hang1, Group: 1}, {URL: hang2, Group: 2}}
 	// Queued behind the hanging request of their host.
@@ -182,15 +174,7 @@ func TestGroupAbortPending(t *testing.T) {
 
 // TestGroupAbortAll: Abort ends the requests in flight of every group.
 func TestGroupAbortAll(t *testing.T) {
-	s := startHoServer(t, func(path string) time.Duration {
-		if path == "/hang" {
-			return 25 * time.Second
-		}
-		return 0
-	})
-	c := &hoResults{}
-	f := newHoFetcher(t, s, c, nil)
-	runHo(t, f)
+	s, c, f := startHangingHo(t)
 	jobs := []Job{{URL: s.url("a.test", "/hang"), Group: 1}, {URL: s.url("b.test", "/hang"), Group: 2}, {URL: s.url("d.test", "/hang")}}
 	f.Submit(jobs)
 	waitHo(t, 10*time.Second, "the slow requests to arrive", func() bool {

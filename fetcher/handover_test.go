@@ -184,6 +184,23 @@ func newHoFetcher(t *testing.T, s *hoServer, c *hoResults, skip func(*Job) bool)
 	return f
 }
 
+// startHangingHo starts an hoServer whose /hang answers after 25 s (at
+// once when the client goes away) and a running fetcher of it that
+// collects its page results.
+func startHangingHo(t *testing.T) (*hoServer, *hoResults, *Fetcher) {
+	t.Helper()
+	s := startHoServer(t, func(path string) time.Duration {
+		if path == "/hang" {
+			return 25 * time.Second // ends early when the client goes away
+		}
+		return 0
+	})
+	c := &hoResults{}
+	f := newHoFetcher(t, s, c, nil)
+	runHo(t, f)
+	return s, c, f
+}
+
 // waitHo polls cond every 5 ms until it holds, failing the test after limit.
 func waitHo(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -587,15 +604,7 @@ func TestHandoverFreshRobots(t *testing.T) {
 // request in flight, which would run up to the 30 s TotalTimeout, ends at
 // once as a transient failure, and requests after it are not affected.
 func TestHandoverAbort(t *testing.T) {
-	s := startHoServer(t, func(path string) time.Duration {
-		if path == "/hang" {
-			return 25 * time.Second // ends early when the client goes away
-		}
-		return 0
-	})
-	c := &hoResults{}
-	f := newHoFetcher(t, s, c, nil)
-	runHo(t, f)
+	s, c, f := startHangingHo(t)
 	hang := s.url("a.test", "/hang")
 	f.Submit([]Job{{URL: hang}})
 	waitHo(t, 10*time.Second, "the slow request to arrive", func() bool { return s.saw("a.test", "/hang") })

@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -523,7 +524,7 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 		}
 		out = append(out, n)
 	}
-	slices.SortFunc(out, func(a, b plan.Node) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b plan.Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,7 +161,7 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 	n.mu.Unlock()
 	slices.SortFunc(parts, func(a, b *nodePart) int {
 		if a.ref.round != b.ref.round {
-			return cmpUint(a.ref.round, b.ref.round)
+			return cmp.Compare(a.ref.round, b.ref.round)
 		}
 		return a.ref.id - b.ref.id
 	})
@@ -346,16 +347,6 @@ func (n *nodeSide) readPart(p *nodePart) ([]*fetcher.Result, error) {
 	return out, nil
 }
 
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // freeAt is when this node would allow the next request to any of p's
 // hosts: the end of its last request to each (for any part, robots.txt
 // and sitemaps included) plus the host's delay.
@@ -505,18 +496,8 @@ func (a *stageAcc) batch() *stageBatch {
 	for u, cr := range a.credits {
 		b.Credits = append(b.Credits, target{url: u, credit: cr})
 	}
-	slices.SortFunc(b.Credits, func(x, y target) int { return cmpString(x.url, y.url) })
+	slices.SortFunc(b.Credits, func(x, y target) int { return cmp.Compare(x.url, y.url) })
 	return &b
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // count adds one result to the counters.

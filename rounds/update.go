@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -480,7 +481,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	}
 	// A URL's result counts once: sort fetch results (the local ones come
 	// in no set order) so that the commands are the same on any leader.
-	slices.SortStableFunc(fetchOps, func(a, b store.FetchResult) int { return cmpString(a.URL, b.URL) })
+	slices.SortStableFunc(fetchOps, func(a, b store.FetchResult) int { return cmp.Compare(a.URL, b.URL) })
 
 	// Encode the commands: fetch results first, then the credits, then
 	// the URLs of other shards and sites; each fenced by the leader's token.
@@ -725,7 +726,7 @@ func (c *Crawler) revisit(ctx context.Context) (*stageBatch, error) {
 	for u, cr := range credits {
 		b.Credits = append(b.Credits, target{url: u, credit: cr})
 	}
-	slices.SortFunc(b.Credits, func(x, y target) int { return cmpString(x.url, y.url) })
+	slices.SortFunc(b.Credits, func(x, y target) int { return cmp.Compare(x.url, y.url) })
 	return b, nil
 }
 

@@ -88,21 +88,15 @@ func (n *node) tail(t *testing.T) {
 	t.Logf("--- %s's log (events):\n%s", n.name, strings.Join(keep, "\n"))
 }
 
-// TestNodesKilled crawls a realistic web with three nodes, each its own
-// process on real TCP. A follower is SIGKILLed mid-fetch: its parts go to
-// the others within 10 s; it restarts, rejoins and takes work again. Then
-// the leader is SIGKILLed mid-round: another node leads and finishes the
-// round; the old leader restarts and takes work again. The crawl ends on
-// every node by itself, with full coverage, no politeness breach, OPIC's
-// cash conserved after every round, and no URL fetched twice but those in
-// flight on the killed nodes.
-func TestNodesKilled(t *testing.T) {
-	w := startMultiWeb(t, 60, 16, 6, 33)
-	root := t.TempDir()
-	cfg1 := nodeConfig(t, w, root, "n1", "")
-	cfg1.NoSync = false
+// startNodes starts a site of three nodes, each its own process: n1 from
+// cfg1, then n2 and n3 joining it, from nodeConfig changed by edit (if not
+// nil). The map holds the nodes by name; a test that restarts one puts the
+// new one in it. When the test ends, every node in it still running is
+// SIGKILLed, and if the test failed, each one's events are logged.
+func startNodes(t *testing.T, w *multiWeb, root string, cfg1 site.Config, edit func(*site.Config)) map[string]*node {
+	t.Helper()
 	nodes := map[string]*node{}
-	defer func() {
+	t.Cleanup(func() {
 		for _, n := range nodes {
 			select {
 			case <-n.done:
@@ -116,14 +110,50 @@ func TestNodesKilled(t *testing.T) {
 				n.tail(t)
 			}
 		}
-	}()
+	})
 	nodes["n1"] = startNode(t, cfg1)
 	join := nodes["n1"].addr(t)
 	for _, name := range []string{"n2", "n3"} {
 		cfg := nodeConfig(t, w, root, name, join)
-		cfg.NoSync = false
+		if edit != nil {
+			edit(&cfg)
+		}
 		nodes[name] = startNode(t, cfg)
 	}
+	return nodes
+}
+
+// waitNodesEnd waits for every node in nodes to exit by itself, at most
+// 3 minutes each, and fails the test at once if one exits with an error or
+// does not end.
+func waitNodesEnd(t *testing.T, nodes map[string]*node) {
+	t.Helper()
+	for name, n := range nodes {
+		select {
+		case <-n.done:
+			if n.err != nil {
+				t.Fatalf("%s: %v", name, n.err)
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s did not end", name)
+		}
+	}
+}
+
+// TestNodesKilled crawls a realistic web with three nodes, each its own
+// process on real TCP. A follower is SIGKILLed mid-fetch: its parts go to
+// the others within 10 s; it restarts, rejoins and takes work again. Then
+// the leader is SIGKILLed mid-round: another node leads and finishes the
+// round; the old leader restarts and takes work again. The crawl ends on
+// every node by itself, with full coverage, no politeness breach, OPIC's
+// cash conserved after every round, and no URL fetched twice but those in
+// flight on the killed nodes.
+func TestNodesKilled(t *testing.T) {
+	w := startMultiWeb(t, 60, 16, 6, 33)
+	root := t.TempDir()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.NoSync = false
+	nodes := startNodes(t, w, root, cfg1, func(cfg *site.Config) { cfg.NoSync = false })
 	leader := func() string {
 		for name, n := range nodes {
 			if st, ok := n.status(t); ok && st.Role == "leader" {
@@ -214,16 +244,7 @@ func TestNodesKilled(t *testing.T) {
 	})
 
 	// Every node ends by itself.
-	for name, n := range nodes {
-		select {
-		case <-n.done:
-			if n.err != nil {
-				t.Fatalf("%s: %v", name, n.err)
-			}
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%s did not end", name)
-		}
-	}
+	waitNodesEnd(t, nodes)
 	dirs := []string{filepath.Join(root, "n1"), filepath.Join(root, "n2"), filepath.Join(root, "n3")}
 	checkMultiCrawl(t, w, cfg1, dirs, kills)
 }

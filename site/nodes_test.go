@@ -146,22 +146,10 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 		t.Errorf("politeness breaches across the nodes: %v", breaches)
 	}
 	// Every node's WARC files, together.
-	byURL := map[string][]crawlcheck.Fetch{}
-	for _, d := range dirs {
-		recs, err := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) == 0 {
+	byURL, responses := warcPages(t, dirs)
+	for i, d := range dirs {
+		if responses[i] == 0 {
 			t.Errorf("node %s wrote no WARC responses", filepath.Base(d))
-		}
-		for _, r := range recs {
-			// robots.txt and sitemaps are fetched again on purpose by a
-			// node taking over from one that died (its sitemaps' URLs
-			// may not have been kept): pages only.
-			if r.Status >= 200 && r.Status < 300 && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.Contains(r.URL, "/sitemap") {
-				byURL[r.URL] = append(byURL[r.URL], r)
-			}
 		}
 	}
 	// For a breach, which nodes fetched the host, what and when (WARC
@@ -243,6 +231,29 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 		t.Errorf("the site's state does not say the crawl is exhausted: %+v", state.Finished)
 	}
 	checkConservation(t, st, rounds.Status{Virtual: state.Virtual, Injected: state.Injected, Spent: state.Spent})
+}
+
+// warcPages reads the WARC files of the nodes whose data directories are
+// dirs: the pages fetched with 2xx, by URL, and how many responses each
+// node wrote (responses[i] is dirs[i]'s). robots.txt and sitemaps are not
+// pages here: a node taking over from one that died fetches them again on
+// purpose (its sitemaps' URLs may not have been kept).
+func warcPages(t *testing.T, dirs []string) (pages map[string][]crawlcheck.Fetch, responses []int) {
+	t.Helper()
+	pages = map[string][]crawlcheck.Fetch{}
+	for _, d := range dirs {
+		recs, err := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		responses = append(responses, len(recs))
+		for _, r := range recs {
+			if r.Status >= 200 && r.Status < 300 && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.Contains(r.URL, "/sitemap") {
+				pages[r.URL] = append(pages[r.URL], r)
+			}
+		}
+	}
+	return pages, responses
 }
 
 func keys(m map[uint64]bool) []uint64 {

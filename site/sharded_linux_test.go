@@ -3,9 +3,7 @@
 package site_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -18,7 +16,6 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
-	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -37,28 +34,7 @@ func TestShardedNodesKilled(t *testing.T) {
 	root := t.TempDir()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 3
-	nodes := map[string]*node{}
-	defer func() {
-		for _, n := range nodes {
-			select {
-			case <-n.done:
-			default:
-				n.cmd.Process.Kill()
-				<-n.done
-			}
-		}
-		if t.Failed() {
-			for _, n := range nodes {
-				n.tail(t)
-			}
-		}
-	}()
-	nodes["n1"] = startNode(t, cfg1)
-	join := nodes["n1"].addr(t)
-	for _, name := range []string{"n2", "n3"} {
-		cfg := nodeConfig(t, w, root, name, join)
-		nodes[name] = startNode(t, cfg)
-	}
+	nodes := startNodes(t, w, root, cfg1, nil)
 	shardsOf := func(n *node) []site.Status {
 		st, ok := n.status(t)
 		if !ok {
@@ -125,16 +101,7 @@ func TestShardedNodesKilled(t *testing.T) {
 		}
 		return false
 	})
-	for name, n := range nodes {
-		select {
-		case <-n.done:
-			if n.err != nil {
-				t.Fatalf("%s: %v", name, n.err)
-			}
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%s did not end", name)
-		}
-	}
+	waitNodesEnd(t, nodes)
 
 	// Coverage, on a node that holds every shard.
 	var dirs []string
@@ -161,18 +128,7 @@ func TestShardedNodesKilled(t *testing.T) {
 		t.Errorf("politeness breaches across the nodes: %v", breaches)
 	}
 	// Fetched twice: only what the killed node fetched in its last seconds.
-	byURL := map[string][]crawlcheck.Fetch{}
-	for _, d := range dirs {
-		recs, err := crawlcheck.ResponseRecords(filepath.Join(d, "warc"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if r.Status >= 200 && r.Status < 300 && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.Contains(r.URL, "/sitemap") {
-				byURL[r.URL] = append(byURL[r.URL], r)
-			}
-		}
-	}
+	byURL, _ := warcPages(t, dirs)
 	// While the site grows (a shard's leadership moves to each node that
 	// joins, sometimes twice in a second), a part can still be fetched
 	// again by the next leader: a known defect (see docs/sharding.md),
@@ -219,27 +175,6 @@ func TestShardedNodesKilled(t *testing.T) {
 		t.Error("no round's cash was checked")
 	}
 	t.Logf("%d URLs fetched twice (%d while the site grew); %d rounds' cash checked", twice, growing, checks)
-}
-
-// readRoundsFile reads a rounds.jsonl file.
-func readRoundsFile(t *testing.T, path string) []rounds.RoundStats {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []rounds.RoundStats
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var st rounds.RoundStats
-		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
-			t.Fatalf("%s line %d: %v", path, len(out)+1, err)
-		}
-		out = append(out, st)
-	}
-	return out
 }
 
 // TestShardedJoin: a sharded site of one node (R = 2) shows its shards as

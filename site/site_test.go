@@ -103,9 +103,17 @@ func crawlDelays(w *synth.Web, maxDelay time.Duration) func(string) time.Duratio
 	}
 }
 
+// readRounds reads the rounds.jsonl of the site whose data directory is
+// data.
 func readRounds(t *testing.T, data string) []rounds.RoundStats {
 	t.Helper()
-	f, err := os.Open(filepath.Join(data, "stats", "rounds.jsonl"))
+	return readRoundsFile(t, filepath.Join(data, "stats", "rounds.jsonl"))
+}
+
+// readRoundsFile reads a rounds.jsonl file: a site's, or a shard's.
+func readRoundsFile(t *testing.T, path string) []rounds.RoundStats {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +124,7 @@ func readRounds(t *testing.T, data string) []rounds.RoundStats {
 	for sc.Scan() {
 		var st rounds.RoundStats
 		if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
-			t.Fatalf("rounds.jsonl line %d: %v", len(out)+1, err)
+			t.Fatalf("%s line %d: %v", path, len(out)+1, err)
 		}
 		out = append(out, st)
 	}
