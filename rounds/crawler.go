@@ -252,6 +252,10 @@ type Crawler struct {
 	// kept local meanwhile.
 	growMu  sync.Mutex
 	growing atomic.Bool
+	// noLocalUntil (unix nanos): a GrowthGate that gave up keeps parts
+	// from being made local until then, so that its next try finds them
+	// gone.
+	noLocalUntil atomic.Int64
 }
 
 // New opens the crawler's state in the crawl database and directory.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,5 +515,56 @@ func TestResumeRechecksLease(t *testing.T) {
 		if s.paused == tc.resume || n.paused.Load() == tc.resume {
 			t.Errorf("%s: fetcher paused %v, node paused %v; want resumed %v", tc.name, s.paused, n.paused.Load(), tc.resume)
 		}
+	}
+}
+
+// TestGrowthGateGaveUp: a gate that gives up (a local part still held
+// after growthWait) keeps parts from being made local for twice that, so
+// that its next try finds none (a round longer than the wait kept a
+// sharded site's R = 1 shards from ever moving); then the node is alone
+// again.
+func TestGrowthGateGaveUp(t *testing.T) {
+	f := newNodeFixture(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	f.c.o.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	f.plan(PhaseFetch, "n1", 0, "http://h.test/a")
+	f.watch()
+	f.c.node.mu.Lock()
+	p := f.c.node.parts[partRef{1, 0}]
+	f.c.node.mu.Unlock()
+	if p == nil || !p.local.Load() {
+		t.Fatal("a part taken by a node alone is not local")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	gate := make(chan error, 1)
+	go func() {
+		release, err := f.c.GrowthGate(ctx)
+		if release != nil {
+			release()
+		}
+		gate <- err
+	}()
+	waitFor(t, 5*time.Second, "the gate to close", func() bool { return f.c.growing.Load() })
+	now.Add(int64(growthWait + time.Second))
+	select {
+	case err := <-gate:
+		if err == nil {
+			t.Fatal("the gate opened with a local part held")
+		}
+	case <-ctx.Done():
+		t.Fatal("the gate did not give up past growthWait")
+	}
+	if f.c.node.alone() {
+		t.Error("parts may be made local again right after the gate gave up")
+	}
+	now.Add(int64(growthWait))
+	if f.c.node.alone() {
+		t.Error("parts may be made local again before twice growthWait")
+	}
+	now.Add(int64(growthWait + time.Second))
+	if !f.c.node.alone() {
+		t.Error("the node is not alone again long after the gate gave up")
 	}
 }

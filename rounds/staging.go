@@ -31,7 +31,7 @@ const stageCommandBytes = 8 << 20
 // node can take over its parts or its updates, and results need not cross
 // the crawl database (local parts).
 func (n *nodeSide) alone() bool {
-	if !n.c.db.IsLeader() || n.c.growing.Load() {
+	if !n.c.db.IsLeader() || n.c.growing.Load() || n.c.o.Now().UnixNano() < n.c.noLocalUntil.Load() {
 		return false
 	}
 	m, err := n.c.db.Members()
@@ -64,6 +64,10 @@ func (c *Crawler) GrowthGate(ctx context.Context) (release func(), err error) {
 			return release, nil
 		}
 		if c.o.Now().After(deadline) {
+			// The next try must not find new local parts again (a round
+			// lasting longer than the wait would keep the site from ever
+			// growing): none are made for a while yet.
+			c.noLocalUntil.Store(c.o.Now().Add(2 * growthWait).UnixNano())
 			release()
 			return nil, fmt.Errorf("rounds: the site's rounds still hold parts done by this node alone after %v: try again", growthWait)
 		}
