@@ -123,8 +123,11 @@ func (c *Crawler) requeueAgain(u string) bool {
 // those in flight end (up to 5 s), every result this node holds is staged
 // in the crawl database, and only then is transfer called (the caller's
 // leadership transfer), so that the new leader fetches nothing this node
-// fetched. If transfer fails, fetching resumes; if it succeeds, this node
-// stays paused until it leads again.
+// fetched. Requests still in flight after 5 s are aborted, and the
+// transfer waits a host's longest delay after the last request ended, so
+// that the new leader's first request to a host keeps its delay (it does
+// not know when this node last asked it). If transfer fails, fetching
+// resumes; if it succeeds, this node stays paused until it leads again.
 func (c *Crawler) HandOver(ctx context.Context, f Fetcher, transfer func(context.Context) error) error {
 	n := c.node
 	p, _ := f.(pauser)
@@ -142,6 +145,19 @@ func (c *Crawler) HandOver(ctx context.Context, f Fetcher, transfer func(context
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return ctx.Err()
 		}
+	}
+	if a, ok := f.(aborter); ok && f.Stats().InFlight > 0 {
+		a.Abort() // their results are late: dropped, their URLs fetched again
+		for end := c.o.Now().Add(time.Second); f.Stats().InFlight > 0 && c.o.Now().Before(end); {
+			if !sleepCtx(ctx, 20*time.Millisecond) {
+				return ctx.Err()
+			}
+		}
+	}
+	// The last requests ended at most now: the new leader may ask their
+	// hosts once their delays have passed.
+	if !sleepCtx(ctx, max(c.o.HostDelay, c.o.IPDelay, c.o.MaxCrawlDelay)) {
+		return ctx.Err()
 	}
 	for attempt := 0; ; attempt++ {
 		err := n.stage(ctx, true)

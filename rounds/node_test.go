@@ -568,3 +568,50 @@ func TestGrowthGateGaveUp(t *testing.T) {
 		t.Error("the node is not alone again long after the gate gave up")
 	}
 }
+
+// stuckFetcher reports a request in flight until it is aborted; each look
+// at its statistics moves the test's clock a second on.
+type stuckFetcher struct {
+	jobSink
+	now     *atomic.Int64
+	aborted atomic.Bool
+}
+
+func (s *stuckFetcher) Stats() fetcher.Stats {
+	s.now.Add(int64(time.Second))
+	if s.aborted.Load() {
+		return fetcher.Stats{}
+	}
+	return fetcher.Stats{InFlight: 1}
+}
+
+func (s *stuckFetcher) Abort() { s.aborted.Store(true) }
+
+// TestHandOverKeepsDelays: a hand-over aborts the requests still in flight
+// after its wait, and transfers only a host's longest delay after the last
+// request ended, so that the new leader's first request to a host keeps
+// its delay (a sharded site's moves breached a crawl-delay: bench cluster).
+func TestHandOverKeepsDelays(t *testing.T) {
+	f := newNodeFixture(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	f.c.o.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	f.c.o.HostDelay, f.c.o.MaxCrawlDelay = 100*time.Millisecond, 300*time.Millisecond
+	st := &stuckFetcher{now: &now}
+	var waited time.Duration
+	var abortedFirst bool
+	start := time.Now()
+	err := f.c.HandOver(context.Background(), st, func(context.Context) error {
+		waited, abortedFirst = time.Since(start), st.aborted.Load()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !abortedFirst {
+		t.Error("the transfer came with a request still in flight")
+	}
+	if waited < f.c.o.MaxCrawlDelay {
+		t.Errorf("the transfer came %v after the last request, before the longest delay %v", waited, f.c.o.MaxCrawlDelay)
+	}
+}
