@@ -92,7 +92,8 @@ type ClusterConfig struct {
 	// Steady, if positive, measures each configuration over a steady
 	// window of this length instead of its rounds (a sharded site's rounds
 	// are per shard): the window opens when every shard is where the
-	// placement wants it, and not before Warmup after every node is up
+	// placement wants it (a site without shards: at once), and not before
+	// Warmup after every node is up
 	// (or at SettleTimeout after that, default 2 min, whichever comes
 	// first), and the nodes are stopped when it closes (see steady.go).
 	Steady        time.Duration `json:"steady_ns,omitempty"`
@@ -188,9 +189,6 @@ func (c ClusterConfig) WithDefaults() (ClusterConfig, error) {
 	}
 	if c.Steady > 0 && c.SettleTimeout == 0 {
 		c.SettleTimeout = 2 * time.Minute
-	}
-	if c.Steady > 0 && c.Shards == 0 {
-		bad("steady needs a sharded site (--shards): it waits for the shards' placement")
 	}
 	if c.Timeout < 10*time.Second {
 		bad("timeout must be at least 10s, got %v", c.Timeout)

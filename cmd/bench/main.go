@@ -402,7 +402,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "make the site sharded: site up --shards N on the first node (0: today's site)")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "pass site up --replicas R to every node (the sharded site's replicas per shard; 0: no flag)")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run every node with certificates: Raft and the node API over mutual TLS")
-	fs.DurationVar(&cfg.Steady, "steady", 0, "with --shards: measure each run over a window this long that opens once every shard is where the placement wants it, then stop the nodes (0: over the rounds)")
+	fs.DurationVar(&cfg.Steady, "steady", 0, "measure each run over a window this long that opens after --warmup once every shard is where the placement wants it (no shards: after --warmup), then stop the nodes (0: over the rounds)")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "with --steady: the window opens no sooner than this after every node is up")
 	fs.DurationVar(&cfg.SettleTimeout, "settle-timeout", 0, "with --steady: open the window this long after every node is up even if the shards have not settled (0: 2m)")
 	fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "SIGKILL a follower this long after the first node is up, in runs of ≥ 3 nodes, and time the re-plan (0: none)")
