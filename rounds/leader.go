@@ -37,11 +37,9 @@ type leader struct {
 	members map[string]bool
 	start   time.Time
 
-	// refreshed*: the applied index, active rounds and time of the last
-	// refresh (see refresh).
-	refreshedIdx    uint64
-	refreshedActive int
-	refreshedAt     time.Time
+	// refreshed: the applied index and active rounds the last refresh
+	// saw (see refresh).
+	refreshed unchanged[refreshKey]
 
 	stepMu  sync.Mutex // held by a step and by Heard: a node's report never interleaves with moves of its parts
 	mu      sync.Mutex
@@ -677,8 +675,8 @@ func (l *leader) refresh() error {
 	// Nothing it reads changed since the last refresh (every change of
 	// the crawl database moves the applied index): skip its scans, for
 	// at most watchIdle.
-	idx, now := c.st.AppliedIndex(), c.o.Now()
-	if idx == l.refreshedIdx && len(s.Active) == l.refreshedActive && now.Sub(l.refreshedAt) < watchIdle && now.After(l.refreshedAt) {
+	key, now := refreshKey{index: c.st.AppliedIndex(), active: len(s.Active)}, c.o.Now()
+	if l.refreshed.same(key, now) {
 		return nil
 	}
 	live := map[uint64]bool{}
@@ -702,8 +700,14 @@ func (l *leader) refresh() error {
 			delete(l.plans, r)
 		}
 	}
-	l.refreshedIdx, l.refreshedActive, l.refreshedAt = idx, len(s.Active), now
+	l.refreshed.saw(key, now)
 	return nil
+}
+
+// refreshKey is what decides whether a refresh can find anything new.
+type refreshKey struct {
+	index  uint64
+	active int
 }
 
 func (l *leader) refreshRound(round uint64, rp *roundPlan) error {

@@ -85,10 +85,8 @@ type nodeSide struct {
 	rate       rateMeter
 
 	// watched is what the last full watch saw (the watch loop only): a
-	// watch that would see the same skips its scans, for at most
-	// watchIdle (see watch).
-	watched   watchKey
-	watchedAt time.Time
+	// watch that would see the same skips its scans (see watch).
+	watched unchanged[watchKey]
 }
 
 // watchKey is what decides whether a watch can find anything new: the
@@ -99,11 +97,28 @@ type watchKey struct {
 	draining bool
 }
 
-// watchIdle bounds how long a watch may be skipped while nothing it reads
-// changed: every change of the crawl database moves the applied index, so
-// this only bounds the parts' in-memory changes (a sharded node runs dozens
-// of crawlers, and their scans every 100 ms were a tenth of its CPU).
+// watchIdle bounds how long a periodic scan (a node's watch, a leader's
+// refresh) may be skipped while nothing it reads changed: every change of
+// the crawl database moves the applied index, so this only bounds
+// in-memory changes (a sharded node runs dozens of crawlers, and their
+// scans every 100 ms were a sixth of its CPU).
 const watchIdle = 500 * time.Millisecond
+
+// unchanged is what a periodic scan last saw and when, so that a scan
+// whose inputs have not changed is skipped, for at most watchIdle.
+type unchanged[K comparable] struct {
+	key K
+	at  time.Time
+}
+
+// same reports whether key is what the scan last saw, less than watchIdle
+// ago. A clock that has not moved never skips (tests' fixed clocks).
+func (u *unchanged[K]) same(key K, now time.Time) bool {
+	return key == u.key && now.After(u.at) && now.Sub(u.at) < watchIdle
+}
+
+// saw records that the scan saw key at now.
+func (u *unchanged[K]) saw(key K, now time.Time) { u.key, u.at = key, now }
 
 func newNodeSide(c *Crawler) *nodeSide {
 	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},

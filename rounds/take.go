@@ -25,15 +25,16 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) (err error) {
 		return failed
 	}
 	key := n.watchKey()
-	if now := c.o.Now(); key == n.watched && now.Sub(n.watchedAt) < watchIdle && now.After(n.watchedAt) {
+	if n.watched.same(key, c.o.Now()) {
 		return nil
 	}
 	defer func() {
 		// What this watch saw: the index read before its scans, the
 		// parts after its takes and revokes.
 		if err == nil {
-			key.parts, key.draining = n.watchKey().parts, n.draining.Load()
-			n.watched, n.watchedAt = key, c.o.Now()
+			after := n.watchKey()
+			key.parts, key.draining = after.parts, after.draining
+			n.watched.saw(key, c.o.Now())
 		}
 	}()
 	s, err := loadState(c.st)
