@@ -306,6 +306,28 @@ func (p peerClient) postHeader(ctx context.Context, addr, path, header string, b
 	return json.NewDecoder(rb).Decode(out)
 }
 
+// getJSON asks another node's API for path and decodes its JSON answer
+// into out; an answer other than 200 is an *httpError.
+func (p peerClient) getJSON(ctx context.Context, addr, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url(addr, path), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(forwardedHeader, p.nodeID)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	rb := &countingReader{r: resp.Body, n: &p.c.apiReceived}
+	defer io.Copy(io.Discard, io.LimitReader(rb, 4096))
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(rb, 1024))
+		return &httpError{addr: addr, path: path, code: resp.StatusCode, msg: string(bytes.TrimSpace(b))}
+	}
+	return json.NewDecoder(io.LimitReader(rb, 1<<20)).Decode(out)
+}
+
 // httpError is an answer other than 200 from a node's API.
 type httpError struct {
 	addr, path string

@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -558,6 +559,23 @@ func (db *DB) Members() (map[string]string, error) {
 	for _, s := range cfg.Servers {
 		out[string(s.ID)] = string(s.Address)
 	}
+	return out, nil
+}
+
+// Learners returns, sorted, the members of the group that are not voters
+// (added by AddVoter and still catching up).
+func (db *DB) Learners() ([]string, error) {
+	cfg, err := db.configuration()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			out = append(out, string(s.ID))
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }
 

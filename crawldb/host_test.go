@@ -605,3 +605,59 @@ func TestHostRestart(t *testing.T) {
 		t.Errorf("OpenHost with bad options = %v, want every problem named", err)
 	}
 }
+
+// A voter is added as a learner first and promoted once its replica has
+// caught up. A node whose replica cannot report (its group not open yet)
+// stays a learner when AddVoter gives up: the group of one keeps a quorum
+// of one and goes on writing (a voter added at once would have made its
+// quorum two, with the second unable to answer). Once the node opens the
+// group, AddVoter again catches it up and promotes it, and it holds
+// everything written meanwhile.
+func TestHostAddVoterLearnsFirst(t *testing.T) {
+	th := newTestHosts(t, false)
+	h1, h2 := th.open("h1", nil), th.open("h2", nil)
+	a := openHostGroup(t, "s1", h1)[0]
+	for i := range 10 {
+		mustApply(t, a, upserts(i*5, 5, 1))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := a.AddVoter(ctx, "h2", h2.RaftAddr(), h2.APIAddr())
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "not reported catching up") {
+		t.Fatalf("AddVoter of a node without the group open = %v, want an error saying it has not caught up", err)
+	}
+	if l, err := a.Learners(); err != nil || !slices.Equal(l, []string{"h2"}) {
+		t.Fatalf("learners = %v, %v; want [h2]", l, err)
+	}
+	if v, err := a.Voters(); err != nil || len(v) != 1 || v[0].ID != "h1" {
+		t.Fatalf("voters = %v, %v; want h1 alone", v, err)
+	}
+	// Quorum of one: a write commits at once, without h2.
+	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	if _, err := a.Apply(wctx, upserts(50, 1, 1)); err != nil {
+		t.Fatalf("write with a learner that cannot answer: %v", err)
+	}
+	wcancel()
+
+	bdb, err := h2.Group(context.Background(), GroupOptions{ID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	retryNotLeader(t, "AddVoter once h2 has the group", func() error { return a.AddVoter(ctx, "h2", h2.RaftAddr(), h2.APIAddr()) })
+	if bdb.Store().AppliedIndex() < a.Store().AppliedIndex()-1 {
+		t.Errorf("h2 promoted at index %d, leader at %d", bdb.Store().AppliedIndex(), a.Store().AppliedIndex())
+	}
+	if l, _ := a.Learners(); len(l) != 0 {
+		t.Errorf("learners after promotion = %v, want none", l)
+	}
+	if v, _ := a.Voters(); len(v) != 2 {
+		t.Errorf("voters after promotion = %v, want h1 and h2", v)
+	}
+	for _, i := range []int{0, 49, 50} {
+		if !hasURL(t, bdb, testURL(i)) {
+			t.Errorf("h2's replica lacks %s", testURL(i))
+		}
+	}
+}

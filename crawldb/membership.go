@@ -238,19 +238,12 @@ func (db *DB) addVoter(req joinRequest) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range cfg.Servers {
-		id, addr := string(s.ID), string(s.Address)
-		switch {
-		case id == req.ID && addr == req.RaftAddr:
-			if v, err := db.Store().User(memberKey(req.ID)); err == nil && string(v) == req.APIAddr {
-				return nil
-			}
-			return db.putMember(req.ID, req.APIAddr)
-		case id == req.ID:
-			return refusedError{fmt.Sprintf("crawldb: join: node name %s is already a member at %s; pick another name", req.ID, addr)}
-		case addr == req.RaftAddr:
-			return refusedError{fmt.Sprintf("crawldb: join: raft address %s is already used by member %s; remove %s first or use another address", addr, id, id)}
-		}
+	i, err := findMember(cfg, req)
+	if err != nil {
+		return err
+	}
+	if i >= 0 && cfg.Servers[i].Suffrage == raft.Voter {
+		return db.putMemberChanged(req.ID, req.APIAddr)
 	}
 	if err := db.putMember(req.ID, req.APIAddr); err != nil {
 		return err
@@ -486,6 +479,15 @@ func (e refusedError) Is(target error) bool { return target == ErrRefused }
 // another address, or an address another voter uses, is refused (the error
 // wraps ErrRefused). The new voter catches up by snapshot and log: its node
 // must have the group open (Host.Group without Bootstrap).
+//
+// The node joins as a learner first (a non-voter: the group's quorum does
+// not count it) and is promoted to voter only once its replica has caught
+// up, its API reporting an applied index at least the leader's when it was
+// added. Adding a voter at once would make a group of one need two for a
+// quorum while the new replica is still receiving its snapshot; a starved
+// leader then loses its lease and the group elects again (bench cluster,
+// R = 3 from one node). A node that has not caught up within ctx stays a
+// learner; AddVoter called again waits for it again.
 func (db *DB) AddVoter(ctx context.Context, nodeID, raftAddr, apiAddr string) error {
 	if err := db.usable(); err != nil {
 		return err
@@ -500,10 +502,131 @@ func (db *DB) AddVoter(ctx context.Context, nodeID, raftAddr, apiAddr string) er
 	if db.raft.State() != raft.Leader {
 		return fmt.Errorf("crawldb: add voter %s to group %s: %w", nodeID, db.groupName(), ErrNotLeader)
 	}
-	if err := db.addVoter(req); err != nil {
+	learner, err := db.addLearner(req)
+	if err != nil {
 		return leaderError(err)
 	}
+	if !learner {
+		return nil
+	}
+	if err := db.awaitCatchUp(ctx, req); err != nil {
+		return err
+	}
+	return leaderError(db.promote(req))
+}
+
+// addLearner adds the node of req to the group as a non-voter (with its
+// API address) unless it is one already; it reports whether the node is a
+// learner to promote (false: it is a voter at that address already, its
+// API address recorded). A name at another address or an address of
+// another name is refused, as for a join.
+func (db *DB) addLearner(req joinRequest) (bool, error) {
+	db.memberMu.Lock()
+	defer db.memberMu.Unlock()
+	cfg, err := db.configuration()
+	if err != nil {
+		return false, err
+	}
+	i, err := findMember(cfg, req)
+	if err != nil {
+		return false, err
+	}
+	if i >= 0 && cfg.Servers[i].Suffrage == raft.Voter {
+		return false, db.putMemberChanged(req.ID, req.APIAddr)
+	}
+	if err := db.putMemberChanged(req.ID, req.APIAddr); err != nil {
+		return false, err
+	}
+	if i < 0 {
+		if err := db.raft.AddNonvoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, db.opts.ApplyTimeout).Error(); err != nil {
+			return false, fmt.Errorf("crawldb: add %s to group %s as learner: %w", req.ID, db.groupName(), err)
+		}
+		db.log.Info("crawldb: learner added", "group", db.group, "id", req.ID, "raft", req.RaftAddr)
+	}
+	return true, nil
+}
+
+// awaitCatchUp waits until the replica of req's node reports (its API's
+// status of this group) an applied index at least this leader's now, or
+// ctx ends.
+func (db *DB) awaitCatchUp(ctx context.Context, req joinRequest) error {
+	target := db.Store().AppliedIndex()
+	t := time.NewTicker(catchUpPoll)
+	defer t.Stop()
+	var last Status
+	var lastErr error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		lastErr = db.peer().getJSON(cctx, req.APIAddr, db.apiPrefix+"/status", &last)
+		cancel()
+		if lastErr == nil && last.Applied >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("crawldb: add voter %s to group %s: its replica has not reported catching up (index %d): %w (last: %v)", req.ID, db.groupName(), target, ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("crawldb: add voter %s to group %s: its replica is at index %d of %d: %w", req.ID, db.groupName(), last.Applied, target, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// catchUpPoll is how often awaitCatchUp asks a learner how far it is.
+const catchUpPoll = 100 * time.Millisecond
+
+// promote makes the learner of req a voter, if it is still a learner at
+// req's address (a voter already: nothing to do).
+func (db *DB) promote(req joinRequest) error {
+	db.memberMu.Lock()
+	defer db.memberMu.Unlock()
+	cfg, err := db.configuration()
+	if err != nil {
+		return err
+	}
+	i, err := findMember(cfg, req)
+	if err != nil {
+		return err
+	}
+	if i < 0 {
+		return fmt.Errorf("crawldb: promote %s in group %s: it is no longer a member (removed while catching up)", req.ID, db.groupName())
+	}
+	if cfg.Servers[i].Suffrage == raft.Voter {
+		return nil
+	}
+	if err := db.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, db.opts.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("crawldb: promote %s in group %s: %w", req.ID, db.groupName(), err)
+	}
+	db.log.Info("crawldb: learner promoted", "group", db.group, "id", req.ID)
 	return nil
+}
+
+// findMember returns the index in cfg of req's node at req's address (-1:
+// not a member); a name at another address or an address of another name
+// is refused.
+func findMember(cfg raft.Configuration, req joinRequest) (int, error) {
+	for i, s := range cfg.Servers {
+		id, addr := string(s.ID), string(s.Address)
+		switch {
+		case id == req.ID && addr == req.RaftAddr:
+			return i, nil
+		case id == req.ID:
+			return -1, refusedError{fmt.Sprintf("crawldb: join: node name %s is already a member at %s; pick another name", req.ID, addr)}
+		case addr == req.RaftAddr:
+			return -1, refusedError{fmt.Sprintf("crawldb: join: raft address %s is already used by member %s; remove %s first or use another address", addr, id, id)}
+		}
+	}
+	return -1, nil
+}
+
+// putMemberChanged records a node's API address unless it is recorded
+// already.
+func (db *DB) putMemberChanged(id, api string) error {
+	if v, err := db.Store().User(memberKey(id)); err == nil && string(v) == api {
+		return nil
+	}
+	return db.putMember(id, api)
 }
 
 // RemoveVoter removes the node nodeID from the group and forgets its API

@@ -524,8 +524,23 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 	if err != nil {
 		return err
 	}
+	learners, err := r.db.Learners()
+	if err != nil {
+		return err
+	}
+	for _, id := range learners {
+		delete(members, id)
+	}
 	cur := shard.Shard{Replicas: slices.Sorted(maps.Keys(members)), Leader: s.self}
 	steps := shard.Steps(shard.Placement{Shards: []shard.Shard{cur}}, shard.Placement{Shards: []shard.Shard{target}})
+	// A learner the target no longer wants (the placement changed while it
+	// caught up) is removed first: Steps sees voters only.
+	for _, id := range learners {
+		if !slices.Contains(target.Replicas, id) {
+			steps = append([]shard.Step{{Op: shard.RemoveVoter, Shard: r.shard, Node: id}}, steps...)
+			break
+		}
+	}
 	if len(steps) == 0 {
 		r.step.Store(nil)
 		return nil
