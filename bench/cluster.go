@@ -66,6 +66,8 @@ type ClusterConfig struct {
 	// Workers and NoSync are every node's own --workers and --no-sync.
 	Workers int  `json:"workers"`
 	NoSync  bool `json:"no_sync"`
+	// AdmitLatency is every node's --admit-latency (0: off).
+	AdmitLatency time.Duration `json:"admit_latency_ns,omitempty"`
 	// Nodes are the configurations, run in this order: the number of nodes
 	// of each (default 1, 2, 3; a number may repeat).
 	Nodes []int `json:"nodes"`
@@ -83,8 +85,10 @@ type ClusterConfig struct {
 	NodeCPUs float64 `json:"node_cpus,omitempty"`
 	// KillAfter, if positive, SIGKILLs one follower of each configuration
 	// of at least 3 nodes this long after the first node is up (and not
-	// before every node is), and measures how long the leader takes to
-	// move its parts to the others. The killed node stays dead.
+	// before every node is; with Steady, this long after the window
+	// opens), and measures how long the leader takes to move its parts to
+	// the others, and a sharded site's shards to be led again. The killed
+	// node stays dead.
 	KillAfter time.Duration `json:"kill_after_ns"`
 	// TLS runs every node with certificates (--certs): Raft and the node
 	// API over mutual TLS 1.3, for the TLS on/off A/B.
@@ -774,6 +778,9 @@ func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
+	if c.AdmitLatency > 0 {
+		args = append(args, "--admit-latency", c.AdmitLatency.String())
+	}
 	if r.certs != "" {
 		args = append(args, "--certs", r.certs)
 	}
@@ -881,7 +888,7 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (ending stri
 	stopAt := time.NewTimer(time.Until(deadline))
 	defer stopAt.Stop()
 	var killC <-chan time.Time
-	if r.kill {
+	if r.kill && r.cfg.Steady == 0 {
 		kt := time.NewTimer(time.Until(r.up.Add(r.cfg.KillAfter)))
 		defer kt.Stop()
 		killC = kt.C
@@ -919,6 +926,13 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (ending stri
 			if r.cfg.Steady > 0 && ending == "" && r.steadyStep(time.Now()) {
 				ending = "steady"
 				r.stopAll()
+			}
+			// With a steady window, the kill is timed from its opening:
+			// every shard is then where the placement wants it, so the
+			// time until every shard is led again is that of a settled
+			// site, not of one still growing.
+			if r.kill && r.cfg.Steady > 0 && !r.steadyStart.IsZero() && ending == "" && time.Since(r.steadyStart) >= r.cfg.KillAfter {
+				killDue = true
 			}
 			if killDue && r.killed == nil {
 				r.killOne(client)

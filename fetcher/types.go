@@ -111,7 +111,10 @@ type HostStore interface {
 type Stats struct {
 	Queued   int64 // jobs submitted and not yet being fetched or answered
 	InFlight int64 // requests (pages, robots.txt, sitemaps) being fetched
-	Done     int64 // page jobs answered
+	// AdmitLimit is how many requests may be out at once now (Workers
+	// unless Options.AdmitLatency lowered it).
+	AdmitLimit int64
+	Done       int64 // page jobs answered
 	// ByStatus counts page results by status; retries count under
 	// StatusError and in Retries as well.
 	ByStatus map[crawl.Status]int64

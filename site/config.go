@@ -42,6 +42,7 @@ type Config struct {
 	Pprof         bool          // serve /debug/pprof on Listen
 	Insecure      bool          // allow Raft and API listeners off loopback without certificates (labs only)
 	Workers       int           // concurrent fetches
+	AdmitLatency  time.Duration // fewer fetches at once while the Go scheduler's p99 latency is above this (0: off)
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
 	MaxBody       int64         // bytes per response body
@@ -142,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards > 0 && c.Federation != "" {
 		bad("--shards with --federation is not supported yet: a sharded site crawls alone (issue 21)")
+	}
+	if c.AdmitLatency < 0 {
+		bad("--admit-latency must not be negative, got %v", c.AdmitLatency)
 	}
 	if c.Workers < 1 || c.Workers > 10_000 {
 		bad("--workers must be in [1, 10000], got %d", c.Workers)

@@ -342,7 +342,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 		return nil, fmt.Errorf("site: warc: %w", err)
 	}
 	s.fetch, err = fetcher.New(fetcher.Options{
-		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
+		UserAgent: cfg.UserAgent, Workers: cfg.Workers, AdmitLatency: cfg.AdmitLatency, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
 		Resolver: res, WARC: s.warc, Hosts: s.crawler.Hosts(), Normalizer: norm, Scope: scope,
 		Seen: s.crawler.Seen, OnResult: s.crawler.OnResult, Skip: s.crawler.Skip(), Logger: log.With("part", "fetcher"),
