@@ -1254,6 +1254,9 @@ func (r *clusterRun) progress(now time.Time) {
 			if n := len(nd.cgPts); n > 0 {
 				fmt.Fprintf(&b, " (cgroup %.0fs)", nd.cgPts[n-1].cpu.Seconds())
 			}
+			if r.cfg.AdmitLatency > 0 {
+				fmt.Fprintf(&b, ", admit %d (sched p99 %v)", nd.last.Fetcher.AdmitLimit, nd.last.Fetcher.SchedP99.Round(time.Millisecond))
+			}
 		}
 	}
 	r.cfg.Progress("%5.0fs%s", now.Sub(r.started).Seconds(), b.String())

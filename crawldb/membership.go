@@ -502,6 +502,9 @@ func (db *DB) AddVoter(ctx context.Context, nodeID, raftAddr, apiAddr string) er
 	if db.raft.State() != raft.Leader {
 		return fmt.Errorf("crawldb: add voter %s to group %s: %w", nodeID, db.groupName(), ErrNotLeader)
 	}
+	if err := db.awaitOpen(ctx, req); err != nil {
+		return err
+	}
 	learner, err := db.addLearner(req)
 	if err != nil {
 		return leaderError(err)
@@ -544,6 +547,35 @@ func (db *DB) addLearner(req joinRequest) (bool, error) {
 		db.log.Info("crawldb: learner added", "group", db.group, "id", req.ID, "raft", req.RaftAddr)
 	}
 	return true, nil
+}
+
+// awaitOpen waits until the node of req serves this group (its API
+// answers the group's status), unless it is a member already: Raft's
+// replication to a node that refuses the group's connections backs off
+// for seconds at a time, so a learner added before its node has opened
+// the group would wait that long for its first entries.
+func (db *DB) awaitOpen(ctx context.Context, req joinRequest) error {
+	if m, err := db.Members(); err == nil {
+		if _, ok := m[req.ID]; ok {
+			return nil
+		}
+	}
+	t := time.NewTicker(catchUpPoll)
+	defer t.Stop()
+	for {
+		var st Status
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := db.peer().getJSON(cctx, req.APIAddr, db.apiPrefix+"/status", &st)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crawldb: add voter %s to group %s: its node does not serve the group (open it there first): %w (last: %v)", req.ID, db.groupName(), ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
 
 // awaitCatchUp waits until the replica of req's node reports (its API's

@@ -103,6 +103,7 @@ func (f *Fetcher) admit(ctx context.Context) {
 		if n == 0 {
 			continue
 		}
+		f.schedP99.Store(int64(lat))
 		old := int(f.admitLimit.Load())
 		next := nextLimit(old, f.o.Workers, lat, f.o.AdmitLatency)
 		if next == old {

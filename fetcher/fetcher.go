@@ -59,6 +59,7 @@ type Fetcher struct {
 	// admitLimit is how many requests may be out at once (Options.Workers
 	// unless AdmitLatency lowers it).
 	admitLimit atomic.Int64
+	schedP99   atomic.Int64 // the scheduler's p99 latency over the last admission interval (ns)
 	// groups are the states of the groups of jobs (Job.Group); unpark
 	// tells the scheduler that a group was resumed.
 	groups groups
@@ -185,6 +186,7 @@ func (f *Fetcher) Stats() Stats {
 	s := Stats{
 		Queued:         c.queued.Load(),
 		AdmitLimit:     f.admitLimit.Load(),
+		SchedP99:       time.Duration(f.schedP99.Load()),
 		InFlight:       c.inflight.Load(),
 		Done:           c.done.Load(),
 		Retries:        c.retries.Load(),

@@ -114,7 +114,10 @@ type Stats struct {
 	// AdmitLimit is how many requests may be out at once now (Workers
 	// unless Options.AdmitLatency lowered it).
 	AdmitLimit int64
-	Done       int64 // page jobs answered
+	// SchedP99 is the Go scheduler's 99th-percentile latency over the
+	// last 250 ms, as admission saw it (0 without Options.AdmitLatency).
+	SchedP99 time.Duration
+	Done     int64 // page jobs answered
 	// ByStatus counts page results by status; retries count under
 	// StatusError and in Retries as well.
 	ByStatus map[crawl.Status]int64

@@ -175,12 +175,10 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	if err != nil {
 		return fmt.Errorf("site: warc: %w", err)
 	}
-	s.fetch, err = fetcher.New(fetcher.Options{
-		UserAgent: cfg.UserAgent, Workers: cfg.Workers, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
-		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
-		Resolver: res, WARC: s.warc, Hosts: set.Hosts(), Normalizer: ss.norm, Scope: ss.scope,
-		Seen: set.Seen, OnResult: set.OnResult, Skip: set.Skip, Logger: log.With("part", "fetcher"),
-	})
+	fo := fetcherOptions(*cfg)
+	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, set.Hosts(), ss.norm, ss.scope
+	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = set.Seen, set.OnResult, set.Skip, log.With("part", "fetcher")
+	s.fetch, err = fetcher.New(fo)
 	if err != nil {
 		return fmt.Errorf("site: fetcher: %w", err)
 	}

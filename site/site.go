@@ -341,12 +341,10 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if err != nil {
 		return nil, fmt.Errorf("site: warc: %w", err)
 	}
-	s.fetch, err = fetcher.New(fetcher.Options{
-		UserAgent: cfg.UserAgent, Workers: cfg.Workers, AdmitLatency: cfg.AdmitLatency, HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
-		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody, AllowPrivate: cfg.AllowPrivate,
-		Resolver: res, WARC: s.warc, Hosts: s.crawler.Hosts(), Normalizer: norm, Scope: scope,
-		Seen: s.crawler.Seen, OnResult: s.crawler.OnResult, Skip: s.crawler.Skip(), Logger: log.With("part", "fetcher"),
-	})
+	fo := fetcherOptions(cfg)
+	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, s.crawler.Hosts(), norm, scope
+	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = s.crawler.Seen, s.crawler.OnResult, s.crawler.Skip(), log.With("part", "fetcher")
+	s.fetch, err = fetcher.New(fo)
 	if err != nil {
 		return nil, fmt.Errorf("site: fetcher: %w", err)
 	}
@@ -933,4 +931,15 @@ func (q quietHandler) WithAttrs(a []slog.Attr) slog.Handler {
 
 func (q quietHandler) WithGroup(name string) slog.Handler {
 	return quietHandler{q.Handler.WithGroup(name)}
+}
+
+// fetcherOptions are the fetcher's options that come from cfg alone; the
+// caller adds the resolver, WARC writer, crawl hooks and logger.
+func fetcherOptions(cfg Config) fetcher.Options {
+	return fetcher.Options{
+		UserAgent: cfg.UserAgent, Workers: cfg.Workers, AdmitLatency: cfg.AdmitLatency,
+		HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
+		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody,
+		AllowPrivate: cfg.AllowPrivate,
+	}
 }
