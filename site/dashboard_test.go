@@ -7,12 +7,15 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -142,4 +145,148 @@ func mustFloat(t *testing.T, s string) float64 {
 		t.Fatalf("not a number: %q", s)
 	}
 	return v
+}
+
+// startShardedNode starts a one-node sharded site (4 shards, R = 1) on a
+// small realistic web, with mutual TLS, and runs its crawl in the
+// background; done yields Run's error once the crawl ended.
+func startShardedNode(t *testing.T, ctx context.Context) (s *site.Site, cfg site.Config, done <-chan error) {
+	t.Helper()
+	w := startMultiWeb(t, 12, 8, 3, 5)
+	cfg = nodeConfig(t, w, t.TempDir(), "n1", "")
+	cfg.Shards, cfg.Replicas = 4, 1
+	s, err := site.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx, nil) }() // owner: the test; ends with the crawl or ctx
+	t.Cleanup(func() { s.Close() })
+	return s, cfg, ran
+}
+
+// shardCounts reads each shard's crawl database of a stopped sharded node
+// offline, record by record: URLs, unfetched and fetched, by shard.
+func shardCounts(t *testing.T, data string) map[int][3]uint64 {
+	t.Helper()
+	sh, err := store.OpenShared(filepath.Join(data, "crawldb", "store"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	groups, err := sh.Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int][3]uint64{}
+	for _, g := range groups {
+		n := shardset.ShardOfGroup(g)
+		if n < 0 {
+			continue // the meta group
+		}
+		st, err := sh.Store(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c [3]uint64
+		err = st.ScanURLs(func(r store.URLRecord) error {
+			c[0]++
+			switch r.Status {
+			case store.StatusUnfetched:
+				c[1]++
+			case store.StatusFetched:
+				c[2]++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = c
+	}
+	return out
+}
+
+// TestShardedDashboard: a one-node sharded site's dashboard.json has one
+// row per shard, each led by the node on its one replica (not
+// under-replicated: R = 1), the node in the nodes' list leading and
+// holding all four, and, once the crawl has ended, each row's URLs,
+// frontier and fetched pages are what the shard's crawl database holds,
+// record by record, read offline after the node stopped; the shards'
+// pages/s, over a window that covers the crawl, add up to a rate above 0.
+func TestShardedDashboard(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, cfg, ran := startShardedNode(t, ctx)
+	base := "http://" + s.Addr()
+	var d site.Dashboard
+	waitFor(t, 30*time.Second, "the dashboard to show four shards", func() bool {
+		d = site.Dashboard{}
+		return getJSON(t, base+"/dashboard.json", &d) == nil && d.Sharded != nil && len(d.Sharded.Rows) == 4
+	})
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the crawl did not end")
+	}
+	d = site.Dashboard{}
+	if err := getJSON(t, base+"/dashboard.json", &d); err != nil {
+		t.Fatal(err)
+	}
+	sd := d.Sharded
+	if sd == nil {
+		t.Fatal("a sharded node's dashboard has no shards")
+	}
+	if sd.Shards != 4 || sd.Replicas != 1 || sd.Held != 4 || sd.Partial {
+		t.Errorf("sharding %d shards, R = %d, %d held, partial %v; want 4, 1, 4, false", sd.Shards, sd.Replicas, sd.Held, sd.Partial)
+	}
+	if d.Rate.T == 0 || len(d.Series) == 0 {
+		t.Errorf("a sharded node's dashboard has no fetch rate samples (rate %+v, %d samples)", d.Rate, len(d.Series))
+	}
+	s.Close()
+	counts := shardCounts(t, cfg.Data)
+	var rate float64
+	var fetched uint64
+	for i, r := range sd.Rows {
+		if r.Shard != i {
+			t.Errorf("row %d is shard %d", i, r.Shard)
+			continue
+		}
+		if r.Leader != "n1" || !slices.Equal(r.Replicas, []string{"n1"}) || r.Want != 1 || r.UnderReplicated || len(r.Down) > 0 {
+			t.Errorf("shard %d: leader %q, replicas %v (want %d), under-replicated %v, down %v; want n1 alone, 1, false", i, r.Leader, r.Replicas, r.Want, r.UnderReplicated, r.Down)
+		}
+		c, ok := counts[i]
+		if !ok {
+			t.Errorf("shard %d is not in the node's crawl database", i)
+			continue
+		}
+		if r.URLs != c[0] || r.Frontier != c[1] || r.Fetched != c[2] {
+			t.Errorf("shard %d: dashboard %d URLs, frontier %d, fetched %d; its crawl database %d, %d, %d", i, r.URLs, r.Frontier, r.Fetched, c[0], c[1], c[2])
+		}
+		if !r.Finished {
+			t.Errorf("shard %d: not finished after the crawl ended", i)
+		}
+		if r.Pages < 0 {
+			t.Errorf("shard %d: %v pages/s", i, r.Pages)
+		}
+		rate += r.Pages
+		fetched += r.Fetched
+	}
+	if len(sd.Rows) != 4 || len(counts) != 4 {
+		t.Errorf("%d rows, %d shards in the crawl database; want 4", len(sd.Rows), len(counts))
+	}
+	if fetched == 0 || rate <= 0 || sd.Window <= 0 {
+		t.Errorf("after the crawl: %d pages fetched, %v pages/s over %vs", fetched, rate, sd.Window)
+	}
+	if len(sd.Nodes) != 1 {
+		t.Fatalf("nodes %+v, want n1 alone", sd.Nodes)
+	}
+	n := sd.Nodes[0]
+	if n.ID != "n1" || !n.Self || n.Led != 4 || n.Held != 4 || n.Alive == nil || !*n.Alive || n.API == "" || n.Raft == "" {
+		t.Errorf("node %+v (alive %v): want n1, this node, leading and holding 4, alive, with its addresses", n, n.Alive)
+	}
+	t.Logf("%d pages fetched in 4 shards, %.1f pages/s over %.0fs", fetched, rate, sd.Window)
 }
