@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,6 +215,7 @@ func shardCounts(t *testing.T, data string) map[int][3]uint64 {
 // frontier and fetched pages are what the shard's crawl database holds,
 // record by record, read offline after the node stopped; the shards'
 // pages/s, over a window that covers the crawl, add up to a rate above 0.
+// `site status`'s summary has the same shards, each on its own line.
 func TestShardedDashboard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -245,6 +247,19 @@ func TestShardedDashboard(t *testing.T) {
 	}
 	if d.Rate.T == 0 || len(d.Series) == 0 {
 		t.Errorf("a sharded node's dashboard has no fetch rate samples (rate %+v, %d samples)", d.Rate, len(d.Series))
+	}
+	// `site status` lists the same shards, each led by n1 on its replica.
+	var sum strings.Builder
+	if err := s.Status().WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sum.String(), "shards    4 in the site, target 1 replicas each; this node holds 4, leads 4\n") {
+		t.Errorf("status summary lacks its shards' line:\n%s", sum.String())
+	}
+	for _, r := range sd.Rows {
+		if line := fmt.Sprintf("\n  %d      n1      n1        %-8d  %-7d  finished\n", r.Shard, r.Frontier, r.Fetched); !strings.Contains(sum.String(), line) {
+			t.Errorf("status summary lacks %q:\n%s", line, sum.String())
+		}
 	}
 	s.Close()
 	counts := shardCounts(t, cfg.Data)
@@ -289,4 +304,81 @@ func TestShardedDashboard(t *testing.T) {
 		t.Errorf("node %+v (alive %v): want n1, this node, leading and holding 4, alive, with its addresses", n, n.Alive)
 	}
 	t.Logf("%d pages fetched in 4 shards, %.1f pages/s over %.0fs", fetched, rate, sd.Window)
+}
+
+// shardRow is a row of the page's shards table.
+type shardRow struct {
+	Shard  string   `json:"shard"`
+	Leader string   `json:"leader"`
+	Under  string   `json:"under"`
+	Cells  []string `json:"cells"`
+}
+
+const readShards = `Array.from(document.querySelectorAll('#shards tbody tr')).map(tr => ({shard: tr.dataset.shard || '', leader: tr.dataset.leader || '', under: tr.dataset.under || '', cells: Array.from(tr.cells).map(c => c.textContent)}))`
+
+// TestShardedDashboardInChromium opens a one-node sharded site's dashboard
+// in headless chromium: once the crawl has ended, its shards table has one
+// row per shard of dashboard.json, in order, each with the shard's leader,
+// replicas, frontier and fetched pages as the JSON has them; the nodes
+// table lists the node; no partial-view note (the node holds every shard);
+// the rounds timeline is hidden (each shard runs its own rounds); and the
+// page logs no error. A screenshot is saved among the test's artifacts.
+func TestShardedDashboardInChromium(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, _, ran := startShardedNode(t, ctx)
+	base := "http://" + s.Addr()
+	b := startBrowser(t)
+	if err := b.do(60*time.Second, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the crawl did not end")
+	}
+	p := b.polls()
+	waitFor(t, 20*time.Second, "two more dashboard updates", func() bool { return b.polls() >= p+2 })
+	var d site.Dashboard
+	if err := getJSON(t, base+"/dashboard.json", &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Sharded == nil || len(d.Sharded.Rows) != 4 {
+		t.Fatalf("dashboard.json's shards: %+v, want 4 rows", d.Sharded)
+	}
+	rows, err := eval[[]shardRow](b, readShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(d.Sharded.Rows) {
+		t.Fatalf("the page shows %d shard rows, dashboard.json has %d: %+v", len(rows), len(d.Sharded.Rows), rows)
+	}
+	for i, r := range d.Sharded.Rows {
+		got := rows[i]
+		want := []string{strconv.Itoa(r.Shard), r.Leader, strings.Join(r.Replicas, ", "), fmt.Sprint(r.Frontier), fmt.Sprint(r.Fetched)}
+		if got.Shard != strconv.Itoa(r.Shard) || got.Leader != "n1" || got.Under != "false" || len(got.Cells) != 7 || !slices.Equal(got.Cells[:5], want) {
+			t.Errorf("row %d: %+v, want shard %d led by n1, not under-replicated, cells starting %q", i, got, r.Shard, want)
+		}
+	}
+	nodes, err := eval[[]string](b, `Array.from(document.querySelectorAll('#shard-nodes tbody tr')).map(tr => Array.from(tr.cells).map(c => c.textContent).join('|'))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || !strings.HasPrefix(nodes[0], "n1 (this node)|") || !strings.HasSuffix(nodes[0], "|4|4|yes") {
+		t.Errorf("nodes table %q, want n1, this node, leading and holding 4, alive", nodes)
+	}
+	hidden, err := eval[[]bool](b, `['shards-panel', 'shards-partial', 'rounds-panel'].map(id => document.getElementById(id).hidden)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hidden, []bool{false, true, true}) {
+		t.Errorf("hidden shards panel, partial note, rounds panel: %v, want false, true, true", hidden)
+	}
+	b.screenshot(t, "dashboard-sharded")
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
+	}
 }

@@ -440,7 +440,7 @@
     $('rounds-panel').hidden = !!sh; // each shard runs its own rounds
     if (!sh) return;
     const rows = arr(sh.rows);
-    setText('shards-sub', `(${fmtInt(sh.held)} of ${fmtInt(sh.shards)} held here, ${fmtInt(sh.replicas)} replicas each wanted)`);
+    setText('shards-sub', `(${fmtInt(sh.held)} of the site's ${fmtInt(sh.shards)} held here; target R = ${fmtInt(sh.replicas)})`);
     const partial = $('shards-partial');
     partial.hidden = !sh.partial;
     partial.textContent = sh.partial
