@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -380,5 +381,91 @@ func TestShardedDashboardInChromium(t *testing.T) {
 	b.screenshot(t, "dashboard-sharded")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
+	}
+}
+
+// TestShardedDashboardNodeDown: a sharded site of two nodes (4 shards,
+// R = 2): once every shard has both replicas, n1's dashboard lists both
+// nodes alive, holding four replicas each, the four leads between them;
+// once n2 has stopped, n1's dashboard shows it not alive and names it
+// down on every shard's row, and `site status` on n1 says so per shard.
+func TestShardedDashboardNodeDown(t *testing.T) {
+	w := startMultiWeb(t, 6, 10, 2, 7)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.Shards, cfg1.Replicas = 4, 2
+	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
+	run := func(s *site.Site) (stop func()) {
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.Run(rctx, nil); close(done) }() // owner: the test; ends with rctx
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done; s.Close() }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	n1, err := site.Start(ctx, cfg1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(n1)
+	n2, err := site.Start(ctx, nodeConfig(t, w, root, "n2", n1.Addr()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop2 := run(n2)
+	base := "http://" + n1.Addr()
+	dash := func() *site.DashSharded {
+		var d site.Dashboard
+		if err := getJSON(t, base+"/dashboard.json", &d); err != nil || d.Sharded == nil {
+			return nil
+		}
+		return d.Sharded
+	}
+	var sd *site.DashSharded
+	waitFor(t, 60*time.Second, "every shard on both nodes, led, both alive", func() bool {
+		sd = dash()
+		if sd == nil || len(sd.Rows) != 4 || len(sd.Nodes) != 2 {
+			return false
+		}
+		for _, r := range sd.Rows {
+			if len(r.Replicas) != 2 || r.Leader == "" || r.UnderReplicated {
+				return false
+			}
+		}
+		for _, n := range sd.Nodes {
+			if n.Alive == nil || !*n.Alive {
+				return false
+			}
+		}
+		return true
+	})
+	if sd.Partial || sd.Nodes[0].ID != "n1" || sd.Nodes[1].ID != "n2" || sd.Nodes[0].Held != 4 || sd.Nodes[1].Held != 4 || sd.Nodes[0].Led+sd.Nodes[1].Led != 4 {
+		t.Errorf("two nodes: partial %v, nodes %+v; want n1 and n2 holding 4 each, 4 leads between them", sd.Partial, sd.Nodes)
+	}
+	stop2()
+	waitFor(t, 60*time.Second, "n2 shown down on n1's dashboard", func() bool {
+		sd = dash()
+		if sd == nil || len(sd.Nodes) != 2 || sd.Nodes[1].Alive == nil || *sd.Nodes[1].Alive {
+			return false
+		}
+		for _, r := range sd.Rows {
+			if !slices.Contains(r.Down, "n2") {
+				return false
+			}
+		}
+		return true
+	})
+	if a := sd.Nodes[0].Alive; a == nil || !*a {
+		t.Errorf("n1 not alive on its own dashboard: %+v", sd.Nodes[0])
+	}
+	var sum strings.Builder
+	if err := n1.Status().WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(sum.String(), "silent: n2"); n != 4 {
+		t.Errorf("status summary names n2 silent on %d shards, want 4:\n%s", n, sum.String())
 	}
 }
