@@ -469,3 +469,76 @@ func TestShardedDashboardNodeDown(t *testing.T) {
 		t.Errorf("status summary names n2 silent on %d shards, want 4:\n%s", n, sum.String())
 	}
 }
+
+// TestShardedDashboardPartialInChromium: on a sharded site of two nodes
+// with R = 1, each node holds half the shards: n1's dashboard.json says
+// its view is partial (2 of 4 held), and its page shows the shards it
+// holds, one row each, and says that the others are not shown; n2, with
+// no shard in common, is listed with its liveness unknown.
+func TestShardedDashboardPartialInChromium(t *testing.T) {
+	w := startMultiWeb(t, 6, 10, 2, 7)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.Shards, cfg1.Replicas = 4, 1
+	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
+	run := func(s *site.Site) {
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.Run(rctx, nil); close(done) }() // owner: the test; ends with rctx
+		t.Cleanup(func() { stop(); <-done; s.Close() })
+	}
+	n1, err := site.Start(ctx, cfg1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(n1)
+	n2, err := site.Start(ctx, nodeConfig(t, w, root, "n2", n1.Addr()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(n2)
+	base := "http://" + n1.Addr()
+	var d site.Dashboard
+	waitFor(t, 60*time.Second, "n1 to hold two of the four shards", func() bool {
+		d = site.Dashboard{}
+		return getJSON(t, base+"/dashboard.json", &d) == nil && d.Sharded != nil && len(d.Sharded.Rows) == 2 && len(d.Sharded.Nodes) == 2
+	})
+	sd := d.Sharded
+	if !sd.Partial || sd.Held != 2 || sd.Shards != 4 {
+		t.Errorf("n1 holding 2 of 4 shards: partial %v, held %d of %d", sd.Partial, sd.Held, sd.Shards)
+	}
+	if n := sd.Nodes[1]; n.ID != "n2" || n.Alive != nil || n.Held != 0 || n.Led != 0 {
+		t.Errorf("n2 as n1 sees it: %+v (alive %v), want no lead or replica among n1's shards, liveness unknown", n, n.Alive)
+	}
+	b := startBrowser(t)
+	if err := b.do(60*time.Second, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	waitFor(t, 20*time.Second, "two dashboard updates", func() bool { return b.polls() >= 2 })
+	rows, err := eval[[]shardRow](b, readShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note, err := eval[string](b, `(() => { const e = document.getElementById('shards-partial'); return e.hidden ? '' : e.textContent; })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Leader != "n1" || rows[1].Leader != "n1" {
+		t.Errorf("the page's shard rows %+v, want the two n1 holds, led by n1", rows)
+	}
+	if !strings.Contains(note, "Partial view") || !strings.Contains(note, "2 of the site's 4 shards") {
+		t.Errorf("the page's partial-view note %q", note)
+	}
+	alive, err := eval[[]string](b, `Array.from(document.querySelectorAll('#shard-nodes tbody tr')).map(tr => tr.cells[4].textContent)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(alive, []string{"yes", "?"}) {
+		t.Errorf("the page's nodes alive %q, want yes for n1 and ? for n2", alive)
+	}
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
+	}
+}
