@@ -667,16 +667,27 @@ type ShardStatus struct {
 	// TargetLeader is the node the placement has lead the shard.
 	TargetLeader string `json:"target_leader"`
 	// UnderReplicated: fewer voters than the site's target R allows.
-	UnderReplicated bool   `json:"under_replicated"`
-	Frontier        uint64 `json:"frontier"`
-	Step            string `json:"step,omitempty"` // the placement step under way (on its leader)
-	Finished        bool   `json:"finished"`
+	UnderReplicated bool `json:"under_replicated"`
+	// Down are the nodes among Replicas and Target whose state record
+	// (written every 500 ms) has not changed for DeadAfter, as this node
+	// watches them: dead for the placement.
+	Down []string `json:"down,omitempty"`
+	// URLs, Frontier (unfetched URLs) and Fetched (pages fetched) are the
+	// counts of this node's replica of the shard's crawl database.
+	URLs     uint64 `json:"urls"`
+	Frontier uint64 `json:"frontier"`
+	Fetched  uint64 `json:"fetched"`
+	Step     string `json:"step,omitempty"` // the placement step under way (on its leader)
+	Finished bool   `json:"finished"`
 }
 
-// Status returns the shards this node holds a replica of.
+// Status returns the shards this node holds a replica of. Calling it also
+// watches the nodes named (Down), as the placement's checks do.
 func (s *Set) Status() []ShardStatus {
 	p, _, _ := readPlacement(s.o.Meta.Store())
 	voters, _ := s.o.Meta.Voters()
+	now := time.Now()
+	alive := map[string]bool{} // each node asked once
 	var out []ShardStatus
 	for _, r := range s.replicas() {
 		st := ShardStatus{Shard: r.shard, Group: GroupID(r.shard), Finished: r.ended.Load()}
@@ -692,7 +703,22 @@ func (s *Set) Status() []ShardStatus {
 			st.TargetLeader = p.P.Shards[r.shard].Leader
 		}
 		st.UnderReplicated = len(st.Replicas) < min(s.settings.Replicas, max(len(voters), 1))
-		st.Frontier = r.db.Store().Counts().Frontier
+		for _, id := range slices.Concat(st.Replicas, st.Target) {
+			if id == s.self || slices.Contains(st.Down, id) {
+				continue
+			}
+			up, ok := alive[id]
+			if !ok {
+				up = s.alive(id, now)
+				alive[id] = up
+			}
+			if !up {
+				st.Down = append(st.Down, id)
+			}
+		}
+		slices.Sort(st.Down)
+		c := r.db.Store().Counts()
+		st.URLs, st.Frontier, st.Fetched = c.URLs, c.Frontier, c.ByStatus[store.StatusFetched]
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b ShardStatus) int { return a.Shard - b.Shard })

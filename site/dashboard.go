@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site/dashboard"
 )
 
@@ -48,6 +49,62 @@ type Dashboard struct {
 	Nodes   []DashNode `json:"nodes,omitempty"`
 	// Federation is absent on a site without --federation.
 	Federation *DashFed `json:"federation,omitempty"`
+	// Sharded is a sharded node's shards and the site's nodes (absent on a
+	// site without --shards). On such a node CrawlDB, OPIC and Round are
+	// those of the shards it leads, and Rounds is empty (each shard runs
+	// its own rounds).
+	Sharded *DashSharded `json:"sharded,omitempty"`
+}
+
+// DashSharded is a sharded site as this node sees it: one row per shard it
+// holds a replica of (the others are not in its store: Partial says so),
+// and the site's nodes.
+type DashSharded struct {
+	Shards   int  `json:"shards"`   // the site's shards
+	Replicas int  `json:"replicas"` // the site's target R
+	Held     int  `json:"held"`     // shards this node holds a replica of (len(Rows))
+	Partial  bool `json:"partial"`  // Held < Shards: the rows, and each node's counts, cover only these
+	// Window is the span, in seconds, over which each row's pages/s is
+	// measured (at most shardWindow).
+	Window float64         `json:"rate_window_s"`
+	Rows   []DashShard     `json:"rows"`
+	Nodes  []DashShardNode `json:"nodes"`
+}
+
+// DashShard is one shard: its replication, and its crawl database as this
+// node's replica has it.
+type DashShard struct {
+	Shard    int      `json:"shard"`
+	Leader   string   `json:"leader"`   // "" while it has none
+	Replicas []string `json:"replicas"` // the group's voters
+	// Want is the replicas the site's target allows now: min(R, nodes).
+	Want            int      `json:"want_replicas"`
+	UnderReplicated bool     `json:"under_replicated"`
+	Down            []string `json:"down,omitempty"` // replicas or targets on nodes silent for the placement
+	URLs            uint64   `json:"urls"`
+	Frontier        uint64   `json:"frontier"` // unfetched URLs
+	Fetched         uint64   `json:"fetched"`  // pages fetched
+	// Pages is the URLs whose result the shard's crawl database recorded
+	// (it leaves the frontier: fetched, gone, failed for good…) per second
+	// over the last Window seconds. A shard writes its results once per
+	// round, so a shorter window shows bursts.
+	Pages    float64 `json:"pages_s"`
+	Step     string  `json:"step,omitempty"` // the placement step under way
+	Finished bool    `json:"finished"`
+}
+
+// DashShardNode is one node of a sharded site (the meta group's voters).
+type DashShardNode struct {
+	ID   string `json:"id"`
+	API  string `json:"api_addr"`
+	Raft string `json:"raft_addr"`
+	Self bool   `json:"self"`
+	Led  int    `json:"shards_led"`    // of the rows
+	Held int    `json:"replicas_held"` // of the rows
+	// Alive: this node, or a node named in the rows whose state record
+	// keeps changing; false for one the placement counts dead; null when
+	// this node cannot tell (it shares no shard with it).
+	Alive *bool `json:"alive"`
 }
 
 // Sample is the fetcher's work over one interval.
@@ -197,6 +254,66 @@ type dashState struct {
 	polledAt time.Time
 	peerURLs map[string][2]uint64
 	peerRate map[string][2]float64
+
+	// shardHist are a sharded node's samples of its shards' results
+	// recorded (URLs − frontier), oldest first, spanning shardWindow.
+	shardHist []shardSample
+}
+
+// shardSample is the results recorded in each shard held, at one time.
+type shardSample struct {
+	at   time.Time
+	done map[int]uint64
+}
+
+// shardWindow is the span of a shard's pages/s.
+const shardWindow = 60 * time.Second
+
+// sampleShards records the results each shard has recorded now.
+func (d *dashState) sampleShards(shards []shardset.ShardStatus, now time.Time) {
+	smp := shardSample{at: now, done: make(map[int]uint64, len(shards))}
+	for _, sh := range shards {
+		smp.done[sh.Shard] = sh.URLs - min(sh.Frontier, sh.URLs)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.shardHist); n > 0 && !now.After(d.shardHist[n-1].at) {
+		return
+	}
+	d.shardHist = append(d.shardHist, smp)
+	// Keep the newest sample at or before the window's start (the rates'
+	// base) and those after it.
+	i := 0
+	for i+1 < len(d.shardHist) && !d.shardHist[i+1].at.After(now.Add(-shardWindow)) {
+		i++
+	}
+	d.shardHist = slices.Delete(d.shardHist, 0, i)
+}
+
+// shardRates are each shard's results recorded per second between the
+// oldest sample kept and the newest, and that span in seconds (0 before
+// two samples). A shard in the newest sample only has no rate.
+func (d *dashState) shardRates() (map[int]float64, float64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[int]float64{}
+	n := len(d.shardHist)
+	if n < 2 {
+		return out, 0
+	}
+	last := d.shardHist[n-1]
+	for sh, done := range last.done {
+		// The oldest sample that has the shard (a replica opened since has
+		// a shorter span).
+		for _, old := range d.shardHist[:n-1] {
+			if prev, ok := old.done[sh]; ok {
+				dt := last.at.Sub(old.at).Seconds()
+				out[sh] = float64(done-min(prev, done)) / dt
+				break
+			}
+		}
+	}
+	return out, last.at.Sub(d.shardHist[0].at).Seconds()
 }
 
 // sampleEvery is the dashboard's sampling interval (and the page's poll).
@@ -277,17 +394,21 @@ func (d *dashState) round(st rounds.RoundStats) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// dashSampler samples the fetcher every sampleEvery until ctx is done.
+// dashSampler samples the fetcher (and a sharded node's shards) every
+// sampleEvery until ctx is done.
 func (s *Site) dashSampler(ctx context.Context) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
-	s.dash.sample(s.fetch.Stats(), time.Now(), s.cfg.Workers)
+	now := time.Now()
 	for {
+		s.dash.sample(s.fetch.Stats(), now, s.cfg.Workers)
+		if s.set != nil {
+			s.dash.sampleShards(s.set.Status(), now)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			s.dash.sample(s.fetch.Stats(), now, s.cfg.Workers)
+		case now = <-t.C:
 		}
 	}
 }
@@ -334,7 +455,19 @@ func (s *Site) Dashboard() Dashboard {
 		}
 	}
 	if s.crawler == nil {
-		return d // a sharded node: no site-wide host view yet
+		// A sharded node: its shards and the site's nodes; the fetcher's
+		// rate and the hosts troubled in the shards' last rounds. (No
+		// busiest hosts: each shard's crawler has its own.)
+		d.Sharded = s.dashSharded()
+		d.Hosts.Total = s.fetch.Stats().Hosts
+		s.dash.mu.Lock()
+		defer s.dash.mu.Unlock()
+		d.Series = slices.Clone(s.dash.samples)
+		if n := len(d.Series); n > 0 {
+			d.Rate = d.Series[n-1]
+		}
+		d.Hosts.Troubled = slices.Clone(s.dash.troubled)
+		return d
 	}
 	if hosts, ips, ok := s.crawler.Busiest(dashTop, now); ok {
 		for _, h := range hosts {
@@ -415,6 +548,57 @@ func (s *Site) Dashboard() Dashboard {
 		s.dash.polledAt = now
 	}
 	return d
+}
+
+// dashSharded is the shards this node holds and the site's nodes (the
+// meta group's voters), each node's leads and replicas counted over those
+// shards.
+func (s *Site) dashSharded() *DashSharded {
+	settings := s.set.Settings()
+	shards := s.set.Status()
+	rates, window := s.dash.shardRates()
+	voters, _ := s.db.Voters()
+	out := &DashSharded{Shards: settings.Shards, Replicas: settings.Replicas, Held: len(shards), Partial: len(shards) < settings.Shards,
+		Window: window, Rows: []DashShard{}, Nodes: []DashShardNode{}}
+	type seen struct{ led, held int }
+	byNode := map[string]*seen{}
+	named, down := map[string]bool{}, map[string]bool{}
+	for _, sh := range shards {
+		out.Rows = append(out.Rows, DashShard{Shard: sh.Shard, Leader: sh.Leader, Replicas: sh.Replicas,
+			Want: min(settings.Replicas, max(len(voters), 1)), UnderReplicated: sh.UnderReplicated, Down: sh.Down,
+			URLs: sh.URLs, Frontier: sh.Frontier, Fetched: sh.Fetched, Pages: rates[sh.Shard], Step: sh.Step, Finished: sh.Finished})
+		for _, id := range slices.Concat(sh.Replicas, sh.Target, []string{sh.Leader}) {
+			if id == "" {
+				continue
+			}
+			named[id] = true
+			if byNode[id] == nil {
+				byNode[id] = &seen{}
+			}
+		}
+		for _, id := range sh.Replicas {
+			byNode[id].held++
+		}
+		if sh.Leader != "" {
+			byNode[sh.Leader].led++
+		}
+		for _, id := range sh.Down {
+			down[id] = true
+		}
+	}
+	for _, v := range voters {
+		n := DashShardNode{ID: v.ID, API: v.APIAddr, Raft: v.RaftAddr, Self: v.ID == s.cfg.Node}
+		if c := byNode[v.ID]; c != nil {
+			n.Led, n.Held = c.led, c.held
+		}
+		if n.Self || named[v.ID] {
+			alive := n.Self || !down[v.ID]
+			n.Alive = &alive
+		}
+		out.Nodes = append(out.Nodes, n)
+	}
+	slices.SortFunc(out.Nodes, func(a, b DashShardNode) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // dashboardPage serves the dashboard page and its assets (embedded):

@@ -14,8 +14,8 @@ import (
 
 // WriteSummary writes st as the few lines an operator reads at a glance
 // (`site status`; `site status --json` prints st itself): the node and its
-// role, the rounds, the fetcher, the crawl database, the site's nodes and
-// the federation's peers when there are any.
+// role, the rounds, the fetcher, the crawl database, a sharded node's
+// shards, the site's nodes and the federation's peers when there are any.
 func (st Status) WriteSummary(w io.Writer) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -68,6 +68,10 @@ func (st Status) WriteSummary(w io.Writer) error {
 	}
 	p("\n")
 
+	if st.Sharding != nil || len(st.Shards) > 0 {
+		writeShards(&b, st)
+	}
+
 	if len(st.Nodes) > 0 {
 		p("\nnodes\n")
 		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
@@ -113,6 +117,66 @@ func (st Status) WriteSummary(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeShards writes a sharded node's shards: one line per shard it holds
+// a replica of, with its leader, replicas, frontier and fetched pages,
+// and what is wrong with it (under-replicated, replicas on silent nodes,
+// no leader) or under way.
+func writeShards(b *strings.Builder, st Status) {
+	led, under := 0, 0
+	for _, sh := range st.Shards {
+		if sh.Leader == st.Node {
+			led++
+		}
+		if sh.UnderReplicated {
+			under++
+		}
+	}
+	fmt.Fprintf(b, "\nshards    ")
+	if s := st.Sharding; s != nil {
+		fmt.Fprintf(b, "%d in the site, target %d replicas each; ", s.Shards, s.Replicas)
+	}
+	fmt.Fprintf(b, "this node holds %d, leads %d", len(st.Shards), led)
+	if under > 0 {
+		fmt.Fprintf(b, "; %d UNDER-REPLICATED", under)
+	}
+	if s := st.Sharding; s != nil && len(st.Shards) < s.Shards {
+		fmt.Fprintf(b, " (partial: the other shards are only on other nodes)")
+	}
+	b.WriteString("\n")
+	if len(st.Shards) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  shard\tleader\treplicas\tfrontier\tfetched\tstate")
+	for _, sh := range st.Shards {
+		leader := sh.Leader
+		if leader == "" {
+			leader = "NONE"
+		}
+		var state []string
+		if sh.UnderReplicated {
+			state = append(state, fmt.Sprintf("UNDER-REPLICATED (%d)", len(sh.Replicas)))
+		}
+		if len(sh.Down) > 0 {
+			state = append(state, "silent: "+strings.Join(sh.Down, ","))
+		}
+		if len(sh.Target) > 0 && !slices.Equal(slices.Sorted(slices.Values(sh.Target)), sh.Replicas) {
+			state = append(state, "moving to "+strings.Join(sh.Target, ","))
+		}
+		if sh.Step != "" {
+			state = append(state, sh.Step)
+		}
+		if sh.Finished {
+			state = append(state, "finished")
+		}
+		if len(state) == 0 {
+			state = append(state, "ok")
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%d\t%s\n", sh.Shard, leader, strings.Join(sh.Replicas, ","), sh.Frontier, sh.Fetched, strings.Join(state, "; "))
+	}
+	tw.Flush()
 }
 
 // roundDur prints seconds as a short duration ("3.2s", "4m10s").

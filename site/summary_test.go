@@ -7,6 +7,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -32,6 +33,14 @@ func TestWriteSummary(t *testing.T) {
 	budget.Rounds.Finished = &rounds.Finish{Reason: rounds.EndBudget, Rounds: 5, Frontier: 12}
 	stopping := base
 	stopping.Stopped = &rounds.Finish{Reason: rounds.EndSignal, Rounds: 5, Frontier: 600, InFlight: 40}
+	sharded := base
+	sharded.Sharding = &shardset.Settings{Shards: 4, Replicas: 3}
+	sharded.Shards = []shardset.ShardStatus{
+		{Shard: 0, Leader: "eu-1", Replicas: []string{"eu-1", "eu-2", "eu-3"}, Target: []string{"eu-3", "eu-1", "eu-2"}, Frontier: 120, Fetched: 40},
+		{Shard: 2, Leader: "eu-2", Replicas: []string{"eu-1", "eu-2"}, Target: []string{"eu-1", "eu-2", "eu-4"}, UnderReplicated: true, Down: []string{"eu-3"},
+			Frontier: 7, Fetched: 300, Step: "add eu-4"},
+		{Shard: 3, Replicas: []string{"eu-1"}, Frontier: 5, Finished: true},
+	}
 	tests := []struct {
 		name      string
 		st        site.Status
@@ -39,10 +48,16 @@ func TestWriteSummary(t *testing.T) {
 	}{
 		{"one node", base, []string{"site eu, node eu-1 (leader), pid 42, up 1m15s", "rounds    5 done, phase fetch; in flight: 6 update, 7 fetch",
 			"last round 5: 100 generated, 98 fetched (90 2xx), 300 new URLs", "crawldb   1000 URLs, 600 in the frontier, 350 fetched (50 gone)"},
-			[]string{"nodes", "federation"}},
+			[]string{"nodes", "federation", "shards"}},
 		{"nodes", withNodes, []string{"\nnodes\n", "eu-1  leader", "true", "55", "eu-2  follower  false"}, []string{"federation"}},
 		{"federation", withFed, []string{"federation (consistent partitioner): crawling; sent 1234 URLs, received 567; outbox 2 entries; URL-sent cache hit 75.0% of 400",
 			"us    up", "4.0 KiB", "asia  suspect", "timeout"}, nil},
+		{"shards", sharded, []string{"\nshards    4 in the site, target 3 replicas each; this node holds 3, leads 1; 1 UNDER-REPLICATED (partial: the other shards are only on other nodes)\n",
+			"  shard  leader  replicas        frontier  fetched  state\n",
+			"  0      eu-1    eu-1,eu-2,eu-3  120       40       ok\n",
+			"  2      eu-2    eu-1,eu-2       7         300      UNDER-REPLICATED (2); silent: eu-3; moving to eu-1,eu-2,eu-4; add eu-4\n",
+			"  3      NONE    eu-1            5         0        finished\n"},
+			[]string{"\nnodes\n", "federation"}},
 		{"finished", finished, []string{"rounds    finished after 5 rounds (exhausted)"}, []string{"in flight: "}},
 		{"round limit", cut, []string{"rounds    stopped at the round limit (--rounds) after 5 rounds; 158 URLs left unfetched in the frontier"},
 			[]string{"in flight: ", "exhausted"}},

@@ -433,6 +433,58 @@
     }
   }
 
+  // drawShards draws a sharded node's shards and the site's nodes (sh is
+  // null on a site without shards: the panel stays hidden).
+  function drawShards(sh) {
+    $('shards-panel').hidden = !sh;
+    $('rounds-panel').hidden = !!sh; // each shard runs its own rounds
+    if (!sh) return;
+    const rows = arr(sh.rows);
+    setText('shards-sub', `(${fmtInt(sh.held)} of the site's ${fmtInt(sh.shards)} held here; target R = ${fmtInt(sh.replicas)})`);
+    const partial = $('shards-partial');
+    partial.hidden = !sh.partial;
+    partial.textContent = sh.partial
+      ? `Partial view: this node holds replicas of ${fmtInt(sh.held)} of the site's ${fmtInt(sh.shards)} shards; ` +
+        'the other shards, and the nodes\' leads and replicas among them, are not shown.'
+      : '';
+    const win = num(sh.rate_window_s);
+    $('shards-rate-h').title = 'URLs whose result the shard\'s crawl database recorded, per second over the last ' +
+      fmtDur(win) + ' (a shard records its results once per round)';
+    fillTable('shards', rows.map((r) => {
+      const reps = arr(r.replicas).map(String);
+      const down = arr(r.down).map(String);
+      const state = [];
+      if (r.under_replicated) state.push(`under-replicated (${reps.length} of ${fmtInt(r.want_replicas)})`);
+      if (down.length) state.push('down: ' + down.join(', '));
+      if (r.step) state.push(String(r.step));
+      if (r.finished) state.push('finished');
+      return [
+        { text: String(num(r.shard)), cls: 'num' },
+        { text: r.leader ? String(r.leader) : 'none', cls: r.leader ? '' : 'under' },
+        { text: reps.join(', ') || '–', cls: r.under_replicated ? 'under' : '' },
+        { text: fmtInt(r.frontier), cls: 'num' }, { text: fmtInt(r.fetched), cls: 'num' },
+        { text: num(r.pages_s).toFixed(1), cls: 'num' },
+        { text: state.join('; ') || 'ok', cls: r.under_replicated || down.length ? 'under' : '' },
+      ];
+    }), 7);
+    // Data attributes for tests and scripts: one row per shard.
+    const trs = $('shards').tBodies[0].rows;
+    rows.forEach((r, i) => {
+      if (!trs[i]) return;
+      trs[i].dataset.shard = String(num(r.shard));
+      trs[i].dataset.leader = String(r.leader || '');
+      trs[i].dataset.under = r.under_replicated ? 'true' : 'false';
+    });
+    fillTable('shard-nodes', arr(sh.nodes).map((n) => {
+      const alive = n.alive === true ? ['yes', 'alive'] : n.alive === false ? ['no', 'dead'] : ['?', 'unknown'];
+      return [
+        String(n.id) + (n.self ? ' (this node)' : ''), String(n.api_addr || n.raft_addr || '–'),
+        { text: fmtInt(n.shards_led), cls: 'num' }, { text: fmtInt(n.replicas_held), cls: 'num' },
+        { text: alive[0], cls: alive[1] },
+      ];
+    }), 5);
+  }
+
   // render draws one answer. The panels shown first come first, so that
   // the SVGs measure their final widths.
   function render(d) {
@@ -440,6 +492,7 @@
     if (!now) now = num((d.rate || {}).t) || Date.now();
     drawHeader(d);
     drawTables(d);
+    drawShards(d.sharded || null);
     drawFederation(d.federation || null);
     drawRate(d);
     drawRounds(d, now);
