@@ -662,8 +662,9 @@ type ShardStatus struct {
 	Shard    int      `json:"id"`
 	Group    string   `json:"group"`
 	Leader   string   `json:"leader"`   // the node leading the group, as this replica knows ("" if none)
-	Replicas []string `json:"replicas"` // the group's voters
-	Target   []string `json:"target"`   // the placement's replicas
+	Replicas []string `json:"replicas"`           // the group's voters
+	Learners []string `json:"learners,omitempty"` // replicas added and still catching up (not voting yet)
+	Target   []string `json:"target"`             // the placement's replicas
 	// TargetLeader is the node the placement has lead the shard.
 	TargetLeader string `json:"target_leader"`
 	// UnderReplicated: fewer voters than the site's target R allows.
@@ -695,6 +696,10 @@ func (s *Set) Status() []ShardStatus {
 			st.Step = *p
 		}
 		if m, err := r.db.Members(); err == nil {
+			st.Learners, _ = r.db.Learners()
+			for _, id := range st.Learners {
+				delete(m, id)
+			}
 			st.Replicas = slices.Sorted(maps.Keys(m))
 		}
 		st.Leader = r.db.Leader()
