@@ -661,7 +661,7 @@ func (s *Set) Leave(ctx context.Context) error {
 type ShardStatus struct {
 	Shard    int      `json:"id"`
 	Group    string   `json:"group"`
-	Leader   string   `json:"leader"`   // the node leading the group, as this replica knows ("" if none)
+	Leader   string   `json:"leader"`             // the node leading the group, as this replica knows ("" if none)
 	Replicas []string `json:"replicas"`           // the group's voters
 	Learners []string `json:"learners,omitempty"` // replicas added and still catching up (not voting yet)
 	Target   []string `json:"target"`             // the placement's replicas
