@@ -68,6 +68,9 @@ type ClusterConfig struct {
 	NoSync  bool `json:"no_sync"`
 	// AdmitLatency is every node's --admit-latency (0: off).
 	AdmitLatency time.Duration `json:"admit_latency_ns,omitempty"`
+	// Expect starts every node of a sharded run with --expect-nodes N (the
+	// run's node count): the crawl begins once every shard is placed.
+	Expect bool `json:"expect,omitempty"`
 	// Nodes are the configurations, run in this order: the number of nodes
 	// of each (default 1, 2, 3; a number may repeat).
 	Nodes []int `json:"nodes"`
@@ -780,6 +783,9 @@ func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 	}
 	if c.AdmitLatency > 0 {
 		args = append(args, "--admit-latency", c.AdmitLatency.String())
+	}
+	if c.Expect && c.Shards > 0 {
+		args = append(args, "--expect-nodes", strconv.Itoa(r.n))
 	}
 	if r.certs != "" {
 		args = append(args, "--certs", r.certs)

@@ -79,6 +79,15 @@ type Options struct {
 	// (it writes one every 500 ms) is dead for the placement: its replicas
 	// and leaderships go to the others; 0 → 5 s.
 	DeadAfter time.Duration
+	// ExpectNodes, if above 1, holds each replica's crawler until the
+	// site has this many nodes in its placement and the replica's group
+	// is as the placement wants it (its voters and its leader), or until
+	// ExpectWait has passed since the Set was made: a site whose nodes
+	// start together settles its placement before it crawls, instead of
+	// moving shards away from a first node that is busy crawling them all.
+	ExpectNodes int
+	// ExpectWait bounds the wait for ExpectNodes; 0 → 5 min.
+	ExpectWait time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -103,6 +112,9 @@ type Set struct {
 	hostShard sync.Map // host → uint32: the shard whose jobs named it last
 	dropped   atomic.Int64
 	leaving   atomic.Bool
+
+	made       time.Time   // when New made the Set (ExpectWait counts from it)
+	expectDone atomic.Bool // ExpectWait has passed: crawlers start at once
 }
 
 // replica is this node's replica of one shard, and the crawler on it.
@@ -152,7 +164,7 @@ func New(o Options) (*Set, error) {
 	if st.Shards > 1 && o.Router == nil {
 		return nil, fmt.Errorf("shardset: a site of %d shards needs a Router", st.Shards)
 	}
-	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}, heard: map[string]heard{}, stepSlots: make(chan struct{}, maxSteps)}, nil
+	return &Set{o: o, log: o.Logger, self: o.Host.NodeID(), settings: st, reps: map[int]*replica{}, heard: map[string]heard{}, stepSlots: make(chan struct{}, maxSteps), made: time.Now()}, nil
 }
 
 // Settings returns the site's sharding settings.
@@ -439,6 +451,7 @@ func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 	s.mu.Unlock()
 	f := groupFetcher{s: s, g: uint32(sh)}
 	go func() { // owner: the Set; stopped by r.stop (close, stopAll)
+		s.awaitExpected(rctx, r)
 		err := c.Run(rctx, f, s.o.Rounds)
 		if errors.Is(err, rounds.ErrExhausted) {
 			err = nil
@@ -454,6 +467,68 @@ func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 	}()
 	s.log.Info("shardset: replica open", "shard", sh, "bootstrap", boot)
 	return nil
+}
+
+// awaitExpected returns once r's crawler may start (Options.ExpectNodes),
+// or ctx ends.
+func (s *Set) awaitExpected(ctx context.Context, r *replica) {
+	if s.o.ExpectNodes <= 1 || s.expectDone.Load() {
+		return
+	}
+	t := time.NewTicker(s.o.Every)
+	defer t.Stop()
+	for {
+		if time.Since(s.made) >= s.expectWait() {
+			if !s.expectDone.Swap(true) {
+				s.log.Warn("shardset: the site did not settle on its expected nodes in time: crawling anyway", "expect", s.o.ExpectNodes, "waited", s.expectWait())
+			}
+			return
+		}
+		if s.expected(r) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// expected reports whether the placement spans ExpectNodes nodes and r's
+// group has the voters and the leader it gives the shard.
+func (s *Set) expected(r *replica) bool {
+	p, _, err := readPlacement(s.o.Meta.Store())
+	if err != nil || r.shard >= len(p.P.Shards) {
+		return false
+	}
+	nodes := map[string]bool{}
+	for _, sh := range p.P.Shards {
+		for _, n := range sh.Replicas {
+			nodes[n] = true
+		}
+	}
+	if len(nodes) < s.o.ExpectNodes {
+		return false
+	}
+	want := p.P.Shards[r.shard]
+	m, err := r.db.Members()
+	if err != nil {
+		return false
+	}
+	if l, err := r.db.Learners(); err != nil || len(l) > 0 {
+		return false
+	}
+	return r.db.Leader() == want.Leader && len(m) == len(want.Replicas) &&
+		!slices.ContainsFunc(want.Replicas, func(n string) bool { _, ok := m[n]; return !ok })
+}
+
+// expectWait is Options.ExpectWait or its default.
+func (s *Set) expectWait() time.Duration {
+	if s.o.ExpectWait > 0 {
+		return s.o.ExpectWait
+	}
+	return 5 * time.Minute
 }
 
 // maybeRemove removes this node's replica r once its group no longer

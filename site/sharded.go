@@ -140,7 +140,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	var set *shardset.Set
 	set, err = shardset.New(shardset.Options{
 		Host: host, Meta: meta, Dir: cfg.Data, Rounds: cfg.Rounds, Locate: locate, Client: s.nodeClient, Scheme: s.apiScheme,
-		DeadAfter: max(3*cfg.FailTimeout, 5*time.Second),
+		DeadAfter: max(3*cfg.FailTimeout, 5*time.Second), ExpectNodes: cfg.ExpectNodes,
 		Crawler: func(sh int) rounds.Options {
 			return rounds.Options{Width: max(cfg.Width/st.Shards, 1), PerHost: cfg.PerHost,
 				MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
