@@ -172,7 +172,7 @@ func (f *Fed) nextBatch(p *peer) (*pending, error) {
 		pd.entries = append(pd.entries, e)
 		payloads = append(payloads, e.Payload)
 	}
-	pd.frame = AppendFrame(make([]byte, 0, size), f.o.Self, p.name, pd.seq, pd.first, payloads)
+	pd.frame = AppendFrame(make([]byte, 0, size), f.sender(), p.name, pd.seq, pd.first, payloads)
 	return pd, nil
 }
 

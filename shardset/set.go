@@ -103,6 +103,7 @@ type Set struct {
 	hostShard sync.Map // host → uint32: the shard whose jobs named it last
 	dropped   atomic.Int64
 	leaving   atomic.Bool
+	fed       fedState // a site in a federation (federated.go)
 }
 
 // replica is this node's replica of one shard, and the crawler on it.

@@ -140,9 +140,6 @@ func (c Config) Validate() error {
 	if c.Replicas < 0 || c.Replicas > shardset.MaxReplicas {
 		bad("--replicas must be in [1, %d] (0: 3), got %d", shardset.MaxReplicas, c.Replicas)
 	}
-	if c.Shards > 0 && c.Federation != "" {
-		bad("--shards with --federation is not supported yet: a sharded site crawls alone (issue 21)")
-	}
 	if c.Workers < 1 || c.Workers > 10_000 {
 		bad("--workers must be in [1, 10000], got %d", c.Workers)
 	}
