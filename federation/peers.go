@@ -126,8 +126,12 @@ func (f *Fed) local() (probeMsg, error) {
 	m.Passive = idle > 0 && idle >= f.lastRecv.Load() && f.st.Counts().Outbox == 0 && !pending && f.o.DB.IsLeader()
 	if f.o.Sharded != nil {
 		// The shards send: what they acknowledged, summed per peer.
-		passive, sent := f.o.Sharded.Quiet()
-		m.Passive = passive && f.o.DB.IsLeader()
+		passive, sent, since := f.o.Sharded.Quiet()
+		// A batch received after the shards' states were read may not be
+		// in them (another node of the site compares since, as Idle,
+		// with its own last batch: Fed.state).
+		m.Idle = since
+		m.Passive = passive && since >= f.lastRecv.Load() && f.o.DB.IsLeader()
 		for name := range m.Sent {
 			m.Sent[name] = sent[name]
 		}

@@ -43,9 +43,12 @@ type ShardedSite interface {
 	// Quiet reports whether every shard is passive, nothing is in transit
 	// between them and nothing waits in their outboxes for another site,
 	// as the site's last two state waves found (on the node that runs
-	// them); and, per peer site, the last outbox entry each shard had
-	// acknowledged, summed over the shards.
-	Quiet() (passive bool, sent map[string]uint64)
+	// them); per peer site, the last outbox entry each shard had
+	// acknowledged, summed over the shards; and since, the meta group's
+	// (Options.DB's) applied index before the shards' states were read:
+	// a batch received whose site record is at a later index may not be
+	// in them, and the site is not passive.
+	Quiet() (passive bool, sent map[string]uint64, since uint64)
 }
 
 // shardSep separates a site's name from its shard's in a sender's name.

@@ -34,6 +34,7 @@ type fedState struct {
 	mu    sync.Mutex
 	quiet bool
 	sent  map[string]uint64
+	since uint64
 }
 
 // fedShard is a shard's sender, and the crawl database it was made for.
@@ -75,18 +76,19 @@ func (s *Set) stepFed(ctx context.Context, r *replica) {
 func (s *Set) ShardOf(key string) int { return shard.Of(key, s.settings.Shards) }
 
 // Quiet reports what the meta group's leader's last two state waves found
-// (federation.ShardedSite): every shard passive with nothing in transit,
-// and what the shards acknowledged to each peer site, summed.
-func (s *Set) Quiet() (bool, map[string]uint64) {
+// (federation.ShardedSite): every shard passive with nothing in transit;
+// what the shards acknowledged to each peer site, summed; and the meta
+// group's applied index the shards' states were all read after.
+func (s *Set) Quiet() (bool, map[string]uint64, uint64) {
 	s.fed.mu.Lock()
 	defer s.fed.mu.Unlock()
-	return s.fed.quiet, s.fed.sent
+	return s.fed.quiet, s.fed.sent, s.fed.since
 }
 
 // setQuiet publishes a wave's verdict.
-func (s *Set) setQuiet(quiet bool, sent map[string]uint64) {
+func (s *Set) setQuiet(quiet bool, sent map[string]uint64, since uint64) {
 	s.fed.mu.Lock()
-	s.fed.quiet, s.fed.sent = quiet, sent
+	s.fed.quiet, s.fed.sent, s.fed.since = quiet, sent, since
 	s.fed.mu.Unlock()
 }
 

@@ -50,7 +50,11 @@ type shardState struct {
 
 // nodeState is a node's record: the states of the shards it leads.
 type nodeState struct {
-	Seq    uint64             `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Meta is the meta group's applied index on this node before the
+	// shards' states were read: a batch from another site whose site
+	// record (meta group) is at or before it is in them.
+	Meta   uint64             `json:"meta,omitempty"`
 	Shards map[int]shardState `json:"shards"`
 }
 
@@ -75,7 +79,12 @@ func (s *Set) stateLoop(ctx context.Context) {
 			case s.fed.on.Load():
 				// In a federation, the site is passive towards it; the
 				// federation's waves end the crawl.
-				s.setQuiet(w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w), w.sent)
+				quiet := w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w)
+				since := w.meta
+				if prev != nil {
+					since = min(since, prev.meta)
+				}
+				s.setQuiet(quiet, w.sent, since)
 				prev = &w
 			case w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w):
 				if err := s.markFinished(ctx); err != nil {
@@ -86,7 +95,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 			}
 		} else {
 			prev = nil
-			s.setQuiet(false, nil)
+			s.setQuiet(false, nil, 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -98,7 +107,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 
 // writeState writes the states of the shards this node leads.
 func (s *Set) writeState(ctx context.Context, seq uint64) error {
-	ns := nodeState{Seq: seq, Shards: map[int]shardState{}}
+	ns := nodeState{Seq: seq, Meta: s.o.Meta.Store().AppliedIndex(), Shards: map[int]shardState{}}
 	for _, r := range s.replicas() {
 		if !r.db.IsLeader() {
 			continue
@@ -151,6 +160,7 @@ type wave struct {
 	key   string            // the shards' counters
 	seqs  map[string]uint64 // each node's record number
 	sent  map[string]uint64 // per other site, the shards' acknowledged entries summed
+	meta  uint64            // the least of the nodes' meta indexes (nodeState.Meta)
 }
 
 // fresher reports whether every node's record in w was written after p's.
@@ -183,6 +193,9 @@ func (s *Set) readWave() (wave, error) {
 			return fmt.Errorf("%s: %w", k, err)
 		}
 		w.seqs[node] = ns.Seq
+		if w.meta == 0 || ns.Meta < w.meta {
+			w.meta = ns.Meta
+		}
 		for sh, st := range ns.Shards {
 			if old, ok := states[sh]; !ok || st.Term > old.Term {
 				states[sh] = st

@@ -175,24 +175,39 @@ func TestFederation(t *testing.T) {
 // sharded site (one node, four shards, R = 1) and "us" a site of one crawl
 // database, over real TCP with mutual TLS. The sharded site's shards send
 // the URLs of us's hosts under their own names, and its endpoint splits
-// what us sends by shard. Checked as TestFederation: each URL fetched by
+// what us sends by shard; then both sites sharded. Checked as
+// TestFederation: each URL fetched by
 // its host's owner only and once (WARC files, websim's request log),
 // coverage ≥ 99%, no politeness breach, OPIC's cash conserved over both
-// sites (every shard's crawl database and us's), every crawl database's
+// sites (every shard's crawl database and us's; and after every round of
+// every shard), every crawl database's
 // crawl ended as exhausted with an empty outbox, both sites sent URLs to
 // the other, and both exited by themselves.
 func TestFederationSharded(t *testing.T) {
-	sites := fedSites[:2]
-	w := startFedWeb(t, 45, 10, 12, 13, []string{sites[0].Name, sites[1].Name})
-	root := t.TempDir()
-	fedFile, file := writeFedFileOf(t, root, "consistent", 30*time.Second, sites)
-	var cfgs []site.Config
-	for _, s := range sites {
-		cfgs = append(cfgs, fedConfig(w, root, fedFile, s.Name))
+	for _, c := range []struct {
+		name   string
+		shards []int // per site: 0, one crawl database
+	}{
+		{"sharded-and-not", []int{4, 0}},
+		{"both-sharded", []int{4, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sites := fedSites[:2]
+			w := startFedWeb(t, 45, 10, 12, 13, []string{sites[0].Name, sites[1].Name})
+			root := t.TempDir()
+			fedFile, file := writeFedFileOf(t, root, "consistent", 30*time.Second, sites)
+			var cfgs []site.Config
+			for i, s := range sites {
+				cfg := fedConfig(w, root, fedFile, s.Name)
+				if c.shards[i] > 0 {
+					cfg.Shards, cfg.Replicas = c.shards[i], 1
+				}
+				cfgs = append(cfgs, cfg)
+			}
+			runFederation(t, cfgs)
+			checkFederation(t, w, file, cfgs, fedFaults{})
+		})
 	}
-	cfgs[0].Shards, cfgs[0].Replicas = 4, 1
-	runFederation(t, cfgs)
-	checkFederation(t, w, file, cfgs, fedFaults{})
 }
 
 // runFederation starts the sites and waits until every one has exited by
@@ -486,7 +501,12 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 			files, _ := filepath.Glob(filepath.Join(cfg.Data, "shards", "*", "stats", "rounds.jsonl"))
 			n := 0
 			for _, f := range files {
-				n += len(readRoundsFile(t, f))
+				for _, l := range readRoundsFile(t, f) {
+					n++
+					if l.CashError == nil || math.Abs(*l.CashError) > 1e-9 {
+						t.Errorf("%s round %d: cash check %v", f, l.Round, l.CashError)
+					}
+				}
 			}
 			t.Logf("site %s: %d rounds over %d shards", cfg.Region, n, len(files))
 			if n == 0 {
