@@ -186,7 +186,9 @@ func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 	b := store.NewBatch()
 	for _, e := range pd.entries {
 		b.OutboxAck(p.name, e.Seq)
-		b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+		if f.name == "" { // a shard hands nothing over: it keeps no copy
+			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+		}
 	}
 	out.Acked = max(out.Acked, pd.seq)
 	out.Batches++
@@ -216,7 +218,9 @@ func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
 				break
 			}
 			b.OutboxAck(p.name, e.Seq)
-			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+			if f.name == "" {
+				b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+			}
 			n++
 		}
 		if n == 0 {

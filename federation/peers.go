@@ -309,6 +309,9 @@ func (f *Fed) probeAll(ctx context.Context) {
 		if p.suspect && !p.down && silent > f.o.SuspectAfter+grace {
 			p.down, changed = true, true
 			f.log.Warn("federation: site down past the grace period: its hosts go to their next owner", "site", p.name, "grace", grace)
+			if f.o.Sharded != nil {
+				f.log.Warn("federation: this site is sharded: it takes none of the hosts of a site down, and its shards keep their URLs for it until it is back (docs/sharding.md)", "site", p.name)
+			}
 		}
 	}
 	if changed {

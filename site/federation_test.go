@@ -420,7 +420,9 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	var stores []*store.Store
 	var storeSite []string
 	for _, cfg := range cfgs {
-		for _, st := range siteStores(t, cfg.Data) {
+		sts, closeStores := siteStores(t, cfg.Data)
+		defer closeStores() // before the caller opens them again
+		for _, st := range sts {
 			stores = append(stores, st)
 			storeSite = append(storeSite, cfg.Region)
 		}
@@ -524,9 +526,10 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	}
 }
 
-// siteStores opens a stopped site's crawl databases (closed at the
-// test's end): its one, or on a sharded node its replicas of the shards.
-func siteStores(t *testing.T, data string) []*store.Store {
+// siteStores opens a stopped site's crawl databases, and returns them
+// with what closes them: its one, or on a sharded node its replicas of the
+// shards.
+func siteStores(t *testing.T, data string) ([]*store.Store, func()) {
 	t.Helper()
 	shared := filepath.Join(data, "crawldb", "store")
 	if _, err := os.Stat(shared); err != nil {
@@ -534,16 +537,15 @@ func siteStores(t *testing.T, data string) []*store.Store {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { st.Close() })
-		return []*store.Store{st}
+		return []*store.Store{st}, func() { st.Close() }
 	}
 	sh, err := store.OpenShared(shared, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sh.Close() })
 	groups, err := sh.Groups()
 	if err != nil {
+		sh.Close()
 		t.Fatal(err)
 	}
 	var out []*store.Store
@@ -553,14 +555,16 @@ func siteStores(t *testing.T, data string) []*store.Store {
 		}
 		st, err := sh.Store(g)
 		if err != nil {
+			sh.Close()
 			t.Fatal(err)
 		}
 		out = append(out, st)
 	}
 	if len(out) == 0 {
+		sh.Close()
 		t.Fatalf("%s: a sharded node with no shard", data)
 	}
-	return out
+	return out, func() { sh.Close() }
 }
 
 // inboundVirtual reads the virtual-page cash of a fed/in/ record (its last
