@@ -144,7 +144,7 @@ func (c *Client) Put(ctx context.Context, endpoint, peer string, b *Batch) error
 	if c.err != nil {
 		return fmt.Errorf("%w: %w", ErrRejected, c.err)
 	}
-	if b.From != c.o.Site {
+	if b.From != c.o.Site && SiteOfSender(b.From) != c.o.Site {
 		return fmt.Errorf("federation: put to %s: %w: batch is from %q, this client is site %q", peer, ErrRejected, b.From, c.o.Site)
 	}
 	if b.To != peer {
@@ -160,7 +160,8 @@ func (c *Client) Put(ctx context.Context, endpoint, peer string, b *Batch) error
 
 // PutFrame sends a framed batch (AppendFrame) to site peer at endpoint
 // and waits for it to be applied, as Put does a batch. The frame must be
-// From this client's site, To peer and within Limits.MaxBytes; its
+// From this client's site (or one of its shards: SenderName), To peer
+// and within Limits.MaxBytes; its
 // entries are sent as they are (the receiver validates them). Errors are
 // classed as for Put.
 func (c *Client) PutFrame(ctx context.Context, endpoint, peer string, frame []byte) error {
@@ -174,7 +175,7 @@ func (c *Client) PutFrame(ctx context.Context, endpoint, peer string, frame []by
 	if err != nil {
 		return fmt.Errorf("federation: put to %s: %w: %w", peer, ErrRejected, err)
 	}
-	if from != c.o.Site {
+	if from != c.o.Site && SiteOfSender(from) != c.o.Site {
 		return fmt.Errorf("federation: put to %s: %w: frame is from %q, this client is site %q", peer, ErrRejected, from, c.o.Site)
 	}
 	if to != peer {

@@ -52,6 +52,12 @@ type Options struct {
 	// Shards delivers the outbox entries for other shards of this site
 	// (Transport). nil: the site has one shard (today's sites).
 	Shards Transport
+	// Sharded is this site's shards, for a sharded site (sharded.go): a
+	// batch received is split by shard and applied to each shard's
+	// leader; the shards send their own batches (Fed.Shard); the site is
+	// passive when its shards are. nil: the site has one crawl database,
+	// DB.
+	Sharded ShardedSite
 	// SentCache is the URL-sent cache's capacity in fingerprints; 0 → 4 Mi.
 	SentCache uint64
 	// ProbeEvery is how often peers are probed; 0 → 250 ms.
@@ -91,6 +97,18 @@ type Fed struct {
 	terminated atomic.Bool   // the federation's crawl has ended
 	ended      atomic.Bool   // and this site may stop (the coordinator told the others)
 	waves      []wave        // the coordinator's last waves
+
+	// name is the sender's name in batches when it is not o.Self: a
+	// shard's view of its site's federation (Fed.Shard).
+	name string
+}
+
+// sender is the name this Fed's batches are sent under.
+func (f *Fed) sender() string {
+	if f.name != "" {
+		return f.name
+	}
+	return f.o.Self
 }
 
 // stats are the node's counters since it started.
@@ -228,8 +246,8 @@ func (f *Fed) Run(ctx context.Context) error {
 			default:
 			}
 		}
-		if !f.o.DB.IsLeader() {
-			continue
+		if !f.o.DB.IsLeader() || f.o.Sharded != nil {
+			continue // a sharded site's shards deliver their own outboxes
 		}
 		f.mu.Lock()
 		peers := make([]*peer, 0, len(f.peers))

@@ -123,6 +123,7 @@ func decodeFrames(p []byte, lim Limits) (*Batch, error) {
 		b.Virtual += e.Virtual
 		b.Puts = append(b.Puts, e.Puts...)
 		b.Fetched = append(b.Fetched, e.Fetched...)
+		b.ends = append(b.ends, entryEnd{puts: len(b.Puts), fetched: len(b.Fetched), virtual: e.Virtual})
 		for _, h := range e.Hosts {
 			if !seen[h.Host] {
 				seen[h.Host] = true

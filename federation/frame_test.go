@@ -35,7 +35,9 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Batch{From: "us", To: "eu", Seq: 9, First: 7, Virtual: 0.125 + 0.25 + 0.5,
-		Puts: append(append([]Put{}, a.Puts...), b.Puts...), Hosts: a.Hosts, Fetched: b.Fetched}
+		Puts: append(append([]Put{}, a.Puts...), b.Puts...), Hosts: a.Hosts, Fetched: b.Fetched,
+		// Where each entry ends (a sharded receiver splits by entry).
+		ends: []entryEnd{{len(a.Puts), 0, 0.125}, {len(a.Puts) + 1, len(b.Fetched), 0.25}, {len(a.Puts) + 1, len(b.Fetched), 0.5}}}
 	if !equalBatch(got, want) {
 		t.Fatalf("Decode(frame) = %+v\nwant %+v", got, want)
 	}

@@ -68,6 +68,10 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 	if _, ok := f.o.File.Site(from); !ok || from == f.o.Self {
 		return fmt.Errorf("%w: site %q is not a peer in the federation file", ErrRefused, from)
 	}
+	sender := from // or one of its shards (the server checked the name)
+	if b.From != "" && SiteOfSender(b.From) == from {
+		sender = b.From
+	}
 	locs := make(map[string]location, len(b.Hosts))
 	for _, h := range b.Hosts {
 		locs[h.Host] = location{key: h.Key, loc: locOf(h)}
@@ -82,7 +86,10 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 			return err
 		}
 	}
-	res, err := applyInbound(ctx, f.o.DB, from, b, func(h string) (bool, error) {
+	if f.o.Sharded != nil {
+		return f.putSharded(ctx, sender, b, locs)
+	}
+	res, err := applyInbound(ctx, f.o.DB, sender, b, func(h string) (bool, error) {
 		_, known, err := f.cachedLoc(h)
 		return known, err
 	})
@@ -138,25 +145,9 @@ func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, kn
 		}
 		cmd := store.NewBatch()
 		cmd.Guard(key, old)
-		var cash float64
-		for _, p := range b.Puts {
-			cmd.UpsertCash(p.URL, p.Cash, p.Depth)
-			cash += p.Cash
+		if err := fillInbound(cmd, key, in, b, known); err != nil {
+			return nil, err
 		}
-		for _, r := range b.Fetched {
-			cmd.FetchedElsewhere(r.URL, r.Status)
-		}
-		for _, h := range b.Hosts {
-			if ok, err := known(h.Host); err != nil {
-				return nil, err
-			} else if !ok {
-				cmd.PutUser(locPrefix+h.Host, encodeLocation(location{key: h.Key, loc: locOf(h)}))
-			}
-		}
-		in.Seq, in.Batches, in.URLs = b.Seq, in.Batches+1, in.URLs+uint64(len(b.Puts))
-		in.Cash += cash
-		in.Virtual += b.Virtual
-		cmd.PutUser(key, in.encode())
 		res, err := db.Apply(ctx, cmd)
 		if err == nil && res.Err != nil {
 			err = res.Err
@@ -174,6 +165,32 @@ func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, kn
 	}
 }
 
+// fillInbound adds to cmd what applies b on top of in, the inbound
+// record at key: the puts, the fetched-elsewhere records, the locations of
+// hosts not known, and the record moved on to b.Seq.
+func fillInbound(cmd *store.Batch, key string, in inbound, b *Batch, known func(host string) (bool, error)) error {
+	var cash float64
+	for _, p := range b.Puts {
+		cmd.UpsertCash(p.URL, p.Cash, p.Depth)
+		cash += p.Cash
+	}
+	for _, r := range b.Fetched {
+		cmd.FetchedElsewhere(r.URL, r.Status)
+	}
+	for _, h := range b.Hosts {
+		if ok, err := known(h.Host); err != nil {
+			return err
+		} else if !ok {
+			cmd.PutUser(locPrefix+h.Host, encodeLocation(location{key: h.Key, loc: locOf(h)}))
+		}
+	}
+	in.Seq, in.Batches, in.URLs = b.Seq, in.Batches+1, in.URLs+uint64(len(b.Puts))
+	in.Cash += cash
+	in.Virtual += b.Virtual
+	cmd.PutUser(key, in.encode())
+	return nil
+}
+
 // mine checks that the i-th URL u of a batch (a put or a fetched record)
 // is of a host this site owns, located in the batch (locs).
 func (f *Fed) mine(locs map[string]location, what string, i int, u string) error {
@@ -181,6 +198,10 @@ func (f *Fed) mine(locs map[string]location, what string, i int, u string) error
 	l, ok := locs[h]
 	if !ok {
 		return fmt.Errorf("%w: %s %d (%.200s): no location for host %q in the batch", ErrRefused, what, i, u, h)
+	}
+	if f.o.Sharded != nil && f.primary(h, l) != f.o.Self {
+		// A sharded site takes no host of a site down (docs/sharding.md).
+		return fmt.Errorf("%w: %s %d: %.200s belongs to site %s (a sharded site takes no other site's hosts)", ErrNotOwner, what, i, u, f.primary(h, l))
 	}
 	if f.owner(h, l) != f.o.Self && f.primary(h, l) != f.o.Self {
 		return fmt.Errorf("%w: %s %d: %.200s belongs to site %s", ErrNotOwner, what, i, u, f.owner(h, l))

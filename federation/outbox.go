@@ -172,7 +172,7 @@ func (f *Fed) nextBatch(p *peer) (*pending, error) {
 		pd.entries = append(pd.entries, e)
 		payloads = append(payloads, e.Payload)
 	}
-	pd.frame = AppendFrame(make([]byte, 0, size), f.o.Self, p.name, pd.seq, pd.first, payloads)
+	pd.frame = AppendFrame(make([]byte, 0, size), f.sender(), p.name, pd.seq, pd.first, payloads)
 	return pd, nil
 }
 
@@ -186,7 +186,9 @@ func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 	b := store.NewBatch()
 	for _, e := range pd.entries {
 		b.OutboxAck(p.name, e.Seq)
-		b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+		if f.name == "" { // a shard hands nothing over: it keeps no copy
+			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+		}
 	}
 	out.Acked = max(out.Acked, pd.seq)
 	out.Batches++
@@ -216,7 +218,9 @@ func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
 				break
 			}
 			b.OutboxAck(p.name, e.Seq)
-			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+			if f.name == "" {
+				b.PutUser(sentKey(p.name, e.Seq), e.Payload)
+			}
 			n++
 		}
 		if n == 0 {

@@ -58,8 +58,12 @@ type probeMsg struct {
 	Passive bool   `json:"passive"` // nothing to do, nothing to send
 	// Sent is, per peer, the last outbox entry sent to it (acknowledged,
 	// or in flight); Recv, per peer, the last one applied from it.
-	Sent       map[string]uint64 `json:"sent"`
-	Recv       map[string]uint64 `json:"recv"`
+	Sent map[string]uint64 `json:"sent"`
+	Recv map[string]uint64 `json:"recv"`
+	// RecvFrom is, per sender that is a shard of a peer (SenderName),
+	// the last batch applied from it (Recv sums them per site): the
+	// shard learns from it what it need not send again.
+	RecvFrom   map[string]uint64 `json:"recv_from,omitempty"`
 	Down       []string          `json:"down,omitempty"`
 	Terminated bool              `json:"terminated,omitempty"`
 	// Idle is the site leader's Options.Idle (the applied index as of its
@@ -114,19 +118,51 @@ func (f *Fed) local() (probeMsg, error) {
 			}
 			m.Sent[s.Name] = out.Acked
 		}
-		v, err := f.st.User(inPrefix + s.Name)
-		if err != nil {
+		if err := f.recvOf(s.Name, &m); err != nil {
 			return m, err
 		}
-		in, err := decodeInbound(v)
-		if err != nil {
-			return m, err
-		}
-		m.Recv[s.Name] = in.Seq
 	}
 	m.Idle = idle
 	m.Passive = idle > 0 && idle >= f.lastRecv.Load() && f.st.Counts().Outbox == 0 && !pending && f.o.DB.IsLeader()
+	if f.o.Sharded != nil {
+		// The shards send: what they acknowledged, summed per peer.
+		passive, sent, since := f.o.Sharded.Quiet()
+		// A batch received after the shards' states were read may not be
+		// in them (another node of the site compares since, as Idle,
+		// with its own last batch: Fed.state).
+		m.Idle = since
+		m.Passive = passive && since >= f.lastRecv.Load() && f.o.DB.IsLeader()
+		for name := range m.Sent {
+			m.Sent[name] = sent[name]
+		}
+	}
 	return m, nil
+}
+
+// recvOf sets m.Recv[site], the last batch applied from site summed over
+// its senders (the site, or its shards), and m.RecvFrom of its shards.
+func (f *Fed) recvOf(site string, m *probeMsg) error {
+	var sum uint64
+	err := f.st.UserScan(inPrefix+site, func(k string, v []byte) error {
+		name := k[len(inPrefix):]
+		if name != site && SiteOfSender(name) != site {
+			return nil
+		}
+		in, err := decodeInbound(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		sum += in.Seq
+		if name != site {
+			if m.RecvFrom == nil {
+				m.RecvFrom = map[string]uint64{}
+			}
+			m.RecvFrom[name] = in.Seq
+		}
+		return nil
+	})
+	m.Recv[site] = sum
+	return err
 }
 
 // state is this site's probe state as this node can tell it: its own on
@@ -273,6 +309,9 @@ func (f *Fed) probeAll(ctx context.Context) {
 		if p.suspect && !p.down && silent > f.o.SuspectAfter+grace {
 			p.down, changed = true, true
 			f.log.Warn("federation: site down past the grace period: its hosts go to their next owner", "site", p.name, "grace", grace)
+			if f.o.Sharded != nil {
+				f.log.Warn("federation: this site is sharded: it takes none of the hosts of a site down, and its shards keep their URLs for it until it is back (docs/sharding.md)", "site", p.name)
+			}
 		}
 	}
 	if changed {

@@ -344,7 +344,7 @@ func (f *Fed) entries(owner string, puts []Put, virtual float64, locs map[string
 		if virtual == 0 {
 			return nil
 		}
-		return [][]byte{(&Batch{From: f.o.Self, To: owner, Virtual: virtual}).Append(nil)}
+		return [][]byte{(&Batch{From: f.sender(), To: owner, Virtual: virtual}).Append(nil)}
 	}
 	return f.cutEntries(owner, len(puts), func(i int) string { return puts[i].URL }, 24, locs,
 		func(b *Batch, lo, hi int) {
@@ -362,7 +362,7 @@ func (f *Fed) entries(owner string, puts []Put, virtual float64, locs map[string
 func (f *Fed) cutEntries(owner string, n int, url func(int) string, fixed int, locs map[string]location, fill func(b *Batch, lo, hi int)) [][]byte {
 	var out [][]byte
 	for lo := 0; lo < n; {
-		b := &Batch{From: f.o.Self, To: owner}
+		b := &Batch{From: f.sender(), To: owner}
 		hosts := map[string]bool{}
 		size := 64
 		hi := lo

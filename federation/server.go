@@ -275,7 +275,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, q *request) {
 		s.refuse(w, r, q, code, err.Error())
 		return
 	}
-	if b.From != q.peer {
+	if b.From != q.peer && SiteOfSender(b.From) != q.peer {
 		s.refuse(w, r, q, http.StatusForbidden, fmt.Sprintf("batch is from %q but the certificate names site %q", b.From, q.peer))
 		return
 	}

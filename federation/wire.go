@@ -93,6 +93,17 @@ type Batch struct {
 	// the receiver was down, sent back when it returns (the hand-back).
 	// Their hosts' locations are in Hosts too.
 	Fetched []FetchedURL
+
+	// ends, for a batch decoded from a frame, is where each of its
+	// entries ends in Puts and Fetched, and its virtual cash (a sharded
+	// receiver splits the batch entry by entry: sharded.go).
+	ends []entryEnd
+}
+
+// entryEnd is where one framed entry ends in its batch.
+type entryEnd struct {
+	puts, fetched int
+	virtual       float64
 }
 
 // Limits bound what Decode and the server accept. The zero value of a field

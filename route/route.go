@@ -7,9 +7,10 @@
 // others into the caller's crawl-database command as outbox entries already
 // in their wire encoding, so that they leave atomically with the rest of
 // the command and are delivered without being decoded again. A URL's owner
-// is a site and a shard of it; today a site has one shard (0), so every URL
-// of this site is local, and the others go to another site's federation
-// endpoint.
+// is a site and a shard of it: a URL of this site's shard is local, one of
+// another shard goes to that shard (package shardset), one of another site
+// to that site's federation endpoint, which splits it by its own shards
+// when it has several.
 package route
 
 import (

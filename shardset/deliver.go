@@ -32,6 +32,7 @@ func (s *Set) deliverLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, r := range s.replicas() {
+			s.stepFed(ctx, r) // to other sites, in a federation
 			if !r.db.IsLeader() {
 				continue
 			}
@@ -224,6 +225,7 @@ func (s *Set) Handler() http.Handler {
 		}
 		fmt.Fprintln(w, n)
 	})
+	mux.HandleFunc("POST /shardset/inbound", s.serveInbound)
 	mux.HandleFunc("GET /shardset/applied", func(w http.ResponseWriter, req *http.Request) {
 		d, from, ok := s.target(w, req)
 		if !ok {

@@ -34,10 +34,11 @@ const (
 	maxFrameBytes   = 4 << 20
 )
 
-// Router routes the URLs a shard's update finds between the shards of a
-// site without a federation (route.Router): a URL whose host's shard is
-// this one stays; the others go to their shard's outbox in the same
-// command, and the Set delivers them.
+// Router routes the URLs a shard's update finds (route.Router): in a
+// federation (NewFedRouter), those of other sites' hosts go to the shard's
+// outbox for their site; of the rest, a URL whose host's shard is this one
+// stays, the others go to their shard's outbox in the same command, and
+// the Set delivers them.
 type Router struct {
 	set *Set
 	sh  int
@@ -45,6 +46,8 @@ type Router struct {
 
 	mu   sync.Mutex
 	keys map[string]string // host → politeness key, as recorded
+
+	fed *federation.Shard // in a federation (NewFedRouter): other sites' URLs
 }
 
 // NewRouter returns shard sh's router; locate gives a host's politeness
@@ -56,6 +59,31 @@ func (s *Set) NewRouter(sh int, db *crawldb.DB) *Router {
 // Route keeps this shard's URLs and writes the others into b as outbox
 // entries for their shards.
 func (r *Router) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
+	var away route.Sent
+	if r.fed != nil {
+		// Other sites' URLs first (the federation's partitioner, the
+		// URL-sent cache, the shard's outbox for each site).
+		var err error
+		if urls, away, err = r.fed.Route(ctx, urls, b); err != nil {
+			return nil, route.Sent{}, err
+		}
+	}
+	local, sent, err := r.route(ctx, urls, b)
+	if err != nil {
+		return nil, route.Sent{}, err
+	}
+	if away.URLs > 0 || away.Cash != 0 {
+		var cash opic.Sum
+		cash.Add(sent.Cash)
+		cash.Add(away.Cash)
+		sent = route.Sent{URLs: sent.URLs + away.URLs, Cash: cash.Value()}
+	}
+	return local, sent, nil
+}
+
+// route keeps this shard's URLs, of this site's, and writes the others
+// into b as outbox entries for their shards.
+func (r *Router) route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
 	var local []route.Remote
 	by := map[int][]route.Remote{}
 	keys := map[string]string{}
@@ -145,7 +173,12 @@ func (r *Router) Inbound() (puts, virtual float64, err error) {
 
 // Finished reports whether the site's crawl has ended: every shard
 // passive and nothing in transit, as the meta group's leader found.
-func (r *Router) Finished() bool { return r.set.finished() }
+func (r *Router) Finished() bool {
+	if r.fed != nil {
+		return r.fed.Finished() // the federation's crawl has ended
+	}
+	return r.set.finished()
+}
 
 // Returned names no host: a site without a federation holds no other
 // site's hosts.

@@ -112,6 +112,7 @@ type Set struct {
 	hostShard sync.Map // host → uint32: the shard whose jobs named it last
 	dropped   atomic.Int64
 	leaving   atomic.Bool
+	fed       fedState // a site in a federation (federated.go)
 
 	made       time.Time   // when New made the Set (ExpectWait counts from it)
 	expectDone atomic.Bool // ExpectWait has passed: crawlers start at once

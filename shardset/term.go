@@ -43,11 +43,18 @@ type shardState struct {
 	// removed from its group may never hear of it from Raft (the leader
 	// stops replicating to it), so it learns it here.
 	Voters []string `json:"voters,omitempty"`
+	// Sites is, in a federation, per other site, the last outbox entry
+	// of this shard's that it acknowledged.
+	Sites map[string]uint64 `json:"sites,omitempty"`
 }
 
 // nodeState is a node's record: the states of the shards it leads.
 type nodeState struct {
-	Seq    uint64             `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Meta is the meta group's applied index on this node before the
+	// shards' states were read: a batch from another site whose site
+	// record (meta group) is at or before it is in them.
+	Meta   uint64             `json:"meta,omitempty"`
 	Shards map[int]shardState `json:"shards"`
 }
 
@@ -69,6 +76,16 @@ func (s *Set) stateLoop(ctx context.Context) {
 			case err != nil:
 				s.log.Debug("shardset: termination wave", "err", err)
 				prev = nil
+			case s.fed.on.Load():
+				// In a federation, the site is passive towards it; the
+				// federation's waves end the crawl.
+				quiet := w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w)
+				since := w.meta
+				if prev != nil {
+					since = min(since, prev.meta)
+				}
+				s.setQuiet(quiet, w.sent, since)
+				prev = &w
 			case w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w):
 				if err := s.markFinished(ctx); err != nil {
 					s.log.Warn("shardset: mark the end", "err", err)
@@ -78,6 +95,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 			}
 		} else {
 			prev = nil
+			s.setQuiet(false, nil, 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -89,7 +107,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 
 // writeState writes the states of the shards this node leads.
 func (s *Set) writeState(ctx context.Context, seq uint64) error {
-	ns := nodeState{Seq: seq, Shards: map[int]shardState{}}
+	ns := nodeState{Seq: seq, Meta: s.o.Meta.Store().AppliedIndex(), Shards: map[int]shardState{}}
 	for _, r := range s.replicas() {
 		if !r.db.IsLeader() {
 			continue
@@ -99,11 +117,19 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 		if err != nil {
 			return err
 		}
-		heads, err := st.OutboxHeads(outboxPrefix, 1)
+		prefix := outboxPrefix
+		var sites map[string]uint64
+		if s.fed.on.Load() {
+			prefix = "" // and the other sites
+			if sites, err = federation.SentTotals(st); err != nil {
+				return err
+			}
+		}
+		heads, err := st.OutboxHeads(prefix, 1)
 		if err != nil {
 			return err
 		}
-		pending := len(heads) // the other shards this one has entries for
+		pending := len(heads) // the other shards (and sites) this one has entries for
 		if recv != r.recv {
 			// Batches arrived since the last look: the shard is passive
 			// only once its leader has looked at its frontier after them.
@@ -117,7 +143,7 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 		if m, err := r.db.Members(); err == nil {
 			voters = slices.Sorted(maps.Keys(m))
 		}
-		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load(), Voters: voters}
+		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load(), Voters: voters, Sites: sites}
 	}
 	v, err := json.Marshal(ns)
 	if err != nil {
@@ -133,6 +159,8 @@ type wave struct {
 	quiet bool              // every shard reported, passive, nothing pending
 	key   string            // the shards' counters
 	seqs  map[string]uint64 // each node's record number
+	sent  map[string]uint64 // per other site, the shards' acknowledged entries summed
+	meta  uint64            // the least of the nodes' meta indexes (nodeState.Meta)
 }
 
 // fresher reports whether every node's record in w was written after p's.
@@ -149,7 +177,7 @@ func (p *wave) fresher(w wave) bool {
 // each shard's state is the one written in its group's latest term (a
 // node that led it before may not have written since).
 func (s *Set) readWave() (wave, error) {
-	w := wave{quiet: true, seqs: map[string]uint64{}}
+	w := wave{quiet: true, seqs: map[string]uint64{}, sent: map[string]uint64{}}
 	members, err := s.o.Meta.Members()
 	if err != nil {
 		return w, err
@@ -165,6 +193,9 @@ func (s *Set) readWave() (wave, error) {
 			return fmt.Errorf("%s: %w", k, err)
 		}
 		w.seqs[node] = ns.Seq
+		if w.meta == 0 || ns.Meta < w.meta {
+			w.meta = ns.Meta
+		}
 		for sh, st := range ns.Shards {
 			if old, ok := states[sh]; !ok || st.Term > old.Term {
 				states[sh] = st
@@ -182,6 +213,10 @@ func (s *Set) readWave() (wave, error) {
 			w.quiet = false
 		}
 		fmt.Fprintf(&key, "%d:%d/%d;", sh, st.Recv, st.Acked)
+		for _, site := range slices.Sorted(maps.Keys(st.Sites)) {
+			fmt.Fprintf(&key, "%s=%d;", site, st.Sites[site])
+			w.sent[site] += st.Sites[site]
+		}
 	}
 	w.key = key.String()
 	return w, nil

@@ -142,9 +142,6 @@ func (c Config) Validate() error {
 	if c.Replicas < 0 || c.Replicas > shardset.MaxReplicas {
 		bad("--replicas must be in [1, %d] (0: 3), got %d", shardset.MaxReplicas, c.Replicas)
 	}
-	if c.Shards > 0 && c.Federation != "" {
-		bad("--shards with --federation is not supported yet: a sharded site crawls alone (issue 21)")
-	}
 	if c.ExpectNodes < 0 || c.ExpectNodes > 1000 {
 		bad("--expect-nodes must be in [0, 1000], got %d", c.ExpectNodes)
 	}

@@ -24,6 +24,13 @@ import (
 // file names for this site (served from here on, so that peers can deliver
 // as soon as the site is up).
 func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
+	return s.startFederationOf(res, seeds, nil)
+}
+
+// startFederationOf is startFederation for a site with one crawl database
+// (sharded nil), or a sharded site's (its Fed on the meta group, s.db;
+// its shards send and receive: federation.ShardedSite).
+func (s *Site) startFederationOf(res *dnscache.Resolver, seeds []string, sharded federation.ShardedSite) error {
 	cfg := s.cfg
 	file, err := federation.ReadFile(cfg.Federation)
 	if err != nil {
@@ -54,6 +61,7 @@ func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
 			return ips, err
 		},
 		GeoIP: s.geo, Seeds: seeds, LeaderState: s.leaderFedState, Rounds: func() (route.Rounds, error) { return roundsInFlight(s.db) },
+		Sharded: sharded,
 		Idle: func() uint64 {
 			if c := s.crawlerReady.Load(); c != nil {
 				return c.IdleIndex()

@@ -26,6 +26,7 @@ import (
 	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/wan"
 	"github.com/meridian-crawler/meridian/websim"
@@ -82,8 +83,15 @@ var fedSites = []federation.SiteSpec{
 // site.
 func writeFedFile(t *testing.T, dir, kind string, grace time.Duration) (string, federation.File) {
 	t.Helper()
+	return writeFedFileOf(t, dir, kind, grace, fedSites)
+}
+
+// writeFedFileOf writes a federation file of sites with a free loopback
+// endpoint each.
+func writeFedFileOf(t *testing.T, dir, kind string, grace time.Duration, sites []federation.SiteSpec) (string, federation.File) {
+	t.Helper()
 	f := federation.File{Partitioner: kind, Replicas: 200, Grace: federation.Duration(grace)}
-	for _, s := range fedSites {
+	for _, s := range sites {
 		ln, err := netListen()
 		if err != nil {
 			t.Fatal(err)
@@ -159,6 +167,45 @@ func TestFederation(t *testing.T) {
 			if watched != nil {
 				watched()
 			}
+		})
+	}
+}
+
+// TestFederationSharded: two sites crawl one realistic web, "eu" a
+// sharded site (one node, four shards, R = 1) and "us" a site of one crawl
+// database, over real TCP with mutual TLS. The sharded site's shards send
+// the URLs of us's hosts under their own names, and its endpoint splits
+// what us sends by shard; then both sites sharded. Checked as
+// TestFederation: each URL fetched by
+// its host's owner only and once (WARC files, websim's request log),
+// coverage ≥ 99%, no politeness breach, OPIC's cash conserved over both
+// sites (every shard's crawl database and us's; and after every round of
+// every shard), every crawl database's
+// crawl ended as exhausted with an empty outbox, both sites sent URLs to
+// the other, and both exited by themselves.
+func TestFederationSharded(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		shards []int // per site: 0, one crawl database
+	}{
+		{"sharded-and-not", []int{4, 0}},
+		{"both-sharded", []int{4, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sites := fedSites[:2]
+			w := startFedWeb(t, 45, 10, 12, 13, []string{sites[0].Name, sites[1].Name})
+			root := t.TempDir()
+			fedFile, file := writeFedFileOf(t, root, "consistent", 30*time.Second, sites)
+			var cfgs []site.Config
+			for i, s := range sites {
+				cfg := fedConfig(w, root, fedFile, s.Name)
+				if c.shards[i] > 0 {
+					cfg.Shards, cfg.Replicas = c.shards[i], 1
+				}
+				cfgs = append(cfgs, cfg)
+			}
+			runFederation(t, cfgs)
+			checkFederation(t, w, file, cfgs, fedFaults{})
 		})
 	}
 }
@@ -369,14 +416,16 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every crawl database: a site's one, or a sharded site's shards.
 	var stores []*store.Store
+	var storeSite []string
 	for _, cfg := range cfgs {
-		st, err := crawldb.OpenStore(filepath.Join(cfg.Data, "crawldb"), store.Options{})
-		if err != nil {
-			t.Fatal(err)
+		sts, closeStores := siteStores(t, cfg.Data)
+		defer closeStores() // before the caller opens them again
+		for _, st := range sts {
+			stores = append(stores, st)
+			storeSite = append(storeSite, cfg.Region)
 		}
-		defer st.Close()
-		stores = append(stores, st)
 	}
 	targets, covered := 0, 0
 	var missing []string
@@ -416,17 +465,17 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	// OPIC's cash, federation-wide: what the seeds injected is in pages
 	// and virtual pages (every outbox is empty).
 	var cash, injected opic.Sum
-	sent := 0
+	sentBy := map[string]bool{}
 	for i, st := range stores {
 		if n := st.Counts().Outbox; n != 0 {
-			t.Errorf("site %s ended with %d outbox entries", cfgs[i].Region, n)
+			t.Errorf("site %s (crawl database %d) ended with %d outbox entries", storeSite[i], i, n)
 		}
 		state, err := rounds.ReadState(st)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if state.Finished == nil || state.Finished.Reason != "exhausted" {
-			t.Errorf("site %s: the crawl did not end as exhausted: %+v", cfgs[i].Region, state.Finished)
+			t.Errorf("site %s (crawl database %d): the crawl did not end as exhausted: %+v", storeSite[i], i, state.Finished)
 		}
 		st.ScanURLs(func(r store.URLRecord) error { cash.Add(r.Cash); return nil })
 		cash.Add(state.Virtual)
@@ -439,9 +488,10 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 		})
 		cash.Add(pending - state.VirtualIn)
 		if state.Sent > 0 {
-			sent++
+			sentBy[storeSite[i]] = true
 		}
 	}
+	sent := len(sentBy)
 	if off := (cash.Value() - injected.Value()) / injected.Value(); faults.gone == "" && math.Abs(off) > 1e-9 {
 		t.Errorf("federation-wide cash off by %g of the %v injected", off, injected.Value())
 	}
@@ -449,6 +499,23 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 		t.Errorf("only %d sites sent URLs to others", sent)
 	}
 	for _, cfg := range cfgs {
+		if cfg.Shards > 0 {
+			files, _ := filepath.Glob(filepath.Join(cfg.Data, "shards", "*", "stats", "rounds.jsonl"))
+			n := 0
+			for _, f := range files {
+				for _, l := range readRoundsFile(t, f) {
+					n++
+					if l.CashError == nil || math.Abs(*l.CashError) > 1e-9 {
+						t.Errorf("%s round %d: cash check %v", f, l.Round, l.CashError)
+					}
+				}
+			}
+			t.Logf("site %s: %d rounds over %d shards", cfg.Region, n, len(files))
+			if n == 0 {
+				t.Errorf("site %s: no shard has a rounds.jsonl", cfg.Region)
+			}
+			continue
+		}
 		ls := readRounds(t, cfg.Data)
 		if len(ls) == 0 {
 			t.Errorf("site %s has no rounds.jsonl", cfg.Region)
@@ -457,6 +524,47 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 		last := ls[len(ls)-1]
 		t.Logf("site %s: %d rounds; URL-sent cache %d/%d hits", cfg.Region, len(ls), last.SentCacheHits, last.SentCacheLookups)
 	}
+}
+
+// siteStores opens a stopped site's crawl databases, and returns them
+// with what closes them: its one, or on a sharded node its replicas of the
+// shards.
+func siteStores(t *testing.T, data string) ([]*store.Store, func()) {
+	t.Helper()
+	shared := filepath.Join(data, "crawldb", "store")
+	if _, err := os.Stat(shared); err != nil {
+		st, err := crawldb.OpenStore(filepath.Join(data, "crawldb"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*store.Store{st}, func() { st.Close() }
+	}
+	sh, err := store.OpenShared(shared, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := sh.Groups()
+	if err != nil {
+		sh.Close()
+		t.Fatal(err)
+	}
+	var out []*store.Store
+	for _, g := range groups {
+		if g == shardset.MetaGroup {
+			continue
+		}
+		st, err := sh.Store(g)
+		if err != nil {
+			sh.Close()
+			t.Fatal(err)
+		}
+		out = append(out, st)
+	}
+	if len(out) == 0 {
+		sh.Close()
+		t.Fatalf("%s: a sharded node with no shard", data)
+	}
+	return out, func() { sh.Close() }
 }
 
 // inboundVirtual reads the virtual-page cash of a fed/in/ record (its last

@@ -14,6 +14,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
@@ -155,7 +156,12 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 				OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
 			}
 		},
-		Router: func(sh int, db *crawldb.DB) (route.Router, error) { return set.NewRouter(sh, db), nil },
+		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
+			if s.fed != nil {
+				return set.NewFedRouter(sh, db, s.fed.Shard(db, federation.SenderName(cfg.Region, sh))), nil
+			}
+			return set.NewRouter(sh, db), nil
+		},
 		Seeds: func(ctx context.Context, sh int) ([]string, error) {
 			var out []string
 			for _, u := range seeds {
@@ -171,6 +177,18 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 		return err
 	}
 	s.set = set
+	if cfg.Federation != "" {
+		// The site's federation layer on its meta group; its shards send
+		// and receive (shardset/federated.go). Only the seeds of this
+		// site's hosts are crawled here.
+		if err := s.startFederationOf(res, seeds, set); err != nil {
+			return err
+		}
+		set.Federate()
+		if seeds, err = s.ownSeeds(ctx, seeds); err != nil {
+			return err
+		}
+	}
 	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
 	if err != nil {
 		return fmt.Errorf("site: warc: %w", err)

@@ -1,0 +1,350 @@
+package federation
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/route"
+)
+
+// A sharded site in a federation (docs/sharding.md). Each shard sends its
+// own batches to the other sites, under its own sender name (SenderName)
+// and its own outbox sequence numbers, from its own crawl database (the
+// URL-sent cache, the outbox, the outbound records: Fed.Shard). The
+// site's Fed runs on its meta group (Options.DB): it probes the peers,
+// takes part in the termination waves, and receives: a batch is split by
+// shard, entry by entry, each part applied to its shard (ApplyPart, once
+// per sender and sequence number), and the site's own inbound record of
+// the sender moves on only when every part is applied; only then is the
+// sender answered.
+//
+// Limits: a sharded site takes over no host of a site down (it refuses
+// them: ErrNotOwner; they wait for their owner), hands over nothing of its
+// own outboxes when a peer is down past its grace period (they wait for
+// it), and does not wait for a hand-back of its own hosts after it was
+// down itself.
+
+// ShardedSite is what a sharded site's Fed needs of its shards.
+type ShardedSite interface {
+	// ShardOf names the shard of a host by its politeness key.
+	ShardOf(key string) int
+	// ApplyPart applies part, a frame (AppendFrame) from sender from
+	// split off a batch received, to shard sh (ApplyPart on its leader),
+	// and returns once it is applied.
+	ApplyPart(ctx context.Context, sh int, from string, part []byte) error
+	// Quiet reports whether every shard is passive, nothing is in transit
+	// between them and nothing waits in their outboxes for another site,
+	// as the site's last two state waves found (on the node that runs
+	// them); per peer site, the last outbox entry each shard had
+	// acknowledged, summed over the shards; and since, the meta group's
+	// (Options.DB's) applied index before the shards' states were read:
+	// a batch received whose site record is at a later index may not be
+	// in them, and the site is not passive.
+	Quiet() (passive bool, sent map[string]uint64, since uint64)
+}
+
+// shardSep separates a site's name from its shard's in a sender's name.
+const shardSep = "--s"
+
+// SenderName is the name shard sh of site sends its batches under.
+func SenderName(site string, sh int) string { return fmt.Sprintf("%s%s%03d", site, shardSep, sh) }
+
+// SiteOfSender returns the site a shard's sender name (SenderName) is of,
+// or "" if name names no shard.
+func SiteOfSender(name string) string {
+	i := strings.LastIndex(name, shardSep)
+	if i <= 0 {
+		return ""
+	}
+	for _, c := range name[i+len(shardSep):] {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	if len(name) == i+len(shardSep) {
+		return ""
+	}
+	return name[:i]
+}
+
+// putSharded applies batch b from sender to the site's shards: split
+// entry by entry by the shard of each host, each part applied to its
+// shard, then the site's inbound record of sender moved on (in the meta
+// group: what the probes tell the sender and the waves count).
+func (f *Fed) putSharded(ctx context.Context, sender string, b *Batch, locs map[string]location) error {
+	v, err := f.st.User(inPrefix + sender)
+	if err != nil {
+		return fmt.Errorf("federation: inbound state of %s: %w", sender, err)
+	}
+	in, err := decodeInbound(v)
+	if err != nil {
+		return err
+	}
+	if b.Seq <= in.Seq {
+		f.stats.dupBatches.Add(1)
+		return nil // applied before
+	}
+	ends := b.ends
+	if len(ends) == 0 {
+		ends = []entryEnd{{puts: len(b.Puts), fetched: len(b.Fetched), virtual: b.Virtual}}
+	}
+	parts := map[int][]*Batch{} // shard → one batch per entry of b
+	part := func(sh, i int) *Batch {
+		p := parts[sh]
+		if p == nil {
+			p = make([]*Batch, len(ends))
+			for j := range p {
+				p[j] = &Batch{From: sender, To: f.o.Self}
+			}
+			parts[sh] = p
+		}
+		return p[i]
+	}
+	hostSeen := map[*Batch]map[string]bool{}
+	addHost := func(e *Batch, h string) {
+		if hostSeen[e] == nil {
+			hostSeen[e] = map[string]bool{}
+		}
+		if !hostSeen[e][h] {
+			hostSeen[e][h] = true
+			e.Hosts = append(e.Hosts, locs[h].hostLoc(h))
+		}
+	}
+	p0, q0 := 0, 0
+	for i, end := range ends {
+		for _, p := range b.Puts[p0:end.puts] {
+			h := hostOf(p.URL)
+			e := part(f.o.Sharded.ShardOf(locs[h].key), i)
+			e.Puts = append(e.Puts, p)
+			addHost(e, h)
+		}
+		for _, r := range b.Fetched[q0:end.fetched] {
+			h := hostOf(r.URL)
+			e := part(f.o.Sharded.ShardOf(locs[h].key), i)
+			e.Fetched = append(e.Fetched, r)
+			addHost(e, h)
+		}
+		if end.virtual != 0 {
+			part(0, i).Virtual += end.virtual // the virtual page's cash: shard 0's
+		}
+		p0, q0 = end.puts, end.fetched
+	}
+	for _, sh := range slices.Sorted(maps.Keys(parts)) {
+		entries := make([][]byte, len(parts[sh]))
+		size := 64
+		for i, e := range parts[sh] {
+			entries[i] = e.Append(nil)
+			size += len(entries[i]) + 8
+		}
+		frame := AppendFrame(make([]byte, 0, size), sender, f.o.Self, b.Seq, b.First, entries)
+		if err := f.o.Sharded.ApplyPart(ctx, sh, sender, frame); err != nil {
+			return fmt.Errorf("federation: batch %d from %s, part of shard %d: %w", b.Seq, sender, sh, err)
+		}
+	}
+	// Every part is applied: the site's record moves on (the cash is
+	// counted in the shards').
+	res, err := applyInbound(ctx, f.o.DB, sender, &Batch{From: sender, To: f.o.Self, Seq: b.Seq, First: b.First}, func(string) (bool, error) { return true, nil })
+	if err != nil || res == nil {
+		return err
+	}
+	for h, l := range locs {
+		f.remember(h, l)
+	}
+	f.noteReceived(res.Index, len(b.Puts))
+	return nil
+}
+
+// partPrefix keys, per sender, the frame a shard last applied a part of:
+// its first entry and its number of entries, so that a frame sent again
+// with more entries after it (the sender did not learn the first was
+// applied) is applied from the entries the shard has not seen.
+const partPrefix = "fed/part/"
+
+// ApplyPart applies part, a frame a sharded site's endpoint split off a
+// batch from sender from (one entry per entry of the batch, empty where
+// the shard has nothing), to db, a shard's crawl database, once: entries
+// of a frame applied before are skipped (by sequence number, and by the
+// frame's first entry when a frame sent again covers more), the rest
+// applied as ApplyFrame applies a frame, the cash counted in db's
+// inbound record of from.
+func ApplyPart(ctx context.Context, db *crawldb.DB, from string, part []byte) error {
+	b, err := Decode(part, Limits{})
+	if err != nil {
+		return fmt.Errorf("federation: part from %s: %w: %w", from, ErrRejected, err)
+	}
+	if b.From != from {
+		return fmt.Errorf("federation: part from %s: %w: it says it is from %q", from, ErrRejected, b.From)
+	}
+	st := db.Store()
+	key, pkey := inPrefix+from, partPrefix+from
+	known := func(h string) (bool, error) {
+		v, err := st.User(locPrefix + h)
+		return v != nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := st.User(key)
+		if err != nil {
+			return fmt.Errorf("federation: inbound state of %s: %w", from, err)
+		}
+		in, err := decodeInbound(old)
+		if err != nil {
+			return err
+		}
+		if b.Seq <= in.Seq {
+			return nil // applied before
+		}
+		skip := 0
+		if b.First != 0 && b.First <= in.Seq {
+			pv, err := st.User(pkey)
+			if err != nil {
+				return fmt.Errorf("federation: part state of %s: %w", from, err)
+			}
+			first, n := decodePart(pv)
+			if first != b.First || n > len(b.ends) {
+				return fmt.Errorf("%w: part %d..%d from %s overlaps what was applied (up to %d, frame %d of %d entries)", ErrRefused, b.First, b.Seq, from, in.Seq, first, n)
+			}
+			skip = n
+		}
+		sub := *b
+		if skip > 0 {
+			e := b.ends[skip-1]
+			sub.Puts, sub.Fetched = b.Puts[e.puts:], b.Fetched[e.fetched:]
+			sub.Virtual = 0
+			for _, e := range b.ends[skip:] {
+				sub.Virtual += e.virtual
+			}
+		}
+		cmd := store.NewBatch()
+		cmd.Guard(key, old)
+		if err := fillInbound(cmd, key, in, &sub, known); err != nil {
+			return err
+		}
+		cmd.PutUser(pkey, encodePart(b.First, len(b.ends)))
+		res, err := db.Apply(ctx, cmd)
+		if err == nil && res.Err != nil {
+			err = res.Err
+		}
+		if errors.Is(err, store.ErrGuard) && attempt < 5 {
+			continue
+		}
+		if errors.Is(err, store.ErrBadOp) {
+			return fmt.Errorf("%w: %v", ErrRefused, err)
+		}
+		if err != nil {
+			return fmt.Errorf("federation: apply part %d from %s: %w", b.Seq, from, err)
+		}
+		return nil
+	}
+}
+
+func encodePart(first uint64, n int) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint(nil, first), uint64(n))
+}
+
+func decodePart(v []byte) (first uint64, n int) {
+	first, k := binary.Uvarint(v)
+	if k <= 0 {
+		return 0, 0
+	}
+	m, j := binary.Uvarint(v[k:])
+	if j <= 0 {
+		return 0, 0
+	}
+	return first, int(m)
+}
+
+// SentTotals returns, per peer site, the last outbox entry of st's that
+// peer acknowledged (a shard's outbound records).
+func SentTotals(st *store.Store) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := st.UserScan(outPrefix, func(k string, v []byte) error {
+		o, err := decodeOutbound(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		out[k[len(outPrefix):]] = o.Acked
+		return nil
+	})
+	return out, err
+}
+
+// Shard is one shard's part in its sharded site's federation: its router
+// for the URLs of other sites (Route: located, the URL-sent cache in the
+// shard's crawl database, the shard's outbox) and its sender (Step).
+type Shard struct {
+	site *Fed // the site's (on the meta group): the peers, the end
+	f    *Fed // the shard's view: its crawl database, its sender name
+	lead bool // Step: this node led the shard at the last step
+}
+
+// Shard returns shard db's part in f's federation (f a sharded site's),
+// sending under name (SenderName).
+func (f *Fed) Shard(db *crawldb.DB, name string) *Shard {
+	o := f.o
+	o.DB, o.Sharded = db, nil
+	sf := &Fed{o: o, st: db.Store(), part: f.part, client: f.client, log: f.log.With("sender", name),
+		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name}
+	sf.down.Store(&map[string]bool{})
+	sf.gate.Store(&gate{peers: map[string]bool{}})
+	for _, s := range o.File.Sites {
+		if s.Name != o.Self {
+			sf.peers[s.Name] = &peer{name: s.Name, spec: s}
+		}
+	}
+	return &Shard{site: f, f: sf}
+}
+
+// Route keeps, from urls, those of this site's hosts, and writes the
+// others into b as entries of the shard's outboxes for their sites (see
+// Fed.Route): a host's site is its primary owner.
+func (s *Shard) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
+	return s.f.Route(ctx, urls, b)
+}
+
+// Finished reports whether the federation's crawl has ended.
+func (s *Shard) Finished() bool { return s.site.Finished() }
+
+// Step, on the node that leads the shard, moves each peer's outbox on:
+// entries the peer has applied (as its answers to the site's probes say)
+// acknowledged, then one batch delivered. A peer down past its grace
+// period gets nothing (its entries wait: a sharded site hands over
+// nothing). On another node it forgets what it was sending.
+func (s *Shard) Step(ctx context.Context) {
+	if !s.f.o.DB.IsLeader() {
+		if s.lead {
+			for _, p := range s.f.peers {
+				p.pend, p.synced = nil, false
+			}
+			s.lead = false
+		}
+		return
+	}
+	s.lead = true
+	now := time.Now()
+	for _, name := range slices.Sorted(maps.Keys(s.f.peers)) {
+		p := s.f.peers[name]
+		s.site.mu.Lock()
+		sp := s.site.peers[name]
+		down, heard, applied := sp.down, sp.heard, sp.state.RecvFrom[s.f.name]
+		s.site.mu.Unlock()
+		switch {
+		case down:
+		case !p.synced:
+			if heard {
+				if err := s.f.sync(ctx, p, applied); err != nil && ctx.Err() == nil {
+					s.f.log.Warn("federation: shard sync with peer", "peer", name, "err", err)
+				}
+			}
+		default:
+			s.f.deliver(ctx, p, now)
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/opic"
+)
+
+// testShards is a sharded site's shards for the tests: real one-node
+// crawl databases, a host's shard by a hash of its key, and a shard that
+// can be made to fail its parts.
+type testShards struct {
+	dbs  []*crawldb.DB
+	down atomic.Int32 // 1 + the shard whose parts fail; 0: none
+}
+
+func (s *testShards) ShardOf(key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(len(s.dbs)))
+}
+
+func (s *testShards) ApplyPart(ctx context.Context, sh int, from string, part []byte) error {
+	if int(s.down.Load()) == sh+1 {
+		return fmt.Errorf("shard %d: %w", sh, ErrUnavailable)
+	}
+	return ApplyPart(ctx, s.dbs[sh], from, part)
+}
+
+func (s *testShards) Quiet() (bool, map[string]uint64, uint64) { return false, nil, 0 }
+
+func openTestDB(t *testing.T, id string) *crawldb.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(t.TempDir(), "crawldb"), NodeID: id, RaftAddr: "127.0.0.1:0", FastTimeouts: true, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// newShardedTestFed is site self, sharded over n shards, its Fed on a
+// meta crawl database.
+func newShardedTestFed(t *testing.T, self string, n int) (*Fed, *testShards) {
+	t.Helper()
+	sh := &testShards{}
+	for i := range n {
+		sh.dbs = append(sh.dbs, openTestDB(t, fmt.Sprintf("%s-s%d", self, i)))
+	}
+	f, err := New(Options{File: testFile(), Self: self, DB: openTestDB(t, self+"-meta"), Sharded: sh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Shutdown(context.Background()) })
+	return f, sh
+}
+
+// frameOf frames entries (each a batch of URLs on hosts) from sender to
+// site to as the sender's entries first..seq, and decodes it as the
+// endpoint does.
+func frameOf(t *testing.T, from, to string, seq, first uint64, entries [][]string) *Batch {
+	t.Helper()
+	var payloads [][]byte
+	for i, hosts := range entries {
+		e := &Batch{From: from, To: to, Virtual: 0.125}
+		for _, h := range hosts {
+			e.Puts = append(e.Puts, Put{URL: fmt.Sprintf("http://%s/e%d-%d", h, first, i), Cash: 0.5, Depth: 1})
+			e.Hosts = append(e.Hosts, HostLoc{Host: h, Key: h})
+		}
+		payloads = append(payloads, e.Append(nil))
+	}
+	b, err := Decode(AppendFrame(nil, from, to, seq, first, payloads), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// shardTotals sums the shards' URLs, the cash on them, and the cash
+// received (on URLs and for the virtual page).
+func shardTotals(t *testing.T, sh *testShards) (urls uint64, onURLs, received float64) {
+	t.Helper()
+	var cash, in opic.Sum
+	for _, db := range sh.dbs {
+		st := db.Store()
+		urls += st.Counts().URLs
+		if err := st.ScanURLs(func(r store.URLRecord) error { cash.Add(r.Cash); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		p, v, _, err := InboundTotals(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Add(p)
+		in.Add(v)
+	}
+	return urls, cash.Value(), in.Value()
+}
+
+// TestPutSharded: a sharded site applies a batch from another site's shard
+// part by part, each URL in its host's shard, and answers only when every
+// part is applied; a retry after a shard failed is applied once in every
+// shard, also when the sender frames it again with more entries (it lost
+// its pending batch: a restart); a shard with no part of some batches
+// takes the later ones; the site's record of the sender (what the probes
+// tell it, summed per site) moves on only once the whole batch is in.
+func TestPutSharded(t *testing.T) {
+	f, sh := newShardedTestFed(t, "eu", 3)
+	ctx := context.Background()
+	hosts := hostsOwnedBy(t, f, "eu", 12)
+	const sender = "us--s001"
+	if SiteOfSender(sender) != "us" {
+		t.Fatalf("SiteOfSender(%q) = %q", sender, SiteOfSender(sender))
+	}
+	recv := func() (uint64, uint64) {
+		m := probeMsg{Recv: map[string]uint64{}}
+		if err := f.recvOf("us", &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Recv["us"], m.RecvFrom[sender]
+	}
+	// Entries 10, 11, 12 (three of the sender's), shard 2 unavailable.
+	e := [][]string{hosts[0:4], hosts[4:8], hosts[8:12]}
+	b1 := frameOf(t, sender, "eu", 12, 10, e)
+	sh.down.Store(3)
+	if err := f.Put(ctx, "us", b1); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("put with shard 2 down: %v, want ErrUnavailable", err)
+	}
+	if r, rf := recv(); r != 0 || rf != 0 {
+		t.Errorf("site record after a part failed: %d, %d; want 0", r, rf)
+	}
+	// The sender restarted: it frames entries 10..15 (three more) anew.
+	more := append(e, hosts[0:2], hosts[2:6], hosts[6:12])
+	b2 := frameOf(t, sender, "eu", 15, 10, more)
+	sh.down.Store(0)
+	for i := range 2 { // and a retry of it, applied before
+		if err := f.Put(ctx, "us", b2); err != nil {
+			t.Fatalf("put %d of the batch framed again: %v", i, err)
+		}
+	}
+	if r, rf := recv(); r != 15 || rf != 15 {
+		t.Errorf("site record %d, %d; want 15", r, rf)
+	}
+	urls, onURLs, received := shardTotals(t, sh)
+	want := 0
+	for _, hs := range more {
+		want += len(hs)
+	}
+	if urls != uint64(want) || onURLs != 0.5*float64(want) || received != onURLs+6*0.125 {
+		t.Errorf("shards: %d URLs with %v cash, %v received; want %d URLs, %v cash, %v received",
+			urls, onURLs, received, want, 0.5*float64(want), 0.5*float64(want)+6*0.125)
+	}
+	for i, db := range sh.dbs {
+		db.Store().ScanURLs(func(r store.URLRecord) error {
+			if s := sh.ShardOf(hostOf(r.URL)); s != i {
+				t.Errorf("%s in shard %d, its host's shard is %d", r.URL, i, s)
+			}
+			return nil
+		})
+	}
+	// A batch with URLs of one shard only, then one for every shard: the
+	// others' sequence numbers jump (a gap), and they take the later one.
+	one := ""
+	for _, h := range hosts {
+		if sh.ShardOf(h) == 0 {
+			one = h
+			break
+		}
+	}
+	if err := f.Put(ctx, "us", frameOf(t, sender, "eu", 20, 18, [][]string{{one}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Put(ctx, "us", frameOf(t, sender, "eu", 25, 21, [][]string{hosts})); err != nil {
+		t.Fatal(err)
+	}
+	urls2, _, _ := shardTotals(t, sh)
+	if urls2 != urls+1+uint64(len(hosts)) {
+		t.Errorf("%d URLs after two more batches, want %d", urls2, urls+1+uint64(len(hosts)))
+	}
+	if r, _ := recv(); r != 25 {
+		t.Errorf("site record %d, want 25", r)
+	}
+	// A sharded site takes no host of another site, even of one down.
+	if err := f.Put(ctx, "us", frameOf(t, sender, "eu", 26, 26, [][]string{hostsOwnedBy(t, f, "asia", 1)})); !errors.Is(err, ErrNotOwner) {
+		t.Errorf("a URL of asia's host: %v, want ErrNotOwner", err)
+	}
+}
+
+// TestSiteOfSender: a shard's sender name and the site it is of.
+func TestSiteOfSender(t *testing.T) {
+	for _, c := range []struct{ name, site string }{
+		{SenderName("eu", 7), "eu"},
+		{SenderName("eu-west", 0), "eu-west"},
+		{"eu", ""},
+		{"eu--s", ""},
+		{"eu--sx1", ""},
+		{"--s001", ""},
+	} {
+		if got := SiteOfSender(c.name); got != c.site {
+			t.Errorf("SiteOfSender(%q) = %q, want %q", c.name, got, c.site)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package shardset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/shard"
+)
+
+// A sharded site in a federation (docs/sharding.md): each shard's router
+// sends the URLs of other sites' hosts through the shard's outboxes
+// (federation.Shard), which the shard's leader delivers to the other
+// sites (deliverLoop); the site's federation endpoint splits each batch it
+// receives by shard and applies each part to the shard's leader
+// (ApplyPart: in process, or over the node API); and the site is passive
+// towards the federation when two state waves in a row found every shard
+// passive, nothing in transit between shards or to other sites, and the
+// same counters (Quiet). The site's crawl then ends when the federation's
+// does, not when its shards are done.
+
+// fedState is a Set's part in its site's federation.
+type fedState struct {
+	on     atomic.Bool
+	shards sync.Map // shard → *fedShard
+
+	mu    sync.Mutex
+	quiet bool
+	sent  map[string]uint64
+	since uint64
+}
+
+// fedShard is a shard's sender, and the crawl database it was made for.
+type fedShard struct {
+	db *crawldb.DB
+	fs *federation.Shard
+}
+
+// Federate makes the Set a federated site's (call it before Run): the
+// site's crawl ends when the federation's does (the routers' Finished),
+// and the meta group's leader publishes its waves (Quiet) instead of
+// marking the end.
+func (s *Set) Federate() { s.fed.on.Store(true) }
+
+// NewFedRouter returns shard sh's router in a federated site: fs (the
+// shard's part in the site's federation, made on db) routes the URLs of
+// other sites; the rest go between the shards as NewRouter's do.
+func (s *Set) NewFedRouter(sh int, db *crawldb.DB, fs *federation.Shard) *Router {
+	r := s.NewRouter(sh, db)
+	r.fed = fs
+	s.fed.shards.Store(sh, &fedShard{db: db, fs: fs})
+	return r
+}
+
+// stepFed moves replica r's outboxes for other sites on (on its leader;
+// elsewhere its sender forgets what it was sending).
+func (s *Set) stepFed(ctx context.Context, r *replica) {
+	v, ok := s.fed.shards.Load(r.shard)
+	if !ok {
+		return
+	}
+	if f := v.(*fedShard); f.db == r.db {
+		f.fs.Step(ctx)
+	}
+}
+
+// ShardOf names the shard of a host by its politeness key
+// (federation.ShardedSite).
+func (s *Set) ShardOf(key string) int { return shard.Of(key, s.settings.Shards) }
+
+// Quiet reports what the meta group's leader's last two state waves found
+// (federation.ShardedSite): every shard passive with nothing in transit;
+// what the shards acknowledged to each peer site, summed; and the meta
+// group's applied index the shards' states were all read after.
+func (s *Set) Quiet() (bool, map[string]uint64, uint64) {
+	s.fed.mu.Lock()
+	defer s.fed.mu.Unlock()
+	return s.fed.quiet, s.fed.sent, s.fed.since
+}
+
+// setQuiet publishes a wave's verdict.
+func (s *Set) setQuiet(quiet bool, sent map[string]uint64, since uint64) {
+	s.fed.mu.Lock()
+	s.fed.quiet, s.fed.sent, s.fed.since = quiet, sent, since
+	s.fed.mu.Unlock()
+}
+
+// ApplyPart applies a part of a batch another site sent to shard sh
+// (federation.ShardedSite): to this node's replica (its crawl database
+// forwards the write to the shard's leader), else over the node API of a
+// node that holds the shard.
+func (s *Set) ApplyPart(ctx context.Context, sh int, from string, part []byte) error {
+	if sh < 0 || sh >= s.settings.Shards {
+		return fmt.Errorf("shardset: part for shard %d of %d", sh, s.settings.Shards)
+	}
+	if d := s.replica(sh); d != nil {
+		return federation.ApplyPart(ctx, d.db, from, part)
+	}
+	api, err := s.holder(sh)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"from": {from}, "to": {GroupID(sh)}}
+	_, err = s.call(ctx, http.MethodPost, api, "/shardset/inbound?"+q.Encode(), part)
+	return err
+}
+
+// serveInbound serves POST /shardset/inbound?from=SENDER&to=GROUP: a part
+// of a batch from another site's sender applied to this node's replica.
+func (s *Set) serveInbound(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	from, to := q.Get("from"), q.Get("to")
+	sh := ShardOfGroup(to)
+	if from == "" || sh < 0 || sh >= s.settings.Shards {
+		http.Error(w, fmt.Sprintf("shardset: inbound: from %q and to %q must name a sender and one of this site's %d shards", from, to, s.settings.Shards), http.StatusBadRequest)
+		return
+	}
+	d := s.replica(sh)
+	if d == nil {
+		http.Error(w, fmt.Sprintf("shardset: node %s holds no replica of shard %d", s.self, sh), http.StatusServiceUnavailable)
+		return
+	}
+	part, err := io.ReadAll(io.LimitReader(req.Body, federation.DefaultMaxBytes+1))
+	if err != nil || len(part) > federation.DefaultMaxBytes {
+		http.Error(w, "shardset: inbound: body unreadable or over the frame limit", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if err := federation.ApplyPart(req.Context(), d.db, from, part); err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, federation.ErrRejected) || errors.Is(err, federation.ErrRefused) {
+			code = http.StatusBadRequest
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	fmt.Fprintln(w, 0)
+}
