@@ -221,8 +221,8 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 	if res.Kind == fetcher.KindPage {
 		n.done.Add(1)
 	}
-	if complete {
-		n.poke()
+	if complete || n.deposed() {
+		n.poke() // a deposed Solo leader stages at once (see stage)
 	}
 }
 
