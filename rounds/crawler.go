@@ -94,15 +94,19 @@ type Options struct {
 	// Solo: this node alone fetches for the crawl database while it leads
 	// it, and nobody else does: the other voters are replicas only (a
 	// shard's group: the shard's rounds run where its leader is). Parts
-	// go to the leader only; parts that a former leader held start here no
-	// earlier than Fence after this node began to lead, plus their hosts'
-	// delays; and a job starts only while this node leads (its Skip hook
-	// asks the crawl database, so a deposed leader's fetcher stops before
-	// its successor starts: Raft's leader lease is shorter than its
-	// election timeout, and Fence covers the rest).
+	// go to the leader only; parts that a former leader held move here,
+	// and new rounds are planned, only Fence after this node began to
+	// lead, and start no earlier than that plus their hosts' delays; a job
+	// starts only while this node leads (its Skip hook asks the crawl
+	// database, so a deposed leader's fetcher stops before its successor
+	// starts: Raft's leader lease is shorter than its election timeout,
+	// and Fence covers the rest); and a node that no longer leads stages
+	// the results it holds at once, so that they are in the crawl
+	// database before its parts move (HandOver stages them before the
+	// transfer).
 	Solo bool
-	// Fence is Solo's wait before parts a former leader held may start on
-	// a new leader; 0 → 1 s (crawldb's leader lease).
+	// Fence is Solo's wait before parts a former leader held may move to
+	// and start on a new leader; 0 → 1 s (crawldb's leader lease).
 	Fence time.Duration
 	// StageEvery is how long a node keeps a part's results before it
 	// stages them although the part is not done: what a node that dies

@@ -18,10 +18,12 @@ import (
 // a leader finds it dead, and what it staged is kept.
 func (c *Crawler) Drain(ctx context.Context, f Fetcher) error {
 	n := c.node
+	n.pauseMu.Lock()
 	n.draining.Store(true)
 	if p, ok := f.(pauser); ok {
 		p.Pause(true)
 	}
+	n.pauseMu.Unlock()
 	deadline := c.o.Now().Add(5 * time.Second)
 	for f.Stats().InFlight > 0 && c.o.Now().Before(deadline) {
 		if !sleepCtx(ctx, 20*time.Millisecond) {
@@ -126,18 +128,42 @@ func (c *Crawler) requeueAgain(u string) bool {
 // fetched. Requests still in flight after 5 s are aborted, and the
 // transfer waits a host's longest delay after the last request ended, so
 // that the new leader's first request to a host keeps its delay (it does
-// not know when this node last asked it). If transfer fails, fetching
-// resumes; if it succeeds, this node stays paused until it leads again.
+// not know when this node last asked it). The fetcher stays paused until
+// the transfer has returned, whatever the node's reports say meanwhile (a
+// node that has just begun to lead, its fetcher not yet resumed, may hand
+// over at once: a resume then would fetch pages after their part's
+// results were staged, and the new leader would fetch them again). If
+// transfer fails, fetching resumes (unless the node was paused before);
+// if it succeeds, this node stays paused until it leads again.
 func (c *Crawler) HandOver(ctx context.Context, f Fetcher, transfer func(context.Context) error) error {
 	n := c.node
 	p, _ := f.(pauser)
+	n.pauseMu.Lock()
+	n.handing.Store(true)
 	if p != nil {
 		p.Pause(true)
 	}
+	n.pauseMu.Unlock()
 	done := false
 	defer func() {
-		if !done && p != nil && !n.paused.Load() {
-			p.Pause(false)
+		n.pauseMu.Lock()
+		defer n.pauseMu.Unlock()
+		n.handing.Store(false)
+		if done {
+			n.resumeAt.Store(0)
+			n.paused.Store(true) // as the report loop pauses a node that does not lead
+			if p != nil {
+				p.Pause(true)
+			}
+		} else if p != nil && !n.paused.Load() {
+			if n.mayResume() {
+				p.Pause(false)
+			} else {
+				// It drains, or no longer leads a Solo crawl: paused
+				// as the report loop would, resumed by its rules.
+				n.paused.Store(true)
+				n.resumeAt.Store(0)
+			}
 		}
 	}()
 	deadline := c.o.Now().Add(5 * time.Second)
@@ -175,7 +201,5 @@ func (c *Crawler) HandOver(ctx context.Context, f Fetcher, transfer func(context
 		return err
 	}
 	done = true
-	n.resumeAt.Store(0)
-	n.paused.Store(true) // as the report loop pauses a node that does not lead
 	return nil
 }

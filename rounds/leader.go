@@ -395,6 +395,13 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		c.log.Info("rounds: a part done by a node alone is to be staged again", "part", ref.String())
 	}
 	l.resets = l.resets[:0]
+	if c.o.Solo && now.Before(l.start.Add(c.o.Fence)) {
+		// The former leader may fetch until the fence, and stages what
+		// it holds as soon as it knows it lost (nodeSide.stage): its
+		// parts move here, and rounds are planned, only after it, so
+		// that its results are staged first and not fetched again.
+		return nil
+	}
 	if err := l.reassign(ctx, nodes, now); err != nil {
 		return err
 	}

@@ -78,11 +78,18 @@ type nodeSide struct {
 	failed     error             // a write-ahead segment write failed
 	draining   atomic.Bool
 	handedBack atomic.Bool // draining, and every result staged (see NodeReport)
-	paused     atomic.Bool
-	lastOK     atomic.Int64  // unix nanos of the last report the leader took
-	resumeAt   atomic.Uint64 // paused: resume once the replica has applied this index
-	done       atomic.Int64  // page results this node fetched
-	rate       rateMeter
+	// pauseMu orders the changes of the fetcher's pause (the report
+	// loop's pause, a resume, a hand-over's and a drain's pause), so that
+	// a resume decided before a hand-over began cannot undo its pause.
+	pauseMu sync.Mutex
+	paused  atomic.Bool
+	// handing: a hand-over (HandOver) is under way; the fetcher stays
+	// paused until it ends, whatever the reports (see maybeResume).
+	handing  atomic.Bool
+	lastOK   atomic.Int64  // unix nanos of the last report the leader took
+	resumeAt atomic.Uint64 // paused: resume once the replica has applied this index
+	done     atomic.Int64  // page results this node fetched
+	rate     rateMeter
 
 	// watched is what the last full watch saw (the watch loop only): a
 	// watch that would see the same skips its scans (see watch).
@@ -214,8 +221,8 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 	if res.Kind == fetcher.KindPage {
 		n.done.Add(1)
 	}
-	if complete {
-		n.poke()
+	if complete || n.deposed() {
+		n.poke() // a deposed Solo leader stages at once (see stage)
 	}
 }
 

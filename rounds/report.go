@@ -102,9 +102,11 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 			}
 		}
 		if p, ok := f.(pauser); ok && !n.paused.Load() && !n.draining.Load() && now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.FailTimeout/2 {
+			n.pauseMu.Lock()
 			n.paused.Store(true)
 			n.resumeAt.Store(0)
 			p.Pause(true)
+			n.pauseMu.Unlock()
 			// The leader moves this node's parts FailTimeout after it last
 			// heard of it, and lets their hosts go from then on (plus
 			// their delays): requests still in flight must end now, not
@@ -128,10 +130,16 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 }
 
 // maybeResume resumes a paused fetcher once the replica has applied what
-// the leader had when it took a report again; call it before a watch.
+// the leader had when it took a report again; call it before a watch. A
+// node that drains or hands its leadership over stays paused: the
+// returned resume checks that again when it runs (after the watch), under
+// the lock every pause takes, so that a hand-over that began meanwhile is
+// not undone (its results staged, a page fetched after would be lost and
+// fetched again by the new leader). A Solo node resumes only while it
+// leads.
 func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
 	idx := n.resumeAt.Load()
-	if idx == 0 || !n.paused.Load() || n.c.st.AppliedIndex() < idx || n.draining.Load() {
+	if idx == 0 || !n.paused.Load() || n.c.st.AppliedIndex() < idx || !n.mayResume() {
 		return func() {}
 	}
 	// The reply that set idx may be old: resume only while a leader has
@@ -142,6 +150,11 @@ func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
 		return func() {}
 	}
 	return func() {
+		n.pauseMu.Lock()
+		defer n.pauseMu.Unlock()
+		if !n.paused.Load() || n.resumeAt.Load() == 0 || !n.mayResume() {
+			return // resumed, paused anew (the report loop), or held paused
+		}
 		n.resumeAt.Store(0)
 		n.paused.Store(false)
 		if p, ok := f.(pauser); ok {
@@ -149,6 +162,13 @@ func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
 		}
 		n.c.log.Info("rounds: leader reached again: fetching resumed")
 	}
+}
+
+// mayResume reports whether nothing keeps the fetcher paused but the
+// reports: the node neither drains nor hands its leadership over, and, in
+// a Solo crawl, it leads.
+func (n *nodeSide) mayResume() bool {
+	return !n.draining.Load() && !n.handing.Load() && (!n.c.o.Solo || n.c.db.IsLeader())
 }
 
 // rateMeter turns a counter into a rate over the last few seconds.

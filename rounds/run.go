@@ -53,6 +53,7 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			leading = isLeader
 			if !isLeader {
 				c.log.Info("rounds: this node no longer leads the site")
+				c.node.poke() // a Solo crawler stages what it holds at once (stage)
 				stopLeading()
 				continue
 			}

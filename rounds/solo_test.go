@@ -27,7 +27,7 @@ type soloNode struct {
 	f      *fetcher.Fetcher
 	cancel context.CancelFunc
 	done   chan error
-	pages  atomic.Int64 // page results this node's fetcher delivered
+	pages  atomic.Int64 // page requests this node's fetcher made (results not answered without one)
 	mu     sync.Mutex
 	at     map[string]time.Time // when each page's result arrived, by URL
 }
@@ -60,76 +60,20 @@ func TestSoloFollowsLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	const workers, stageEvery = 8, 300 * time.Millisecond
-	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var nodes []*soloNode
 	var cashErrs []float64
 	var cashMu sync.Mutex
-	for i := 1; i <= 3; i++ {
-		id, join := fmt.Sprintf("n%d", i), ""
-		if i > 1 {
-			join = nodes[0].db.APIAddr()
+	nodes := startSoloGroup(ctx, t, sim, 3, workers, func(o *Options) {
+		o.Fence, o.StageEvery, o.Seeds = 400*time.Millisecond, stageEvery, seeds
+		o.OnRound = func(s RoundStats) {
+			if s.CashError != nil {
+				cashMu.Lock()
+				cashErrs = append(cashErrs, *s.CashError)
+				cashMu.Unlock()
+			}
 		}
-		db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(root, id, "crawldb"), NodeID: id, RaftAddr: "127.0.0.1:0",
-			APIAddr: "127.0.0.1:0", Join: join, FastTimeouts: true, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-		n := &soloNode{id: id, db: db, done: make(chan error, 1), at: map[string]time.Time{}}
-		nodes = append(nodes, n)
-		t.Cleanup(func() { db.Close() })
-	}
-	for _, n := range nodes {
-		c, err := New(Options{DB: n.db, Dir: filepath.Join(root, n.id), NodeID: n.id, Width: 400, PerHost: 4,
-			HostDelay: 30 * time.Millisecond, Solo: true, Fence: 400 * time.Millisecond, StageEvery: stageEvery,
-			FailTimeout: time.Second, Seeds: seeds, CheckCash: true,
-			OnRound: func(s RoundStats) {
-				if s.CashError != nil {
-					cashMu.Lock()
-					cashErrs = append(cashErrs, *s.CashError)
-					cashMu.Unlock()
-				}
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.c = c
-		t.Cleanup(func() { c.Close() })
-		n.f, err = fetcher.New(fetcher.Options{
-			Workers: workers, HostDelay: 30 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
-			TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-			Resolver: mustResolver(t, sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, Skip: c.Skip(),
-			OnResult: func(r *fetcher.Result) {
-				if r.Kind == fetcher.KindPage {
-					n.pages.Add(1)
-					n.mu.Lock()
-					n.at[r.URL] = time.Now()
-					n.mu.Unlock()
-				}
-				c.OnResult(r)
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range nodes {
-		rctx, stop := context.WithCancel(ctx)
-		n.cancel = stop
-		go func() { // owner: the test; ends with rctx
-			fdone := make(chan error, 1)
-			fctx, fstop := context.WithCancel(context.Background())
-			go func() { fdone <- n.f.Run(fctx) }()
-			err := n.c.Run(rctx, n.f, 0)
-			fstop()
-			<-fdone
-			n.done <- err
-		}()
-	}
+	})
 	leaderNode := func() *soloNode {
 		for _, n := range nodes {
 			if n.db.IsLeader() {
@@ -243,4 +187,228 @@ func TestSoloFollowsLeader(t *testing.T) {
 	}
 	t.Logf("leader %s fetched %d pages before it died (%d in its last %v), the others %d; %d of %d reachable fetched, %d pages twice (%d without a result on the dead leader), %d cash checks",
 		first.id, first.pages.Load(), lost, 2*stageEvery, second, len(reqs), reachable, twice, inFlight, len(cashErrs))
+}
+
+// startSoloGroup opens a crawl database of k voters (n1 bootstraps it and
+// leads, the others join) on real TCP, a Solo crawler on each (Width 400,
+// PerHost 4, a 30 ms host delay, cash checked after every round; set
+// changes the rest) with its own fetcher of workers on sim, and runs them
+// until ctx ends or their crawl does (each node's done).
+func startSoloGroup(ctx context.Context, t *testing.T, sim *websim.Server, k, workers int, set func(*Options)) []*soloNode {
+	t.Helper()
+	root := t.TempDir()
+	var nodes []*soloNode
+	for i := 1; i <= k; i++ {
+		id, join := fmt.Sprintf("n%d", i), ""
+		if i > 1 {
+			join = nodes[0].db.APIAddr()
+		}
+		db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(root, id, "crawldb"), NodeID: id, RaftAddr: "127.0.0.1:0",
+			APIAddr: "127.0.0.1:0", Join: join, FastTimeouts: true, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n := &soloNode{id: id, db: db, done: make(chan error, 1), at: map[string]time.Time{}}
+		nodes = append(nodes, n)
+		t.Cleanup(func() { db.Close() })
+	}
+	for _, n := range nodes {
+		o := Options{DB: n.db, Dir: filepath.Join(root, n.id), NodeID: n.id, Width: 400, PerHost: 4,
+			HostDelay: 30 * time.Millisecond, Solo: true, FailTimeout: time.Second, CheckCash: true}
+		set(&o)
+		c, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.c = c
+		t.Cleanup(func() { c.Close() })
+		n.f, err = fetcher.New(fetcher.Options{
+			Workers: workers, HostDelay: 30 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
+			TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+			Resolver: mustResolver(t, sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, Skip: c.Skip(),
+			OnResult: func(r *fetcher.Result) {
+				if r.Kind == fetcher.KindPage && !r.NoRequest {
+					n.pages.Add(1)
+					n.mu.Lock()
+					n.at[r.URL] = time.Now()
+					n.mu.Unlock()
+				}
+				c.OnResult(r)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		rctx, stop := context.WithCancel(ctx)
+		n.cancel = stop
+		go func() { // owner: the test; ends with rctx or the crawl
+			fdone := make(chan error, 1)
+			fctx, fstop := context.WithCancel(context.Background())
+			go func() { fdone <- n.f.Run(fctx) }() // owner: this goroutine, which stops it
+			err := n.c.Run(rctx, n.f, 0)
+			fstop()
+			<-fdone
+			n.done <- err
+		}()
+	}
+	return nodes
+}
+
+// TestSoloLeaderMoves: a Solo group's leadership moves while it crawls,
+// and no page is fetched twice, the cash is conserved after every round,
+// and the crawl reaches the whole web. Its results are staged only every
+// 10 s, so what a leader that stops leading still holds must be staged
+// then, not left to the next leader to fetch again:
+//   - quick hand-back: n1 → n2 → n1 in quick succession, as a sharded
+//     site's placement does while nodes join. n2 hands its leadership back
+//     as soon as it leads, before its node side has resumed its fetcher (a
+//     Solo follower is paused), while its leader side moves n1's parts to
+//     it and generates. The hand-over must keep n2's fetcher paused until
+//     the transfer returns: a page n2 fetched after it staged its results
+//     was lost and fetched again by n1 (a sharded site fetched a part
+//     twice this way). The transfer waits, bounded, for n2 to fetch: a
+//     transfer slowed as under load.
+//   - lost: n1 loses its leadership without a hand-over (a transfer that
+//     does not call HandOver, as an election under load would): it stages
+//     what it holds at once, and n2 moves n1's parts only after the fence,
+//     so that they are staged first.
+func TestSoloLeaderMoves(t *testing.T) {
+	transferTo := func(from, to *soloNode) func(context.Context) error {
+		return func(ctx context.Context) error { return from.db.TransferLeadershipTo(ctx, to.id) }
+	}
+	waitLeads := func(t *testing.T, n *soloNode) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !n.db.IsLeader(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not lead 10 s after the transfer to it", n.id)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// move moves the leadership away from n1, which leads and
+		// fetches; it returns the pages n2 fetched while it handed over.
+		move func(ctx context.Context, t *testing.T, n1, n2 *soloNode) (during int64)
+	}{
+		{"quick hand-back", func(ctx context.Context, t *testing.T, n1, n2 *soloNode) int64 {
+			if err := n1.c.HandOver(ctx, n1.f, transferTo(n1, n2)); err != nil {
+				t.Fatalf("n1 → n2: %v", err)
+			}
+			waitLeads(t, n2)
+			before := n2.pages.Load()
+			var during int64
+			err := n2.c.HandOver(ctx, n2.f, func(ctx context.Context) error {
+				// A slow transfer: n2 would fetch meanwhile were its
+				// fetcher resumed (bounded: it must not).
+				for deadline := time.Now().Add(3 * time.Second); n2.pages.Load()-before < 5 && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				during = n2.pages.Load() - before
+				return transferTo(n2, n1)(ctx)
+			})
+			if err != nil {
+				t.Fatalf("n2 → n1: %v", err)
+			}
+			return during
+		}},
+		{"lost", func(ctx context.Context, t *testing.T, n1, n2 *soloNode) int64 {
+			if err := transferTo(n1, n2)(ctx); err != nil {
+				t.Fatalf("n1 → n2: %v", err)
+			}
+			waitLeads(t, n2)
+			return 0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 40, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean}, DNSAddr: "127.0.0.1:0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sim.Close()
+			sim.Stats().CountURLs()
+			var seeds []string
+			reachable := 0
+			if err := sim.Web().Truth(func(r *synth.Record) error {
+				if r.Reachable && r.Status == 200 {
+					reachable++
+					if strings.HasSuffix(r.URL, "/") {
+						seeds = append(seeds, r.URL)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var cashErrs []float64
+			var cashMu sync.Mutex
+			nodes := startSoloGroup(ctx, t, sim, 2, 8, func(o *Options) {
+				o.Width, o.Seeds = 120, seeds
+				o.Fence, o.ReportEvery, o.StageEvery = 400*time.Millisecond, 50*time.Millisecond, 10*time.Second
+				o.OnRound = func(s RoundStats) {
+					if s.CashError != nil {
+						cashMu.Lock()
+						cashErrs = append(cashErrs, *s.CashError)
+						cashMu.Unlock()
+					}
+				}
+			})
+			n1, n2 := nodes[0], nodes[1]
+			for deadline := time.Now().Add(time.Minute); n1.pages.Load() < int64(reachable/4); {
+				if time.Now().After(deadline) {
+					t.Fatalf("n1 fetched %d pages in a minute, not a quarter of %d", n1.pages.Load(), reachable)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			during := tc.move(ctx, t, n1, n2)
+			for _, n := range nodes {
+				select {
+				case err := <-n.done:
+					if err != nil && !errors.Is(err, ErrExhausted) {
+						t.Errorf("%s: %v", n.id, err)
+					}
+				case <-ctx.Done():
+					t.Fatalf("%s did not end: %v", n.id, ctx.Err())
+				}
+			}
+			if during > 0 {
+				t.Errorf("n2 fetched %d pages after its hand-over had staged its results", during)
+			}
+			reqs := sim.Stats().URLRequests()
+			twice := 0
+			for u, c := range reqs {
+				if c > 1 && !strings.HasSuffix(u, "/robots.txt") {
+					twice++
+					if twice <= 10 {
+						t.Errorf("%s fetched %d times", u, c)
+					}
+				}
+			}
+			if twice > 0 {
+				t.Errorf("%d pages fetched twice", twice)
+			}
+			if len(reqs) < reachable*99/100 {
+				t.Errorf("%d of %d reachable pages fetched", len(reqs), reachable)
+			}
+			cashMu.Lock()
+			defer cashMu.Unlock()
+			if len(cashErrs) == 0 {
+				t.Fatal("no round checked its cash")
+			}
+			for i, e := range cashErrs {
+				if math.Abs(e) > 1e-9 {
+					t.Errorf("round check %d: cash error %g of the injected cash", i+1, e)
+				}
+			}
+			t.Logf("n1 %d pages, n2 %d (%d during its hand-over); %d of %d reachable fetched, %d twice, %d cash checks",
+				n1.pages.Load(), n2.pages.Load(), during, len(reqs), reachable, twice, len(cashErrs))
+		})
+	}
 }

@@ -113,6 +113,10 @@ func (n *nodeSide) localWork() (bool, error) {
 	return false, nil
 }
 
+// deposed reports whether this node runs a Solo crawl it does not lead:
+// the results it holds are of a leadership it lost (see stage).
+func (n *nodeSide) deposed() bool { return n.c.o.Solo && !n.c.db.IsLeader() }
+
 func (n *nodeSide) stageLoop(ctx context.Context) error {
 	t := time.NewTicker(max(n.c.o.StageEvery/4, 50*time.Millisecond))
 	defer t.Stop()
@@ -151,11 +155,14 @@ type staged struct {
 // (all of them with force), with the done markers of complete parts. A
 // local part stages only its done marker; if the site has grown since the
 // part was taken, its results are read back from the fetch segment and
-// staged like any other's.
+// staged like any other's. A Solo node that no longer leads stages all it
+// has at once: its parts go to the new leader after the fence, and what
+// is not staged by then is fetched again.
 func (n *nodeSide) stage(ctx context.Context, force bool) error {
 	n.stageMu.Lock()
 	defer n.stageMu.Unlock()
 	c := n.c
+	force = force || n.deposed()
 	now := c.o.Now()
 	n.mu.Lock()
 	parts := make([]*nodePart, 0, len(n.parts))
