@@ -114,8 +114,9 @@ type Set struct {
 	leaving   atomic.Bool
 	fed       fedState // a site in a federation (federated.go)
 
-	made       time.Time   // when New made the Set (ExpectWait counts from it)
-	expectDone atomic.Bool // ExpectWait has passed: crawlers start at once
+	made       time.Time     // when New made the Set (ExpectWait counts from it)
+	expectDone atomic.Bool   // ExpectWait has passed: crawlers start at once
+	rotate     atomic.Uint64 // step's starting shard, moved on at every step
 }
 
 // replica is this node's replica of one shard, and the crawler on it.
@@ -288,7 +289,12 @@ func (s *Set) step(ctx context.Context) error {
 		return nil // not yet written (a joining node's replica catching up)
 	}
 	var errs []error
-	for sh, target := range p.P.Shards {
+	// Shards are looked at from a rotating start, so that the step slots
+	// go to every shard in turn, not always to the first ones.
+	start := int(s.rotate.Add(1)) % len(p.P.Shards)
+	for i := range p.P.Shards {
+		sh := (start + i) % len(p.P.Shards)
+		target := p.P.Shards[sh]
 		mine := slices.Contains(target.Replicas, s.self)
 		s.mu.Lock()
 		r := s.reps[sh]
@@ -304,10 +310,33 @@ func (s *Set) step(ctx context.Context) error {
 			}
 		}
 		if r != nil && r.db.IsLeader() {
-			s.startReconcile(ctx, r, target)
+			if placed(r, target) {
+				r.step.Store(nil) // the last step is done
+			} else {
+				s.startReconcile(ctx, r, target)
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// placed reports whether r's group is as target wants it: its members
+// (voters, no learner) are target's replicas and this node, its leader,
+// is target's leader. A placed shard takes no step slot: with the slots
+// taken every 200 ms by shards that had nothing to do, the last shards of
+// a starved node waited minutes for theirs (bench cluster, R = 3).
+func placed(r *replica, target shard.Shard) bool {
+	m, err := r.db.Members()
+	if err != nil || len(m) != len(target.Replicas) || target.Leader != r.db.Leader() {
+		return false
+	}
+	for _, n := range target.Replicas {
+		if _, ok := m[n]; !ok {
+			return false
+		}
+	}
+	l, err := r.db.Learners()
+	return err == nil && len(l) == 0
 }
 
 // maxSteps bounds the placement steps under way at once on a node. A step
@@ -512,16 +541,7 @@ func (s *Set) expected(r *replica) bool {
 	if len(nodes) < s.o.ExpectNodes {
 		return false
 	}
-	want := p.P.Shards[r.shard]
-	m, err := r.db.Members()
-	if err != nil {
-		return false
-	}
-	if l, err := r.db.Learners(); err != nil || len(l) > 0 {
-		return false
-	}
-	return r.db.Leader() == want.Leader && len(m) == len(want.Replicas) &&
-		!slices.ContainsFunc(want.Replicas, func(n string) bool { _, ok := m[n]; return !ok })
+	return placed(r, p.P.Shards[r.shard])
 }
 
 // expectWait is Options.ExpectWait or its default.
@@ -629,6 +649,7 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 	switch st.Op {
 	case shard.AddVoter:
 		if !s.alive(st.Node, time.Now()) {
+			s.log.Info("shardset: step waits: node silent", "shard", r.shard, "step", desc)
 			return nil
 		}
 		m, err := s.member(st.Node)
@@ -651,6 +672,7 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 		return err
 	case shard.TransferLeader:
 		if !s.alive(st.Node, time.Now()) {
+			s.log.Info("shardset: step waits: node silent", "shard", r.shard, "step", desc)
 			return nil // the placement moves its shards elsewhere soon
 		}
 		err := r.c.HandOver(cctx, groupFetcher{s: s, g: uint32(r.shard)}, func(ctx context.Context) error {

@@ -72,6 +72,7 @@ type testWeb struct {
 	seeds     []string
 	reachable int
 	delay     time.Duration // the crawlers' host delay
+	expect    int           // every node's Options.ExpectNodes
 }
 
 func startWeb(t *testing.T, hosts, pages int) *testWeb {
@@ -175,6 +176,7 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
 	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, DeadAfter: 1500 * time.Millisecond, Client: &http.Client{Timeout: 10 * time.Second},
+		ExpectNodes: w.expect,
 		Crawler: func(sh int) rounds.Options {
 			return rounds.Options{Width: 400, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second, StageEvery: 300 * time.Millisecond,
 				OnRound: func(st rounds.RoundStats) { n.mu.Lock(); n.stats = append(n.stats, st); n.mu.Unlock() }}
@@ -576,4 +578,54 @@ func TestRoundsLimit(t *testing.T) {
 		t.Errorf("no shard stopped at its round limit: %v", reasons)
 	}
 	t.Logf("shards' ends: %v", reasons)
+}
+
+// TestExpectNodes: three nodes started together with ExpectNodes 3 and 12
+// shards of R = 3: no page is fetched until every shard has its three
+// voters and the leader the placement gives it, and then the site crawls
+// to the end with every shard led where the placement wants it.
+func TestExpectNodes(t *testing.T) {
+	w := startWeb(t, 40, 20)
+	w.delay, w.expect = 50*time.Millisecond, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root := t.TempDir()
+	nodes := []*testNode{startNode(t, ctx, w, filepath.Join(root, "n1"), "n1", &Settings{Shards: 12, Replicas: 3, Creator: "n1"}, nil)}
+	dones := []chan error{make(chan error, 1)}
+	go func() { dones[0] <- nodes[0].run(ctx) }()
+	time.Sleep(time.Second) // n1 alone for a while: it must not crawl
+	if p := nodes[0].pages.Load(); p != 0 {
+		t.Fatalf("n1 fetched %d pages alone, expecting 3 nodes", p)
+	}
+	for _, id := range []string{"n2", "n3"} {
+		n := startNode(t, ctx, w, filepath.Join(root, id), id, nil, nodes[0])
+		nodes = append(nodes, n)
+		d := make(chan error, 1)
+		dones = append(dones, d)
+		go func() { d <- n.run(ctx) }()
+	}
+	placed := func() int {
+		ok := map[int]bool{}
+		for _, n := range nodes {
+			for _, st := range n.set.Status() {
+				if st.Leader == n.host.NodeID() && st.Leader == st.TargetLeader && len(st.Replicas) == 3 && len(st.Learners) == 0 {
+					ok[st.Shard] = true
+				}
+			}
+		}
+		return len(ok)
+	}
+	waitFor(t, ctx, "every shard placed", func() bool { return placed() == 12 })
+	for i, d := range dones {
+		select {
+		case err := <-d:
+			if err != nil {
+				t.Errorf("node %d: %v", i+1, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("node %d did not end", i+1)
+		}
+	}
+	urls, batches, twice, checks := checkSite(t, ctx, w, nodes[0], 12, 0, nodes[1:]...)
+	t.Logf("%d URL records in 12 shards, %d batches between them; %d pages fetched twice; %d cash checks", urls, batches, twice, checks)
 }
