@@ -234,15 +234,11 @@ func (db *DB) SetJoinGate(gate func(ctx context.Context) (release func(), err er
 func (db *DB) addVoter(req joinRequest) error {
 	db.memberMu.Lock()
 	defer db.memberMu.Unlock()
-	cfg, err := db.configuration()
+	srv, member, err := db.member(req)
 	if err != nil {
 		return err
 	}
-	i, err := findMember(cfg, req)
-	if err != nil {
-		return err
-	}
-	if i >= 0 && cfg.Servers[i].Suffrage == raft.Voter {
+	if member && srv.Suffrage == raft.Voter {
 		return db.putMemberChanged(req.ID, req.APIAddr)
 	}
 	if err := db.putMember(req.ID, req.APIAddr); err != nil {
@@ -526,21 +522,17 @@ func (db *DB) AddVoter(ctx context.Context, nodeID, raftAddr, apiAddr string) er
 func (db *DB) addLearner(req joinRequest) (bool, error) {
 	db.memberMu.Lock()
 	defer db.memberMu.Unlock()
-	cfg, err := db.configuration()
+	srv, member, err := db.member(req)
 	if err != nil {
 		return false, err
 	}
-	i, err := findMember(cfg, req)
-	if err != nil {
-		return false, err
-	}
-	if i >= 0 && cfg.Servers[i].Suffrage == raft.Voter {
+	if member && srv.Suffrage == raft.Voter {
 		return false, db.putMemberChanged(req.ID, req.APIAddr)
 	}
 	if err := db.putMemberChanged(req.ID, req.APIAddr); err != nil {
 		return false, err
 	}
-	if i < 0 {
+	if !member {
 		if err := db.raft.AddNonvoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, db.opts.ApplyTimeout).Error(); err != nil {
 			return false, fmt.Errorf("crawldb: add %s to group %s as learner: %w", req.ID, db.groupName(), err)
 		}
@@ -613,18 +605,14 @@ const catchUpPoll = 100 * time.Millisecond
 func (db *DB) promote(req joinRequest) error {
 	db.memberMu.Lock()
 	defer db.memberMu.Unlock()
-	cfg, err := db.configuration()
+	srv, member, err := db.member(req)
 	if err != nil {
 		return err
 	}
-	i, err := findMember(cfg, req)
-	if err != nil {
-		return err
-	}
-	if i < 0 {
+	if !member {
 		return fmt.Errorf("crawldb: promote %s in group %s: it is no longer a member (removed while catching up)", req.ID, db.groupName())
 	}
-	if cfg.Servers[i].Suffrage == raft.Voter {
+	if srv.Suffrage == raft.Voter {
 		return nil
 	}
 	if err := db.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, db.opts.ApplyTimeout).Error(); err != nil {
@@ -634,22 +622,26 @@ func (db *DB) promote(req joinRequest) error {
 	return nil
 }
 
-// findMember returns the index in cfg of req's node at req's address (-1:
-// not a member); a name at another address or an address of another name
-// is refused.
-func findMember(cfg raft.Configuration, req joinRequest) (int, error) {
-	for i, s := range cfg.Servers {
+// member returns req's node as the group's latest configuration has it at
+// req's address (false: not a member); a name at another address or an
+// address of another name is refused.
+func (db *DB) member(req joinRequest) (raft.Server, bool, error) {
+	cfg, err := db.configuration()
+	if err != nil {
+		return raft.Server{}, false, err
+	}
+	for _, s := range cfg.Servers {
 		id, addr := string(s.ID), string(s.Address)
 		switch {
 		case id == req.ID && addr == req.RaftAddr:
-			return i, nil
+			return s, true, nil
 		case id == req.ID:
-			return -1, refusedError{fmt.Sprintf("crawldb: join: node name %s is already a member at %s; pick another name", req.ID, addr)}
+			return s, false, refusedError{fmt.Sprintf("crawldb: join: node name %s is already a member at %s; pick another name", req.ID, addr)}
 		case addr == req.RaftAddr:
-			return -1, refusedError{fmt.Sprintf("crawldb: join: raft address %s is already used by member %s; remove %s first or use another address", addr, id, id)}
+			return s, false, refusedError{fmt.Sprintf("crawldb: join: raft address %s is already used by member %s; remove %s first or use another address", addr, id, id)}
 		}
 	}
-	return -1, nil
+	return raft.Server{}, false, nil
 }
 
 // putMemberChanged records a node's API address unless it is recorded

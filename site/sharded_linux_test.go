@@ -129,10 +129,10 @@ func TestShardedNodesKilled(t *testing.T) {
 	}
 	// Fetched twice: only what the killed node fetched in its last seconds.
 	byURL, _ := warcPages(t, dirs)
-	// While the site grows (a shard's leadership moves to each node that
-	// joins, sometimes twice in a second), a part can still be fetched
-	// again by the next leader: a known defect (see docs/sharding.md),
-	// bounded here and counted apart from the kill.
+	// While the site grows, a shard's leadership moves to each node that
+	// joins, sometimes twice in a second (n1 → n2 → n1): no page may be
+	// fetched again for it (a hand-over keeps the fetcher paused, a deposed
+	// leader stages everything it holds). Counted apart from the kill.
 	twice, growing := 0, 0
 	for u, fs := range byURL {
 		if len(fs) < 2 {
@@ -151,8 +151,8 @@ func TestShardedNodesKilled(t *testing.T) {
 			t.Errorf("%s fetched %d times (first %s by %s), not by the killed node in its last seconds", u, len(fs), first.Date.Format(time.TimeOnly), first.File)
 		}
 	}
-	if growing > 60 {
-		t.Errorf("%d URLs fetched twice while the site grew (bound 60: a part of each of a few hand-overs)", growing)
+	if growing > 0 {
+		t.Errorf("%d URLs fetched twice while the site grew, none expected", growing)
 	}
 	// The cash after every round of every shard, on whichever node led it.
 	checks := 0
