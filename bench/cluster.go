@@ -66,8 +66,6 @@ type ClusterConfig struct {
 	// Workers and NoSync are every node's own --workers and --no-sync.
 	Workers int  `json:"workers"`
 	NoSync  bool `json:"no_sync"`
-	// AdmitLatency is every node's --admit-latency (0: off).
-	AdmitLatency time.Duration `json:"admit_latency_ns,omitempty"`
 	// Expect starts every node of a sharded run with --expect-nodes N (the
 	// run's node count): the crawl begins once every shard is placed.
 	Expect bool `json:"expect,omitempty"`
@@ -781,9 +779,6 @@ func (r *clusterRun) nodeArgs(nd *clusterNode, join *clusterNode) []string {
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
-	if c.AdmitLatency > 0 {
-		args = append(args, "--admit-latency", c.AdmitLatency.String())
-	}
 	if c.Expect && c.Shards > 0 {
 		args = append(args, "--expect-nodes", strconv.Itoa(r.n))
 	}
@@ -1259,9 +1254,6 @@ func (r *clusterRun) progress(now time.Time) {
 				nd.name, nd.last.Role, nd.last.Round, nd.last.Fetcher.Done, nd.last.Fetcher.InFlight, cpu.Seconds())
 			if n := len(nd.cgPts); n > 0 {
 				fmt.Fprintf(&b, " (cgroup %.0fs)", nd.cgPts[n-1].cpu.Seconds())
-			}
-			if r.cfg.AdmitLatency > 0 {
-				fmt.Fprintf(&b, ", admit %d (sched p99 %v)", nd.last.Fetcher.AdmitLimit, nd.last.Fetcher.SchedP99.Round(time.Millisecond))
 			}
 		}
 	}

@@ -54,12 +54,7 @@ type Fetcher struct {
 		pending []Job
 		aborts  []groupAbort // AbortGroup calls for the scheduler
 	}
-	wake chan struct{} // a Submit, Pause, PauseGroup or AbortGroup happened, or admitLimit rose
-
-	// admitLimit is how many requests may be out at once (Options.Workers
-	// unless AdmitLatency lowers it).
-	admitLimit atomic.Int64
-	schedP99   atomic.Int64 // the scheduler's p99 latency over the last admission interval (ns)
+	wake chan struct{} // a Submit, Pause, PauseGroup or AbortGroup happened
 	// groups are the states of the groups of jobs (Job.Group); unpark
 	// tells the scheduler that a group was resumed.
 	groups groups
@@ -95,7 +90,6 @@ func New(o Options) (*Fetcher, error) {
 	}
 	o.ensureDefaults()
 	f := &Fetcher{o: o, log: o.Logger, resolver: o.Resolver, wake: make(chan struct{}, 1)}
-	f.admitLimit.Store(int64(o.Workers))
 	if f.resolver == nil {
 		r, err := dnscache.New(dnscache.Options{})
 		if err != nil {
@@ -185,8 +179,6 @@ func (f *Fetcher) Stats() Stats {
 	c := &f.c
 	s := Stats{
 		Queued:         c.queued.Load(),
-		AdmitLimit:     f.admitLimit.Load(),
-		SchedP99:       time.Duration(f.schedP99.Load()),
 		InFlight:       c.inflight.Load(),
 		Done:           c.done.Load(),
 		Retries:        c.retries.Load(),
@@ -224,13 +216,6 @@ func (f *Fetcher) Run(ctx context.Context) error {
 	}
 	f.runCtx = ctx
 	var wg sync.WaitGroup
-	if f.o.AdmitLatency > 0 {
-		wg.Add(1)
-		go func() { // owner: Run, which waits for it after ctx ends
-			defer wg.Done()
-			f.admit(ctx)
-		}()
-	}
 	for range f.o.Workers {
 		w := newWorker(ctx, f)
 		wg.Add(1)

@@ -25,12 +25,6 @@ type Options struct {
 	// Workers is the number of concurrent fetches (and DNS/host-state
 	// lookups). 0 → 256.
 	Workers int
-	// AdmitLatency, if positive, lowers how many requests are let out at
-	// once (never below 2) while the Go scheduler's latency (99th
-	// percentile over 250 ms) is above it, and raises it again (up to
-	// Workers) once it is under half of it: a starved node then still
-	// answers Raft in time (see admit.go). 0: always Workers.
-	AdmitLatency time.Duration
 	// HostDelay is the least gap between the end of one request to a host and
 	// the start of the next. 0 → 1 s.
 	HostDelay time.Duration
@@ -200,9 +194,6 @@ func (o Options) Validate() error {
 	o.ensureDefaults()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("fetcher: "+format, args...)) }
-	if o.AdmitLatency < 0 {
-		bad("admit latency must not be negative, got %v", o.AdmitLatency)
-	}
 	if o.Workers < 1 || o.Workers > 1<<16 {
 		bad("workers must be in [1, %d], got %d", 1<<16, o.Workers)
 	}

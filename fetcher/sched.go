@@ -160,7 +160,7 @@ func (s *scheduler) loop(ctx context.Context) {
 		now := time.Now()
 		s.dispatch(now)
 		var tc <-chan time.Time
-		if s.canSend() && len(s.ready) > 0 && !s.f.paused.Load() {
+		if s.idle > 0 && len(s.ready) > 0 && !s.f.paused.Load() {
 			timer.Reset(s.ready[0].at.Sub(now))
 			tc = timer.C
 		}
@@ -413,18 +413,12 @@ func (s *scheduler) dropSitemaps(h *host) {
 	h.sitemaps = h.sitemaps[:0]
 }
 
-// canSend reports whether a task may go out now: a worker is idle and
-// fewer than the admission limit are out.
-func (s *scheduler) canSend() bool {
-	return s.idle > 0 && int64(s.o.Workers-s.idle) < s.f.admitLimit.Load()
-}
-
 // dispatch hands ready hosts' next tasks to idle workers.
 func (s *scheduler) dispatch(now time.Time) {
 	if s.f.paused.Load() {
 		return
 	}
-	for s.canSend() && len(s.ready) > 0 {
+	for s.idle > 0 && len(s.ready) > 0 {
 		h := s.ready[0]
 		if h.at.After(now) {
 			return

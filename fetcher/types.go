@@ -111,12 +111,6 @@ type HostStore interface {
 type Stats struct {
 	Queued   int64 // jobs submitted and not yet being fetched or answered
 	InFlight int64 // requests (pages, robots.txt, sitemaps) being fetched
-	// AdmitLimit is how many requests may be out at once now (Workers
-	// unless Options.AdmitLatency lowered it).
-	AdmitLimit int64
-	// SchedP99 is the Go scheduler's 99th-percentile latency over the
-	// last 250 ms, as admission saw it (0 without Options.AdmitLatency).
-	SchedP99 time.Duration
 	Done     int64 // page jobs answered
 	// ByStatus counts page results by status; retries count under
 	// StatusError and in Retries as well.

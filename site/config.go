@@ -42,7 +42,6 @@ type Config struct {
 	Pprof         bool          // serve /debug/pprof on Listen
 	Insecure      bool          // allow Raft and API listeners off loopback without certificates (labs only)
 	Workers       int           // concurrent fetches
-	AdmitLatency  time.Duration // fewer fetches at once while the Go scheduler's p99 latency is above this (0: off)
 	ExpectNodes   int           // a sharded site's crawlers wait (at most 5 min) until the site has this many nodes and its shards are placed
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
@@ -144,9 +143,6 @@ func (c Config) Validate() error {
 	}
 	if c.ExpectNodes < 0 || c.ExpectNodes > 1000 {
 		bad("--expect-nodes must be in [0, 1000], got %d", c.ExpectNodes)
-	}
-	if c.AdmitLatency < 0 {
-		bad("--admit-latency must not be negative, got %v", c.AdmitLatency)
 	}
 	if c.Workers < 1 || c.Workers > 10_000 {
 		bad("--workers must be in [1, 10000], got %d", c.Workers)

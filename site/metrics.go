@@ -90,7 +90,6 @@ func (m *metrics) attach(s *Site) {
 			return float64(n)
 		})
 	}
-	gauge("meridian_fetch_admit_limit", "Requests the fetcher lets out at once now (--workers unless --admit-latency lowered it).", func() float64 { return float64(s.fetch.Stats().AdmitLimit) })
 	gauge("meridian_fetch_queued", "Jobs queued in the fetcher.", func() float64 { return float64(s.fetch.Stats().Queued) })
 	gauge("meridian_fetch_hosts", "Hosts in the fetcher's workbench.", func() float64 { return float64(s.fetch.Stats().Hosts) })
 	gauge("meridian_crawldb_urls", "URLs in the crawl database.", func() float64 { return float64(s.counts().URLs) })

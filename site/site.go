@@ -937,7 +937,7 @@ func (q quietHandler) WithGroup(name string) slog.Handler {
 // caller adds the resolver, WARC writer, crawl hooks and logger.
 func fetcherOptions(cfg Config) fetcher.Options {
 	return fetcher.Options{
-		UserAgent: cfg.UserAgent, Workers: cfg.Workers, AdmitLatency: cfg.AdmitLatency,
+		UserAgent: cfg.UserAgent, Workers: cfg.Workers,
 		HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody,
 		AllowPrivate: cfg.AllowPrivate,

@@ -61,10 +61,6 @@ type fetcherStatus struct {
 	BusySeconds    float64          `json:"busy_s"`
 	PolitenessWait float64          `json:"politeness_wait_s"`
 	Hosts          int64            `json:"hosts"`
-	// AdmitLimit is how many requests the fetcher lets out at once now,
-	// and SchedP99 the scheduler latency it last saw (--admit-latency).
-	AdmitLimit int64         `json:"admit_limit"`
-	SchedP99   time.Duration `json:"sched_p99_ns,omitempty"`
 	// PagesPerSec is the newest dashboard sample's rate (page results per
 	// second over the last second); the dashboard shows the same figure.
 	PagesPerSec float64 `json:"pages_per_s"`
@@ -81,8 +77,7 @@ type crawldbStatus struct {
 func fetcherStatusOf(st fetcher.Stats) fetcherStatus {
 	fs := fetcherStatus{Queued: st.Queued, InFlight: st.InFlight, Done: st.Done, Requests: st.Requests,
 		Bytes: st.Bytes, Retries: st.Retries, ByStatus: map[string]int64{},
-		BusySeconds: st.Busy.Seconds(), PolitenessWait: st.PolitenessWait.Seconds(), Hosts: st.Hosts,
-		AdmitLimit: st.AdmitLimit, SchedP99: st.SchedP99}
+		BusySeconds: st.Busy.Seconds(), PolitenessWait: st.PolitenessWait.Seconds(), Hosts: st.Hosts}
 	for k, v := range st.ByStatus {
 		fs.ByStatus[k.String()] = v
 	}

@@ -137,7 +137,6 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.BoolVar(&cfg.Insecure, "insecure", cfg.Insecure, "allow --raft and --api off loopback without --certs: anyone who reaches those ports can write the crawl database (labs only)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent fetches")
 	f.IntVar(&cfg.ExpectNodes, "expect-nodes", 0, "a sharded site: hold the crawl (at most 5 min) until the site has this many nodes and every shard is placed on them, so that nodes started together do not move shards under load (0: crawl at once)")
-	f.DurationVar(&cfg.AdmitLatency, "admit-latency", cfg.AdmitLatency, "let fewer fetches out at once while the Go scheduler's p99 latency is above this, so that a node short of CPU (a small machine, a CPU quota) still answers Raft in time; 100ms is a good value there (0: off, the default)")
 	f.IntVar(&cfg.MaxDepth, "max-depth", cfg.MaxDepth, "links deeper than this are not followed")
 	f.IntVar(&cfg.HostBudget, "host-budget", cfg.HostBudget, "pages fetched per host at most")
 	f.Int64Var(&cfg.MaxBody, "max-body", cfg.MaxBody, "bytes kept per response body")
