@@ -323,9 +323,14 @@ func (l *leader) run(ctx context.Context) error {
 	defer func() {
 		cancelUpdates()
 		<-updaterDone
-		if err := c.hosts.flush(context.Background()); err != nil {
+		// Bounded: a group that has lost its quorum would wait for ever,
+		// and the node could not stop (the records are a cache: robots.txt
+		// and back-offs are learnt again).
+		fctx, cancel := context.WithTimeout(context.Background(), hostFlushTimeout)
+		if err := c.hosts.flush(fctx); err != nil {
 			c.log.Warn("rounds: save host records", "err", err)
 		}
+		cancel()
 		c.setPhase("idle")
 	}()
 	c.mu.Lock()
@@ -1083,3 +1088,7 @@ func topBusy(top []Busy, b Busy, n int) []Busy {
 	top[i] = b
 	return top
 }
+
+// hostFlushTimeout bounds the save of the host records when a leader's
+// loop ends.
+const hostFlushTimeout = 10 * time.Second

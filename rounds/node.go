@@ -50,7 +50,7 @@ type nodePart struct {
 	complete bool              // every job has a result
 	done     bool              // its done marker is staged
 
-	// Owned by the stage pass (stageMu):
+	// Owned by the stage pass (stageSem):
 	acc      *stageAcc // mapped and combined, not staged yet
 	accSince time.Time // when acc got its oldest results
 	taker    string    // this node and this take of the part: its batches' keys
@@ -59,9 +59,12 @@ type nodePart struct {
 
 // nodeSide is one node's share of the rounds.
 type nodeSide struct {
-	c       *Crawler
-	wake    chan struct{}
-	stageMu sync.Mutex // one stage pass at a time
+	c    *Crawler
+	wake chan struct{}
+	// stageSem lets one stage pass run at a time; waiting for it ends
+	// with the caller's context (a hand-over must not wait for ever
+	// behind a pass whose write waits for a quorum that is gone).
+	stageSem chan struct{}
 
 	mu      sync.Mutex
 	parts   map[partRef]*nodePart
@@ -128,7 +131,7 @@ func (u *unchanged[K]) same(key K, now time.Time) bool {
 func (u *unchanged[K]) saw(key K, now time.Time) { u.key, u.at = key, now }
 
 func newNodeSide(c *Crawler) *nodeSide {
-	n := &nodeSide{c: c, wake: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},
+	n := &nodeSide{c: c, wake: make(chan struct{}, 1), stageSem: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},
 		recovered: map[uint64]*recoveredRound{}, lastEnd: map[string]time.Time{}}
 	n.lastOK.Store(c.o.Now().UnixNano())
 	return n

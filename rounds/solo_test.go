@@ -40,25 +40,7 @@ type soloNode struct {
 // URLs fetched twice are at most those the dead node fetched in its last
 // staging interval or had in flight.
 func TestSoloFollowsLeader(t *testing.T) {
-	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 60, Pages: 15, Seed: 11, IPs: 4, Profile: synth.Clean}, DNSAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	sim.Stats().CountURLs()
-	var seeds []string
-	reachable := 0
-	if err := sim.Web().Truth(func(r *synth.Record) error {
-		if r.Reachable && r.Status == 200 {
-			reachable++
-		}
-		if r.Reachable && r.Status == 200 && strings.HasSuffix(r.URL, "/") {
-			seeds = append(seeds, r.URL)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	sim, seeds, reachable := startSoloWeb(t, synth.Options{Hosts: 60, Pages: 15, Seed: 11, IPs: 4, Profile: synth.Clean})
 	const workers, stageEvery = 8, 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -326,25 +308,7 @@ func TestSoloLeaderMoves(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 40, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean}, DNSAddr: "127.0.0.1:0"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sim.Close()
-			sim.Stats().CountURLs()
-			var seeds []string
-			reachable := 0
-			if err := sim.Web().Truth(func(r *synth.Record) error {
-				if r.Reachable && r.Status == 200 {
-					reachable++
-					if strings.HasSuffix(r.URL, "/") {
-						seeds = append(seeds, r.URL)
-					}
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			sim, seeds, reachable := startSoloWeb(t, synth.Options{Hosts: 40, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var cashErrs []float64
@@ -411,4 +375,29 @@ func TestSoloLeaderMoves(t *testing.T) {
 				n1.pages.Load(), n2.pages.Load(), during, len(reqs), reachable, twice, len(cashErrs))
 		})
 	}
+}
+
+// startSoloWeb starts a websim of wo that counts requests per URL (closed
+// when the test ends), and returns its front pages (the seeds) and how
+// many pages are reachable with a 200.
+func startSoloWeb(t *testing.T, wo synth.Options) (sim *websim.Server, seeds []string, reachable int) {
+	t.Helper()
+	sim, err := websim.Start(websim.Options{Web: wo, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	sim.Stats().CountURLs()
+	if err := sim.Web().Truth(func(r *synth.Record) error {
+		if r.Reachable && r.Status == 200 {
+			reachable++
+			if strings.HasSuffix(r.URL, "/") {
+				seeds = append(seeds, r.URL)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sim, seeds, reachable
 }

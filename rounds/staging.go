@@ -159,8 +159,12 @@ type staged struct {
 // has at once: its parts go to the new leader after the fence, and what
 // is not staged by then is fetched again.
 func (n *nodeSide) stage(ctx context.Context, force bool) error {
-	n.stageMu.Lock()
-	defer n.stageMu.Unlock()
+	select {
+	case n.stageSem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("rounds: stage: waiting for the stage pass under way: %w", ctx.Err())
+	}
+	defer func() { <-n.stageSem }()
 	c := n.c
 	force = force || n.deposed()
 	now := c.o.Now()
