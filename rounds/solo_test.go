@@ -159,14 +159,7 @@ func TestSoloFollowsLeader(t *testing.T) {
 	}
 	cashMu.Lock()
 	defer cashMu.Unlock()
-	if len(cashErrs) == 0 {
-		t.Fatal("no round checked its cash")
-	}
-	for i, e := range cashErrs {
-		if math.Abs(e) > 1e-9 {
-			t.Errorf("round check %d: cash error %g of the injected cash", i+1, e)
-		}
-	}
+	checkCashErrs(t, cashErrs)
 	t.Logf("leader %s fetched %d pages before it died (%d in its last %v), the others %d; %d of %d reachable fetched, %d pages twice (%d without a result on the dead leader), %d cash checks",
 		first.id, first.pages.Load(), lost, 2*stageEvery, second, len(reqs), reachable, twice, inFlight, len(cashErrs))
 }
@@ -363,14 +356,7 @@ func TestSoloLeaderMoves(t *testing.T) {
 			}
 			cashMu.Lock()
 			defer cashMu.Unlock()
-			if len(cashErrs) == 0 {
-				t.Fatal("no round checked its cash")
-			}
-			for i, e := range cashErrs {
-				if math.Abs(e) > 1e-9 {
-					t.Errorf("round check %d: cash error %g of the injected cash", i+1, e)
-				}
-			}
+			checkCashErrs(t, cashErrs)
 			t.Logf("n1 %d pages, n2 %d (%d during its hand-over); %d of %d reachable fetched, %d twice, %d cash checks",
 				n1.pages.Load(), n2.pages.Load(), during, len(reqs), reachable, twice, len(cashErrs))
 		})
@@ -400,4 +386,18 @@ func startSoloWeb(t *testing.T, wo synth.Options) (sim *websim.Server, seeds []s
 		t.Fatal(err)
 	}
 	return sim, seeds, reachable
+}
+
+// checkCashErrs fails the test unless some round checked its cash and
+// every check held.
+func checkCashErrs(t *testing.T, cashErrs []float64) {
+	t.Helper()
+	if len(cashErrs) == 0 {
+		t.Fatal("no round checked its cash")
+	}
+	for i, e := range cashErrs {
+		if math.Abs(e) > 1e-9 {
+			t.Errorf("round check %d: cash error %g of the injected cash", i+1, e)
+		}
+	}
 }

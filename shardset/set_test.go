@@ -493,16 +493,7 @@ func TestKillAndRestart(t *testing.T) {
 	time.Sleep(time.Second) // the survivors crawl on without it for a while
 	restarted := startNodeAt(t, ctx, w, filepath.Join(root, id), id, nil, nil, raftAddr, apiAddr)
 	go func() { dones[victim] <- restarted.run(ctx) }()
-	for i, d := range dones {
-		select {
-		case err := <-d:
-			if err != nil {
-				t.Errorf("node %d: %v", i+1, err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("node %d did not end", i+1)
-		}
-	}
+	waitDones(t, ctx, dones)
 	var survivor *testNode
 	for i, n := range nodes {
 		if i != victim {
@@ -616,6 +607,15 @@ func TestExpectNodes(t *testing.T) {
 		return len(ok)
 	}
 	waitFor(t, ctx, "every shard placed", func() bool { return placed() == 12 })
+	waitDones(t, ctx, dones)
+	urls, batches, twice, checks := checkSite(t, ctx, w, nodes[0], 12, 0, nodes[1:]...)
+	t.Logf("%d URL records in 12 shards, %d batches between them; %d pages fetched twice; %d cash checks", urls, batches, twice, checks)
+}
+
+// waitDones waits for every node's run to end, failing the test on an
+// error or when ctx ends first.
+func waitDones(t *testing.T, ctx context.Context, dones []chan error) {
+	t.Helper()
 	for i, d := range dones {
 		select {
 		case err := <-d:
@@ -626,6 +626,4 @@ func TestExpectNodes(t *testing.T) {
 			t.Fatalf("node %d did not end", i+1)
 		}
 	}
-	urls, batches, twice, checks := checkSite(t, ctx, w, nodes[0], 12, 0, nodes[1:]...)
-	t.Logf("%d URL records in 12 shards, %d batches between them; %d pages fetched twice; %d cash checks", urls, batches, twice, checks)
 }
