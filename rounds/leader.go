@@ -68,6 +68,15 @@ type leader struct {
 	resets        []partRef // local parts of another node whose done marker is to go
 	moves         int
 
+	// inUpdate counts the rounds given to the updater whose statistics
+	// line is not yet written; lastLine is the round of the last line
+	// this leadership wrote. Both belong to the loop (run and step): the
+	// crawl ends only when every round's line is written, and its end
+	// goes on the line written last, whatever its round (updates go in
+	// the order fetches finish, which is not always the rounds' order).
+	inUpdate int
+	lastLine uint64
+
 	// refillAt is when the generate that found nothing would find a
 	// host left out for being busy ready for more (plan.Refill; zero:
 	// none); genTook is how long the last generate that gave URLs took.
@@ -337,6 +346,7 @@ func (l *leader) run(ctx context.Context) error {
 	for _, a := range c.state.Active {
 		if a.Phase == PhaseUpdate {
 			updates <- a.Round
+			l.inUpdate++
 		}
 	}
 	c.mu.Unlock()
@@ -354,12 +364,14 @@ func (l *leader) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case u := <-updatedC:
+			l.inUpdate--
 			if u.err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return u.err
 			}
+			l.lastLine = u.round
 			l.frontierEmpty = false
 		case <-tick.C:
 		}
@@ -432,9 +444,12 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 			fetching--
 			updating++
 			updates <- a.Round
+			l.inUpdate++
 		}
 	}
-	active := fetching + updating
+	// A round whose update is done but whose line is not yet written
+	// has left the state: it is still in flight here.
+	active := fetching + max(updating, l.inUpdate)
 	limit := s.StopAt > 0 && s.Next-1 >= s.StopAt
 	if active > 0 {
 		c.idleIndex.Store(0)
@@ -976,9 +991,14 @@ func (l *leader) finish(ctx context.Context, reason string) error {
 		return err
 	}
 	c.log.Info("rounds: the site's crawl is finished", "reason", reason, "rounds", s.Done, "frontier", left)
-	// The last round's line, if this node wrote it already (else
-	// roundDone marks it when it does).
-	if _, err := c.markEnd(s.Next-1, *s.Finished); err != nil {
+	// The line written last in this leadership (every round's line is
+	// written before the crawl can end here), or with none, the last
+	// round's line if this node wrote it in an earlier leadership.
+	last := l.lastLine
+	if last == 0 {
+		last = s.Next - 1
+	}
+	if _, err := c.markEnd(last, *s.Finished); err != nil {
 		c.log.Warn("rounds: mark the crawl's end in rounds.jsonl", "err", err)
 	}
 	return nil

@@ -125,7 +125,9 @@ func (c *Crawler) roundDone(st RoundStats) error {
 		return err
 	}
 	// The crawl may have ended as the round left the state, before its
-	// line was written (finish marks the line when it comes first).
+	// line was written: not in this leadership (its finish waits for
+	// the lines), but under a new leader if this node lost its own
+	// while the update was being applied.
 	c.mu.Lock()
 	fin := c.state.Finished
 	next := c.state.Next

@@ -2,12 +2,19 @@ package rounds
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
 // TestMarkEnd: the crawl's end goes on the last line of rounds.jsonl and
@@ -113,5 +120,126 @@ func TestMarkEnd(t *testing.T) {
 				t.Errorf("an append after the mark:\n%.300q", got)
 			}
 		})
+	}
+}
+
+// holdFetcher keeps back the jobs of one URL until release is closed,
+// and passes every other job on.
+type holdFetcher struct {
+	*fetcher.Fetcher
+	url     string
+	mu      sync.Mutex
+	held    []fetcher.Job
+	release chan struct{}
+}
+
+func (h *holdFetcher) Submit(jobs []fetcher.Job) {
+	pass := jobs[:0:0]
+	h.mu.Lock()
+	for _, j := range jobs {
+		if j.URL == h.url {
+			h.held = append(h.held, j)
+			continue
+		}
+		pass = append(pass, j)
+	}
+	h.mu.Unlock()
+	if len(pass) > 0 {
+		h.Fetcher.Submit(pass)
+	}
+}
+
+// TestEndMarkedOnLastLine: a round whose fetch ends after later rounds'
+// is updated after them (its line is written after theirs); the crawl's
+// end goes on the file's last line, whatever its round, and on no other.
+// The crawl is seeded with every URL of its web (rounds from the seeds
+// alone, and none found later) and a URL that answers 404, whose job is held back
+// from the fetcher until its round is the only one in flight, two rounds
+// after it, with nothing else to fetch. Before the fix the end was marked
+// only on the highest round's line, and no line of such a crawl had it.
+func TestEndMarkedOnLastLine(t *testing.T) {
+	ts := startSite(t, synth.Clean, 8, 5)
+	newCrawler(t, ts, Options{Width: 12, PerHost: 2})
+	c := ts.c
+	defer c.Close()
+	var seeds []string
+	if err := ts.sim.Web().Truth(func(r *synth.Record) error {
+		seeds = append(seeds, r.URL)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	missing := ts.sim.Web().FrontURL(0) + "held-back-by-the-test"
+	seeds = append(seeds, missing)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	h := &holdFetcher{Fetcher: ts.f, url: missing}
+	var heldRound atomic.Uint64
+	go func() { // owner: this test; ends when the held job is released or ctx is done
+		quiet := 0
+		for ctx.Err() == nil && quiet < 10 {
+			time.Sleep(50 * time.Millisecond)
+			h.mu.Lock()
+			if len(h.held) > 0 {
+				heldRound.Store(h.held[0].Round)
+			}
+			h.mu.Unlock()
+			r := heldRound.Load()
+			s, fs := c.Status(), ts.f.Stats()
+			if r > 0 && s.Next > r+2 && len(s.Active) == 1 && s.Active[0].Round == r && fs.Queued == 0 && fs.InFlight == 0 {
+				quiet++
+			} else {
+				quiet = 0
+			}
+		}
+		h.mu.Lock()
+		held := h.held
+		h.held = nil
+		h.mu.Unlock()
+		ts.f.Submit(held)
+	}()
+	fctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ts.f.Run(fctx) }()
+	err := c.Run(ctx, h, 0)
+	stop()
+	if ferr := <-done; ferr != nil {
+		t.Errorf("fetcher: %v", ferr)
+	}
+	if !errors.Is(err, ErrExhausted) {
+		t.Fatalf("run: %v", err)
+	}
+	f, err := os.ReadFile(filepath.Join(ts.dir, "stats", "rounds.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(f, []byte("\n")), []byte("\n"))
+	held := heldRound.Load()
+	var top uint64
+	for i, l := range lines {
+		var st RoundStats
+		if err := json.Unmarshal(l, &st); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		top = max(top, st.Round)
+		last := i == len(lines)-1
+		if last && (held == 0 || st.Round != held) {
+			t.Fatalf("the last line is round %d's: round %d (held back) should have been updated last", st.Round, held)
+		}
+		if (st.End != nil) != last {
+			t.Errorf("line %d (round %d of %d lines) has end %+v", i+1, st.Round, len(lines), st.End)
+		}
+		if last && st.End != nil && (st.End.Reason != EndExhausted || st.End.Rounds != c.Status().Done) {
+			t.Errorf("the end mark %+v: want %s after %d rounds", st.End, EndExhausted, c.Status().Done)
+		}
+	}
+	if uint64(len(lines)) != c.Status().Done || top < 3 {
+		t.Errorf("%d lines, rounds up to %d, %d rounds done", len(lines), top, c.Status().Done)
+	}
+	if top < held+2 {
+		t.Errorf("rounds up to %d: the held round %d was not overtaken", top, held)
 	}
 }
