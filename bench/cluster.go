@@ -84,6 +84,13 @@ type ClusterConfig struct {
 	// capped at this many cores (see ClusterQuota; websim and the benchmark
 	// stay outside); 0: no quota.
 	NodeCPUs float64 `json:"node_cpus,omitempty"`
+	// BusyMachines, with NodeCPUs, runs this many more "machines" beside
+	// every run's nodes: each a cgroup of NodeCPUs cores holding one busy
+	// loop that uses its whole quota, from the nodes' start to their stop.
+	// They put on the box the CPU load of a larger site without its
+	// nodes, so that a run of n nodes beside n busy machines shows what
+	// the box's sharing alone costs the nodes (issue 21's R = 3 runs).
+	BusyMachines int `json:"busy_machines,omitempty"`
 	// KillAfter, if positive, SIGKILLs one follower of each configuration
 	// of at least 3 nodes this long after the first node is up (and not
 	// before every node is; with Steady, this long after the window
@@ -182,6 +189,9 @@ func (c ClusterConfig) WithDefaults() (ClusterConfig, error) {
 	}
 	if err := checkNodeCPUs(c.NodeCPUs, runtime.NumCPU()); err != nil {
 		errs = append(errs, err)
+	}
+	if c.BusyMachines < 0 || (c.BusyMachines > 0 && c.NodeCPUs <= 0) {
+		bad("busy-machines needs node-cpus (each busy machine has a node's quota) and must not be negative, got %d", c.BusyMachines)
 	}
 	if c.KillAfter < 0 {
 		bad("kill-after must not be negative, got %v", c.KillAfter)
@@ -329,6 +339,10 @@ type ClusterRun struct {
 	MaxQuotaUse            float64 `json:"max_quota_use,omitempty"`
 	// CgroupNote: a node's group that could not be removed.
 	CgroupNote string `json:"cgroup_note,omitempty"`
+	// BusyMachines and BusyCores: the busy machines beside the nodes
+	// (ClusterConfig.BusyMachines) and the cores they used together.
+	BusyMachines int     `json:"busy_machines,omitempty"`
+	BusyCores    float64 `json:"busy_cores,omitempty"`
 	// Bytes between nodes: Σ over nodes of raft_sent + api_sent at their
 	// last /status (crawldb.Traffic: Raft's TCP transport on the wire, TLS
 	// included; the crawl database's node API request and response bodies,
@@ -593,6 +607,8 @@ type clusterRun struct {
 	movesLast  int
 	statusErrs int
 	groups     []*nodeCgroup // made, not yet removed
+	busy       []*busyMachine
+	busyCores  float64 // what they used, once stopped
 	// The steady window (steady.go): every node up at allUp; the window
 	// from steadyStart to steadyEnd; settleS from allUp to its start (-1:
 	// the shards had not settled by SettleTimeout).
@@ -694,6 +710,7 @@ func (r *clusterRun) run(ctx context.Context) (*ClusterRun, error) {
 	}
 	err := r.collect(ctx, out, ending)
 	r.stopAll() // (all have exited already) before their groups go
+	out.BusyMachines, out.BusyCores = r.cfg.BusyMachines, r.busyCores
 	if gerr := r.removeGroups(); gerr != nil {
 		out.CgroupNote = gerr.Error()
 		r.cfg.Progress("cgroups: %v", gerr)
@@ -754,7 +771,55 @@ func (r *clusterRun) start(ctx context.Context) error {
 		in[i] = fmt.Sprintf("%s (pid %d, up in %.1fs)", nd.name, nd.proc.pid, nd.upAt.Sub(nd.started).Seconds())
 	}
 	r.cfg.Progress("%d node(s) up: %s", r.n, strings.Join(in, ", "))
+	for i := 1; i <= r.cfg.BusyMachines && r.quota != nil; i++ {
+		b, err := r.startBusy(fmt.Sprintf("busy%d", i))
+		if err != nil {
+			return err
+		}
+		r.busy = append(r.busy, b)
+	}
+	if len(r.busy) > 0 {
+		r.cfg.Progress("%d busy machine(s) of %g core beside the nodes", len(r.busy), r.cfg.NodeCPUs)
+	}
 	return nil
+}
+
+// busyMachine is a cgroup of a node's quota holding one busy loop
+// (ClusterConfig.BusyMachines).
+type busyMachine struct {
+	cg    *nodeCgroup
+	proc  *child
+	start time.Time
+}
+
+// startBusy starts one busy machine.
+func (r *clusterRun) startBusy(name string) (*busyMachine, error) {
+	cg, err := r.quota.create(r.tag, name)
+	if err != nil {
+		return nil, err
+	}
+	r.groups = append(r.groups, cg)
+	bin, args := cg.command("sh", []string{"-c", "while :; do :; done"})
+	ch, err := startProcess(bin, args, io.Discard, r.grace)
+	if err != nil {
+		return nil, fmt.Errorf("bench: start busy machine %s: %w", name, err)
+	}
+	return &busyMachine{cg: cg, proc: ch, start: time.Now()}, nil
+}
+
+// stopBusy stops the busy machines and returns the cores they used, all
+// together, over their lives.
+func (r *clusterRun) stopBusy() float64 {
+	var cores float64
+	for _, b := range r.busy {
+		used, _ := b.cg.usage()
+		if life := time.Since(b.start).Seconds(); life > 0 {
+			cores += used.Seconds() / life
+		}
+		b.proc.stop()
+	}
+	r.busy = nil
+	return cores
 }
 
 // issueClusterCerts makes a CA in dir and the certificates of nodes n1..nN
@@ -1263,6 +1328,9 @@ func (r *clusterRun) progress(now time.Time) {
 // stopAll stops every node still running: SIGTERM to all, then each is
 // killed if it has not exited after the grace.
 func (r *clusterRun) stopAll() {
+	if len(r.busy) > 0 {
+		r.busyCores = r.stopBusy()
+	}
 	for _, nd := range r.nodes {
 		if !nd.done() {
 			nd.stopped = true
@@ -1621,6 +1689,9 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 		}
 		if r.Error != "" {
 			p("  error (%d nodes): %s\n", r.Nodes, firstLine(r.Error))
+		}
+		if r.BusyMachines > 0 {
+			p("  busy machines (%d nodes): %d beside the nodes, using %.2f cores together\n", r.Nodes, r.BusyMachines, r.BusyCores)
 		}
 		if r.CgroupNote != "" {
 			p("  cgroups (%d nodes): %s\n", r.Nodes, r.CgroupNote)

@@ -187,6 +187,9 @@ func TestClusterConfigValidate(t *testing.T) {
 		{"replicas negative", func(c *ClusterConfig) { c.Replicas = -1 }, false},
 		{"replicas too many", func(c *ClusterConfig) { c.Replicas = maxClusterReplicas + 1 }, false},
 		{"six nodes", func(c *ClusterConfig) { c.Nodes = []int{3, 6} }, true},
+		{"busy machines with a quota", func(c *ClusterConfig) { c.NodeCPUs, c.BusyMachines = 0.25, 3 }, true},
+		{"busy machines without a quota", func(c *ClusterConfig) { c.BusyMachines = 3 }, false},
+		{"busy machines negative", func(c *ClusterConfig) { c.NodeCPUs, c.BusyMachines = 0.25, -1 }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultClusterConfig()
@@ -478,7 +481,7 @@ func TestRunClusterQuotaSmoke(t *testing.T) {
 	cfg := ClusterConfig{Hosts: 20, Pages: 6, IPs: 4, Seed: 5, Profile: synth.Clean,
 		Rounds: 0, Width: 1000, PerHost: 4, Workers: 16,
 		HostDelay: 50 * time.Millisecond, IPDelay: 0, MaxCrawlDelay: 100 * time.Millisecond, NoSync: true,
-		Nodes: []int{1}, NodeCPUs: 0.5, SampleEvery: 50 * time.Millisecond, Timeout: 60 * time.Second,
+		Nodes: []int{1}, NodeCPUs: 0.5, BusyMachines: 1, SampleEvery: 50 * time.Millisecond, Timeout: 60 * time.Second,
 		Dir: t.TempDir(), SiteBinary: siteBin, WebsimBinary: simBin,
 		Progress: func(format string, args ...any) { t.Logf(format, args...) }}
 	res, err := RunCluster(ctx, cfg)
@@ -508,6 +511,14 @@ func TestRunClusterQuotaSmoke(t *testing.T) {
 	}
 	if r.CgroupNote != "" {
 		t.Errorf("cgroup note %q, want none", r.CgroupNote)
+	}
+	// The busy machine used its quota (a busy loop in 0.5 core), and no
+	// more.
+	if r.BusyMachines != 1 || r.BusyCores < 0.2 || r.BusyCores > 0.55 {
+		t.Errorf("busy machines %d using %.2f cores; want 1 using about its 0.5-core quota", r.BusyMachines, r.BusyCores)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(n.Cgroup), "*-busy1")); len(left) > 0 {
+		t.Errorf("the busy machine's group is still there after the run: %v", left)
 	}
 }
 

@@ -114,8 +114,9 @@ func issueNodeCert(dir, region, node string) {
 
 // kill is a node SIGKILLed at a time. A leader killed with rounds in
 // flight may have retired one of them and died before writing its line in
-// rounds.jsonl (the statistics follow the retirement): those rounds may be
-// missing there.
+// rounds.jsonl (the statistics follow the retirement and the cash check's
+// scan): those rounds, and the ones it had retired without a line when it
+// was last seen, may be missing there.
 type kill struct {
 	node   string
 	at     time.Time

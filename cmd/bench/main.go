@@ -399,6 +399,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		cfg.NodeCPUs, err = bench.ParseNodeCPUs(v, runtime.NumCPU())
 		return err
 	})
+	fs.IntVar(&cfg.BusyMachines, "busy-machines", 0, "with --node-cpus: run this many more cgroups of a node's quota beside every run's nodes, each a busy loop using its whole quota (the box's load of a larger site, without its nodes)")
 	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "make the site sharded: site up --shards N on the first node (0: today's site)")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "pass site up --replicas R to every node (the sharded site's replicas per shard; 0: no flag)")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run every node with certificates: Raft and the node API over mutual TLS")
