@@ -362,30 +362,6 @@ func (c *Crawler) apply(ctx context.Context, b *store.Batch) (*store.Result, err
 	return res, nil
 }
 
-// hostDelay is the least gap this site keeps between two requests to host:
-// the host delay, or its robots.txt Crawl-delay up to the cap.
-// roundBudget is how many URLs generate gives a host whose delay is d in
-// one round: as many as it can serve at its own pace between busyUntil
-// (when the URLs it was given before are projected to be done; zero: none)
-// and now + span, at least one and at most PerHost; 0 if it is busy past
-// now + span. A host slowed by its Crawl-delay thus gets few URLs, and only
-// in the rounds that come when it runs out, so that it no longer holds
-// every round's end while the others wait for the next round (issue 11).
-func (c *Crawler) roundBudget(d time.Duration, now, busyUntil time.Time, span time.Duration) int {
-	k := c.o.PerHost
-	if c.o.HostDelay <= 0 || span <= 0 {
-		return k
-	}
-	if busyUntil.After(now.Add(span)) {
-		return 0
-	}
-	left := span
-	if busyUntil.After(now) {
-		left -= busyUntil.Sub(now)
-	}
-	return max(1, min(k, 1+int(left/d)))
-}
-
 // hostPace is what a round's budgets need of a host, from one read of its
 // record: its delay and, with an address delay, the address the fetcher
 // keys its politeness by (the first of its last resolution; ok false when
@@ -409,20 +385,6 @@ func (c *Crawler) hostPace(host string) hostPace {
 	return p
 }
 
-// ipBudget is roundBudget for an address: the requests it can serve at the
-// address delay between busyUntil and now + span, at least one, or 0 if it
-// is busy past now + span (its hosts share them, best first).
-func (c *Crawler) ipBudget(now, busyUntil time.Time, span time.Duration) int {
-	left := span
-	if busyUntil.After(now) {
-		left -= busyUntil.Sub(now)
-	}
-	if left < 0 {
-		return 0
-	}
-	return 1 + int(left/c.o.IPDelay)
-}
-
 // roundSpan is the time a round gives its hosts work for: what a host at
 // the site's host delay takes for PerHost URLs ((PerHost − 1) × HostDelay
 // after its first).
@@ -430,6 +392,9 @@ func (c *Crawler) roundSpan() time.Duration {
 	return time.Duration(c.o.PerHost-1) * c.o.HostDelay
 }
 
+// hostDelay is the least gap this site keeps between two requests to host:
+// the host delay, or its robots.txt Crawl-delay up to the cap (or the
+// address delay, if longer).
 func (c *Crawler) hostDelay(host string) time.Duration { return c.hostPace(host).delay }
 
 // IdleIndex returns the crawl database's applied index as of the moment

@@ -1,7 +1,7 @@
 // Package rounds runs a site's crawl in rounds over the site's nodes:
 // generate (the top of the frontier, width in all, each host as many URLs
 // as it can serve at its own pace in the time a host at the site's host
-// delay takes for k = PerHost: Crawler.roundBudget; at the crawl's tail,
+// delay takes for k = PerHost: plan.RoundBudget; at the crawl's tail,
 // when no host at the host delay has URLs left, in the time the fastest
 // host left takes for k: plan.RoundSpan), fetch+parse
 // (the polite fetcher of every node) and update (outlinks reduced by URL

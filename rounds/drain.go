@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/meridian-crawler/meridian/rounds/plan"
 )
 
 // Draining: a node that stops hands its parts back cleanly.
@@ -149,20 +151,20 @@ func (c *Crawler) HandOver(ctx context.Context, f Fetcher, transfer func(context
 		n.pauseMu.Lock()
 		defer n.pauseMu.Unlock()
 		n.handing.Store(false)
-		if done {
+		if !done && p == nil {
+			return // no fetcher's pause to lift or hold
+		}
+		switch plan.HandOverEnd(done, n.pauseState()) {
+		case plan.Resumed:
+			p.Pause(false)
+		case plan.HoldPaused:
+			// Transferred, or it drains, or it no longer leads a Solo
+			// crawl: paused as the report loop pauses a node that does
+			// not lead, resumed by its rules.
 			n.resumeAt.Store(0)
-			n.paused.Store(true) // as the report loop pauses a node that does not lead
+			n.paused.Store(true)
 			if p != nil {
 				p.Pause(true)
-			}
-		} else if p != nil && !n.paused.Load() {
-			if n.mayResume() {
-				p.Pause(false)
-			} else {
-				// It drains, or no longer leads a Solo crawl: paused
-				// as the report loop would, resumed by its rules.
-				n.paused.Store(true)
-				n.resumeAt.Store(0)
 			}
 		}
 	}()

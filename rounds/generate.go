@@ -280,7 +280,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 					used = int64(st.Fetched)
 					l.fetched[e.Host] = used
 				}
-				over = used+int64(inFlight[e.Host]) >= int64(c.o.HostBudget)
+				over = plan.HostSpent(used, int64(inFlight[e.Host]), c.o.HostBudget)
 				if over {
 					if err := c.hosts.close(e.Host); err != nil {
 						return nil, fmt.Errorf("rounds: close host %s: %w", e.Host, err)
@@ -357,7 +357,8 @@ type frontierRead struct {
 }
 
 // readFrontier reads the top of the frontier at now, each host limited to
-// its round budget for span (and, with an address delay, its address's).
+// its round budget for span (and, with an address delay, its address's:
+// plan.Budgets decides, from the hosts' paces and projections read here).
 // At a crawl's tail (the span widened by plan.RoundSpan) a host gets
 // nothing until it is about to run out (plan.Refill), and then a full
 // span's worth: topped up whenever an update let generate look, it got
@@ -366,40 +367,25 @@ type frontierRead struct {
 func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (frontierRead, error) {
 	c := l.c
 	rd := frontierRead{paces: map[string]hostPace{}}
-	lead := l.refillLead()
-	ipLeft := map[netip.Addr]int{} // with an address delay: what each address can still serve in span
+	b := plan.Budgets{PerHost: c.o.PerHost, HostDelay: c.o.HostDelay, IPDelay: c.o.IPDelay, Now: now, Span: span, Lead: l.refillLead(), Tail: tail}
+	r := c.o.Router
 	budget := func(host string) int {
-		p := c.hostPace(host)
-		rd.paces[host] = p
-		if rd.fastest == 0 || p.delay < rd.fastest {
-			rd.fastest = p.delay
+		// A host that waits for another site's hand-back (see
+		// Router.Waiting) gets nothing: its record is not read.
+		h := plan.HostPace{Waiting: r != nil && r.Waiting(host)}
+		if !h.Waiting {
+			p := c.hostPace(host)
+			rd.paces[host] = p
+			h.Delay, h.BusyUntil = p.delay, l.busyUntil[host]
+			h.IP, h.IPOK, h.IPBusyUntil = p.ip, p.ipOK, l.busyUntilIP[p.ip]
 		}
-		busy := l.busyUntil[host]
-		n := 0
-		if !tail || !busy.After(now.Add(lead)) {
-			n = c.roundBudget(p.delay, now, busy, span)
-		}
-		if n == 0 {
-			if at := plan.Refill(busy, span, lead); rd.refill.IsZero() || at.Before(rd.refill) {
-				rd.refill = at
-			}
-		}
-		if n == 0 || !p.ipOK {
-			return n
-		}
-		left, seen := ipLeft[p.ip]
-		if !seen {
-			left = c.ipBudget(now, l.busyUntilIP[p.ip], span)
-		}
-		n = min(n, left)
-		ipLeft[p.ip] = left - n
-		return n
+		return b.Host(h)
 	}
-	fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: c.unlessWaiting(budget)})
+	fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
 	if err != nil {
 		return rd, fmt.Errorf("rounds: generate: read frontier: %w", err)
 	}
-	rd.fr = fr
+	rd.fr, rd.fastest, rd.refill = fr, b.Fastest(), b.Refill()
 	return rd, nil
 }
 
@@ -409,21 +395,6 @@ func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (fro
 // held.
 func (l *leader) refillLead() time.Duration {
 	return l.genTook + takeDelay + 2*stepTick
-}
-
-// unlessWaiting gives hosts that wait for another site's hand-back (see
-// Router.Waiting) no URLs this round, and the others budget's.
-func (c *Crawler) unlessWaiting(budget func(host string) int) func(host string) int {
-	r := c.o.Router
-	if r == nil {
-		return budget
-	}
-	return func(host string) int {
-		if r.Waiting(host) {
-			return 0
-		}
-		return budget(host)
-	}
 }
 
 // handBackChunk is how many URLs one hand-over command carries.
@@ -574,10 +545,10 @@ func (l *leader) resumeGenerate(ctx context.Context) error {
 	return c.markGenerated(ctx, next, entries, head.Parts, head.Created)
 }
 
-// project records, for each host of a round's entries, when the URLs it was
-// given are projected to be done at its own pace (roundBudget's busyUntil).
-// paces are the hosts' paces as the budgets read them. Hosts whose
-// projection has passed are forgotten once there are many.
+// project records, for each host of a round's entries, when the URLs it
+// was given are projected to be done at its own pace (plan.RoundBudget's
+// busyUntil). paces are the hosts' paces as the budgets read them. Hosts
+// whose projection has passed are forgotten once there are many.
 func (l *leader) project(entries []genEntry, now time.Time, paces map[string]hostPace) {
 	c := l.c
 	n := map[string]int{}

@@ -412,7 +412,7 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		c.log.Info("rounds: a part done by a node alone is to be staged again", "part", ref.String())
 	}
 	l.resets = l.resets[:0]
-	if c.o.Solo && now.Before(l.start.Add(c.o.Fence)) {
+	if l.lead().Fenced(now) {
 		// The former leader may fetch until the fence, and stages what
 		// it holds as soon as it knows it lost (nodeSide.stage): its
 		// parts move here, and rounds are planned, only after it, so
@@ -526,6 +526,7 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]plan.Node, 0, len(members))
+	lead := l.lead()
 	for id := range l.members {
 		if _, ok := members[id]; !ok {
 			delete(l.members, id) // left: a return is a new join
@@ -541,8 +542,8 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 			l.det.Heard(id, now)
 		}
 		// This node leads: it is alive whatever its reports (they may
-		// wait for a step).
-		n := plan.Node{ID: id, Alive: id == l.c.id || !l.c.o.Solo && l.det.Alive(id, now)}
+		// wait for a step); in a Solo crawl no other node takes work.
+		n := plan.Node{ID: id, Alive: lead.Alive(id, l.det.Alive(id, now))}
 		if r, ok := l.reports[id]; ok {
 			n.Draining, n.Keeps = r.Draining, r.Draining && !r.HandedBack
 			n.Load = int(r.Queued + r.InFlight)
@@ -810,12 +811,11 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 	var held []plan.Held
 	l.mu.Lock()
 	lastSeen := map[string]time.Time{}
+	lead := l.lead()
 	for _, n := range nodes {
-		lastSeen[n.ID] = l.det.LastSeen(n.ID)
-		if c.o.Solo && n.ID != c.id {
-			// A former leader may fetch until its lease runs out.
-			lastSeen[n.ID] = later(lastSeen[n.ID], l.start.Add(c.o.Fence))
-		}
+		// In a Solo crawl a former leader may fetch until its lease
+		// runs out: the fence.
+		lastSeen[n.ID] = lead.LastSeen(n.ID, l.det.LastSeen(n.ID))
 	}
 	reports := l.reports
 	takes, alive := map[string]bool{}, map[string]bool{}
@@ -1046,6 +1046,12 @@ func (c *Crawler) setPhase(p Phase) {
 	c.mu.Lock()
 	c.phase = p
 	c.mu.Unlock()
+}
+
+// lead is what this leader's Solo rules read (plan.Lead): which node
+// leads, since when, and the fence.
+func (l *leader) lead() plan.Lead {
+	return plan.Lead{Self: l.c.id, Solo: l.c.o.Solo, Since: l.start, Fence: l.c.o.Fence}
 }
 
 func later(a, b time.Time) time.Time {

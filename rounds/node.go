@@ -1,7 +1,6 @@
 package rounds
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +20,15 @@ import (
 // by URL) and stages them in the crawl database in batches, each guarded by
 // the part's owner so a node whose part was given away cannot add to it.
 // It reports to the leader every ReportEvery and pauses its fetcher when it
-// cannot reach a leader for longer than FailTimeout.
+// cannot reach a leader for longer than half of FailTimeout (the rules:
+// plan.NodeState).
+//
+// This file holds the node side's state and its loop; its jobs are in
+// their own files: the fetcher's hooks (hooks.go), the watch and the take
+// (take.go), the write-ahead segment read at a start (recover.go),
+// staging (staging.go; stage.go encodes a part's plan and a staged
+// batch), the reports and the pause (report.go), and a drain or a
+// hand-over (drain.go).
 
 // partRef names a part of a round.
 type partRef struct {
@@ -99,37 +106,6 @@ type nodeSide struct {
 	watched unchanged[watchKey]
 }
 
-// watchKey is what decides whether a watch can find anything new: the
-// replica's applied index, the parts held, and whether the node drains.
-type watchKey struct {
-	index    uint64
-	parts    int
-	draining bool
-}
-
-// watchIdle bounds how long a periodic scan (a node's watch, a leader's
-// refresh) may be skipped while nothing it reads changed: every change of
-// the crawl database moves the applied index, so this only bounds
-// in-memory changes (a sharded node runs dozens of crawlers, and their
-// scans every 100 ms were a sixth of its CPU).
-const watchIdle = 500 * time.Millisecond
-
-// unchanged is what a periodic scan last saw and when, so that a scan
-// whose inputs have not changed is skipped, for at most watchIdle.
-type unchanged[K comparable] struct {
-	key K
-	at  time.Time
-}
-
-// same reports whether key is what the scan last saw, less than watchIdle
-// ago. A clock that has not moved never skips (tests' fixed clocks).
-func (u *unchanged[K]) same(key K, now time.Time) bool {
-	return key == u.key && now.After(u.at) && now.Sub(u.at) < watchIdle
-}
-
-// saw records that the scan saw key at now.
-func (u *unchanged[K]) saw(key K, now time.Time) { u.key, u.at = key, now }
-
 func newNodeSide(c *Crawler) *nodeSide {
 	n := &nodeSide{c: c, wake: make(chan struct{}, 1), stageSem: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},
 		recovered: map[uint64]*recoveredRound{}, lastEnd: map[string]time.Time{}}
@@ -155,80 +131,6 @@ func (n *nodeSide) close() error {
 	return errors.Join(errs...)
 }
 
-// maxOrphans bounds the sitemap results kept while no part is open.
-const maxOrphans = 10_000
-
-// OnResult is the fetcher's result hook: it appends the result to its
-// round's write-ahead segment and queues it for staging with its part. It
-// is called from fetch workers.
-func (c *Crawler) OnResult(res *fetcher.Result) {
-	n := c.node
-	now := c.o.Now()
-	n.mu.Lock()
-	if res.Host != "" && !res.NoRequest {
-		n.lastEnd[res.Host] = now
-	}
-	p := n.parts[partRef{res.Round, int(res.Part)}]
-	if res.Kind == fetcher.KindPage && (p == nil || p.revoked.Load() || p.epoch != res.Take || p.isDone()) {
-		// A page result of a take that is over (its part given away, or
-		// given away and taken again, or done): what the part's current
-		// take fetched, or its new owner, counts; this one is dropped.
-		// Staging it would count the URL's result twice.
-		if !res.NoRequest {
-			n.late++
-		}
-		n.mu.Unlock()
-		return
-	}
-	if res.Kind != fetcher.KindPage && (p == nil || p.revoked.Load() || p.isDone()) {
-		// A robots.txt or sitemap fetch can finish after the part that
-		// asked for it: it goes with the newest part still open here.
-		p = n.openPartLocked()
-		if p == nil {
-			if res.Kind == fetcher.KindSitemap && len(n.orphans) < maxOrphans {
-				n.orphans = append(n.orphans, res)
-			}
-			n.mu.Unlock()
-			return
-		}
-	}
-	if p == nil || p.revoked.Load() {
-		n.mu.Unlock()
-		return // a part given away, or unknown: its owner fetches it
-	}
-	// The take is still the part's: the part's state changes under n.mu,
-	// so a revoke cannot come between this check and the append below
-	// without the stage's owner guard refusing what it adds.
-	w := n.wal[p.ref.round]
-	n.mu.Unlock()
-	if w != nil {
-		if err := w.Append(appendResult(nil, res)); err != nil {
-			n.mu.Lock()
-			if n.failed == nil {
-				n.failed = fmt.Errorf("rounds: round %d: write fetch segment: %w", p.ref.round, err)
-			}
-			n.mu.Unlock()
-			n.poke()
-			return
-		}
-	}
-	p.mu.Lock()
-	if !p.local.Load() {
-		p.results = append(p.results, res)
-	}
-	complete := false
-	if res.Kind == fetcher.KindPage && p.pending.Add(-1) == 0 {
-		p.complete, complete = true, true
-	}
-	p.mu.Unlock()
-	if res.Kind == fetcher.KindPage {
-		n.done.Add(1)
-	}
-	if complete || n.deposed() {
-		n.poke() // a deposed Solo leader stages at once (see stage)
-	}
-}
-
 func (p *nodePart) isStaged() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -240,69 +142,6 @@ func (p *nodePart) isDone() bool {
 	defer p.mu.Unlock()
 	return p.done || p.complete
 }
-
-// openPartLocked returns the newest part still open (not complete) here.
-func (n *nodeSide) openPartLocked() *nodePart {
-	var best *nodePart
-	for _, p := range n.parts {
-		if p.revoked.Load() || p.isDone() {
-			continue
-		}
-		if best == nil || p.ref.round > best.ref.round || (p.ref.round == best.ref.round && p.ref.id > best.ref.id) {
-			best = p
-		}
-	}
-	return best
-}
-
-// skip is the fetcher's Skip hook: a job goes only while its take is the
-// part's (its epoch is the part's held here, not revoked, not done) and
-// this node's replica says the same: the part's owner is the one this take
-// was given, and no other node has marked the part done. The watch catches
-// moves only every 100 ms, and a replica that catches up after a restart
-// can jump past a move and the round's end between two watches: the
-// replica is asked again here, right before each request, so a job of a
-// part that moved cannot start however late the watch sees the move. In a
-// federation, jobs of hosts their owner has taken back are dropped too.
-func (c *Crawler) skip(j *fetcher.Job) bool {
-	if r := c.o.Router; r != nil && r.Away(j.Host) {
-		return true
-	}
-	if c.o.Solo && !c.db.IsLeader() {
-		return true
-	}
-	n := c.node
-	ref := partRef{j.Round, int(j.Part)}
-	n.mu.Lock()
-	p := n.parts[ref]
-	n.mu.Unlock()
-	if p == nil || p.revoked.Load() || p.epoch != j.Take || p.isStaged() {
-		return true
-	}
-	return !n.stillMine(p)
-}
-
-// stillMine reports whether this node's replica still gives part p to the
-// take that holds it: the part's owner value is the one the take was given
-// and no other node's done marker exists. On a read error it says no.
-func (n *nodeSide) stillMine(p *nodePart) bool {
-	cur, err := n.c.st.User(ownKey(p.ref.round, p.ref.id))
-	if err != nil || !bytes.Equal(cur, p.owner) {
-		return false
-	}
-	v, err := n.c.st.User(doneKey(p.ref.round, p.ref.id))
-	if err != nil {
-		return false
-	}
-	if v == nil {
-		return true
-	}
-	var d partDone
-	return decodeJSON(v, &d) == nil && d.Node == n.c.id
-}
-
-// Skip returns the fetcher's Skip hook (see fetcher.Options.Skip).
-func (c *Crawler) Skip() func(*fetcher.Job) bool { return c.skip }
 
 // run is the node side's loop: it watches for parts, stages results and
 // reports to the leader until ctx is done or the site has finished

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/meridian-crawler/meridian/rounds/plan"
 )
 
 // Reports to the leader.
@@ -67,14 +69,15 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 	return r
 }
 
-// reportLoop reports to the leader every ReportEvery, and pauses the
-// fetcher while no leader has taken a report for half of FailTimeout: by
-// FailTimeout the leader may give this node's parts to others. It resumes
-// once a leader takes a report again and the replica has caught up with
-// it (the run loop's next watch then drops the parts moved away).
 // errSoloFollower: a Solo crawler that does not lead fetches nothing.
 var errSoloFollower = errors.New("rounds: a replica only (Solo): the leader fetches")
 
+// reportLoop reports to the leader every ReportEvery, and pauses the
+// fetcher while no leader has taken a report for half of FailTimeout
+// (plan.NodeState.ShouldPause): by FailTimeout the leader may give this
+// node's parts to others. It resumes once a leader takes a report again
+// and the replica has caught up with it (maybeResume; the run loop's next
+// watch then drops the parts moved away).
 func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 	c := n.c
 	t := time.NewTicker(c.o.ReportEvery)
@@ -101,7 +104,7 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 				n.resumeAt.Store(max(reply.Index, 1))
 			}
 		}
-		if p, ok := f.(pauser); ok && !n.paused.Load() && !n.draining.Load() && now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.FailTimeout/2 {
+		if p, ok := f.(pauser); ok && n.pauseState().ShouldPause(now, c.o.FailTimeout) {
 			n.pauseMu.Lock()
 			n.paused.Store(true)
 			n.resumeAt.Store(0)
@@ -136,23 +139,21 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 // the lock every pause takes, so that a hand-over that began meanwhile is
 // not undone (its results staged, a page fetched after would be lost and
 // fetched again by the new leader). A Solo node resumes only while it
-// leads.
+// leads. The rules are plan.NodeState's (Resume, Resumable).
 func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
-	idx := n.resumeAt.Load()
-	if idx == 0 || !n.paused.Load() || n.c.st.AppliedIndex() < idx || !n.mayResume() {
+	switch n.pauseState().Resume(n.c.o.Now(), n.c.o.FailTimeout) {
+	case plan.StayPaused:
 		return func() {}
-	}
-	// The reply that set idx may be old: resume only while a leader has
-	// taken a report within half the fail timeout (the lease the pause
-	// is about), or the node would fetch again just as it should pause.
-	if n.c.o.Now().Sub(time.Unix(0, n.lastOK.Load())) > n.c.o.FailTimeout/2 {
+	case plan.ForgetReply:
+		// The reply that set resumeAt is older than the lease: resuming
+		// would fetch just as the node should pause.
 		n.resumeAt.Store(0)
 		return func() {}
 	}
 	return func() {
 		n.pauseMu.Lock()
 		defer n.pauseMu.Unlock()
-		if !n.paused.Load() || n.resumeAt.Load() == 0 || !n.mayResume() {
+		if !n.pauseState().Resumable() {
 			return // resumed, paused anew (the report loop), or held paused
 		}
 		n.resumeAt.Store(0)
@@ -164,11 +165,20 @@ func (n *nodeSide) maybeResume(f Fetcher) (resume func()) {
 	}
 }
 
-// mayResume reports whether nothing keeps the fetcher paused but the
-// reports: the node neither drains nor hands its leadership over, and, in
-// a Solo crawl, it leads.
-func (n *nodeSide) mayResume() bool {
-	return !n.draining.Load() && !n.handing.Load() && (!n.c.o.Solo || n.c.db.IsLeader())
+// pauseState is this node's state as the pause rules read it
+// (plan.NodeState).
+func (n *nodeSide) pauseState() plan.NodeState {
+	c := n.c
+	return plan.NodeState{
+		Paused:   n.paused.Load(),
+		Draining: n.draining.Load(),
+		Handing:  n.handing.Load(),
+		Solo:     c.o.Solo,
+		Leads:    c.db.IsLeader(),
+		LastOK:   time.Unix(0, n.lastOK.Load()),
+		ResumeAt: n.resumeAt.Load(),
+		Applied:  c.st.AppliedIndex(),
+	}
 }
 
 // rateMeter turns a counter into a rate over the last few seconds.

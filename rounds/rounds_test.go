@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -532,8 +533,8 @@ func TestRoundBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := c.roundBudget(c.hostPace(tt.host).delay, now, tt.busyUntil, span); got != tt.want {
-				t.Errorf("roundBudget(%s, busy until %v) = %d, want %d", tt.host, tt.busyUntil, got, tt.want)
+			if got := plan.RoundBudget(c.o.PerHost, c.o.HostDelay, c.hostPace(tt.host).delay, now, tt.busyUntil, span); got != tt.want {
+				t.Errorf("RoundBudget(%s, busy until %v) = %d, want %d", tt.host, tt.busyUntil, got, tt.want)
 			}
 		})
 	}
@@ -541,8 +542,8 @@ func TestRoundBudget(t *testing.T) {
 		busyUntil time.Time
 		want      int
 	}{{time.Time{}, 91}, {now.Add(450 * time.Millisecond), 46}, {now.Add(span + time.Millisecond), 0}} {
-		if got := c.ipBudget(now, tt.busyUntil, span); got != tt.want {
-			t.Errorf("ipBudget(busy until %v) = %d, want %d", tt.busyUntil, got, tt.want)
+		if got := plan.IPBudget(c.o.IPDelay, now, tt.busyUntil, span); got != tt.want {
+			t.Errorf("IPBudget(busy until %v) = %d, want %d", tt.busyUntil, got, tt.want)
 		}
 	}
 }

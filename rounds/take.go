@@ -321,6 +321,37 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	return nil
 }
 
+// watchKey is what decides whether a watch can find anything new: the
+// replica's applied index, the parts held, and whether the node drains.
+type watchKey struct {
+	index    uint64
+	parts    int
+	draining bool
+}
+
+// watchIdle bounds how long a periodic scan (a node's watch, a leader's
+// refresh) may be skipped while nothing it reads changed: every change of
+// the crawl database moves the applied index, so this only bounds
+// in-memory changes (a sharded node runs dozens of crawlers, and their
+// scans every 100 ms were a sixth of its CPU).
+const watchIdle = 500 * time.Millisecond
+
+// unchanged is what a periodic scan last saw and when, so that a scan
+// whose inputs have not changed is skipped, for at most watchIdle.
+type unchanged[K comparable] struct {
+	key K
+	at  time.Time
+}
+
+// same reports whether key is what the scan last saw, less than watchIdle
+// ago. A clock that has not moved never skips (tests' fixed clocks).
+func (u *unchanged[K]) same(key K, now time.Time) bool {
+	return key == u.key && now.After(u.at) && now.Sub(u.at) < watchIdle
+}
+
+// saw records that the scan saw key at now.
+func (u *unchanged[K]) saw(key K, now time.Time) { u.key, u.at = key, now }
+
 // watchKey is what a watch would read now (see nodeSide.watched).
 func (n *nodeSide) watchKey() watchKey {
 	n.mu.Lock()

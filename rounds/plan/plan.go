@@ -1,10 +1,13 @@
 // Package plan is the round planner's deterministic core: when the next
 // round is generated, how a round's URLs are grouped into politeness units
 // and split over a site's nodes, what becomes of the parts of a node that
-// died or is leaving, when a node counts as dead, and when the crawl ends
-// (End). It starts no goroutines and reads no clock: callers pass the time
-// and the site's state and carry out the plan they get back (package
-// rounds does, on the leader).
+// died or is leaving, when a node counts as dead, when the crawl ends
+// (End), how many URLs a round gives each host and address and when a host
+// has used its page budget (Budgets, HostSpent), a Solo leader's fence
+// (Lead), and when a node's fetcher pauses and resumes (NodeState). It
+// starts no goroutines and reads no clock: callers pass the time and the
+// site's state and carry out the plan they get back (package rounds does,
+// on the leader and on every node).
 //
 // The rules it keeps:
 //   - a host is fetched by one node at a time, and so are all the hosts
