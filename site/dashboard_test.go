@@ -812,6 +812,7 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 		}
 		return nil
 	})
+	b.screenshot(t, "dashboard-sharded-node-down")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
 	}
