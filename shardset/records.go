@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
@@ -181,3 +182,65 @@ func apply(ctx context.Context, db *crawldb.DB, b *store.Batch) error {
 
 // ErrSettings: a node's sharding settings differ from its site's.
 var ErrSettings = errors.New("shardset: sharding settings differ from the site's")
+
+// ShardRecord is one shard as the site's meta group records it, which
+// every node's replica has whether or not it holds the shard: where the
+// placement wants it, and the last leader that reported it (each node
+// writes the states of the shards it leads every 500 ms). A site-wide
+// view falls back on it for a shard none of whose nodes answer.
+type ShardRecord struct {
+	Shard        int      `json:"id"`
+	Target       []string `json:"target"`        // the placement's replicas
+	TargetLeader string   `json:"target_leader"` // the placement's leader
+	// Reported is the node whose state record names the shard in its
+	// group's latest term, the voters it saw then and that term; ""
+	// (and no voters) when no member of the site has reported it.
+	Reported       string   `json:"reported_leader,omitempty"`
+	ReportedVoters []string `json:"reported_voters,omitempty"`
+	ReportedTerm   uint64   `json:"reported_term,omitempty"`
+}
+
+// Records returns every shard of the site, in order, as this node's
+// replica of the meta group records it (a shard the placement does not
+// name yet has no target).
+func (s *Set) Records() ([]ShardRecord, error) {
+	p, _, err := readPlacement(s.o.Meta.Store())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ShardRecord, s.settings.Shards)
+	for i := range out {
+		out[i].Shard = i
+		if i < len(p.P.Shards) {
+			out[i].Target = slices.Clone(p.P.Shards[i].Replicas)
+			out[i].TargetLeader = p.P.Shards[i].Leader
+		}
+	}
+	members, err := s.o.Meta.Members()
+	if err != nil {
+		return nil, fmt.Errorf("shardset: the site's members: %w", err)
+	}
+	err = s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+		node := strings.TrimPrefix(k, stateKey)
+		if _, ok := members[node]; !ok {
+			return nil // a node that left
+		}
+		var ns nodeState
+		if err := json.Unmarshal(v, &ns); err != nil {
+			return fmt.Errorf("shardset: state record %s: %w", k, err)
+		}
+		for sh, st := range ns.Shards {
+			if sh < 0 || sh >= len(out) {
+				continue
+			}
+			if r := &out[sh]; r.Reported == "" || st.Term > r.ReportedTerm || (st.Term == r.ReportedTerm && node < r.Reported) {
+				r.Reported, r.ReportedVoters, r.ReportedTerm = node, slices.Clone(st.Voters), st.Term
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

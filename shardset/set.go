@@ -760,6 +760,7 @@ type ShardStatus struct {
 	Shard    int      `json:"id"`
 	Group    string   `json:"group"`
 	Leader   string   `json:"leader"`             // the node leading the group, as this replica knows ("" if none)
+	Term     uint64   `json:"term"`               // the group's Raft term as this replica knows it
 	Replicas []string `json:"replicas"`           // the group's voters
 	Learners []string `json:"learners,omitempty"` // replicas added and still catching up (not voting yet)
 	Target   []string `json:"target"`             // the placement's replicas
@@ -800,7 +801,7 @@ func (s *Set) Status() []ShardStatus {
 			}
 			st.Replicas = slices.Sorted(maps.Keys(m))
 		}
-		st.Leader = r.db.Leader()
+		st.Leader, st.Term = r.db.Leader(), r.db.Term()
 		if r.shard < len(p.P.Shards) {
 			st.Target = p.P.Shards[r.shard].Replicas
 			st.TargetLeader = p.P.Shards[r.shard].Leader

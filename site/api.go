@@ -120,6 +120,15 @@ func (s *Site) apiHandler() http.Handler {
 		}
 		s.set.Handler().ServeHTTP(w, r)
 	}))
+	// A sharded node's rows for another node's site-wide view.
+	mux.HandleFunc("GET /site/shards", ready(func(w http.ResponseWriter, r *http.Request) {
+		if s.set == nil {
+			http.Error(w, "site: not a sharded site", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(s.localRows())
+	}))
 	mux.HandleFunc("POST /site/report", ready(func(w http.ResponseWriter, r *http.Request) {
 		if s.crawler == nil {
 			http.Error(w, "site: a sharded site's nodes do not report", http.StatusNotFound)

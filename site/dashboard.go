@@ -58,7 +58,7 @@ type Dashboard struct {
 
 // DashSharded is a sharded site as this node sees it: one row per shard it
 // holds a replica of (the others are not in its store: Partial says so),
-// and the site's nodes.
+// and the site's nodes; and the site-wide view gathered from every node.
 type DashSharded struct {
 	Shards   int  `json:"shards"`   // the site's shards
 	Replicas int  `json:"replicas"` // the site's target R
@@ -69,6 +69,9 @@ type DashSharded struct {
 	Window float64         `json:"rate_window_s"`
 	Rows   []DashShard     `json:"rows"`
 	Nodes  []DashShardNode `json:"nodes"`
+	// Site is the site-wide view: every shard of the site and every node,
+	// gathered from the other nodes (each within siteWait; see SiteView).
+	Site *SiteView `json:"site"`
 }
 
 // DashShard is one shard: its replication, and its crawl database as this
@@ -552,14 +555,15 @@ func (s *Site) Dashboard() Dashboard {
 
 // dashSharded is the shards this node holds and the site's nodes (the
 // meta group's voters), each node's leads and replicas counted over those
-// shards.
+// shards, and the site-wide view.
 func (s *Site) dashSharded() *DashSharded {
+	site := s.SiteView()
 	settings := s.set.Settings()
 	shards := s.set.Status()
 	rates, window := s.dash.shardRates()
 	voters, _ := s.db.Voters()
 	out := &DashSharded{Shards: settings.Shards, Replicas: settings.Replicas, Held: len(shards), Partial: len(shards) < settings.Shards,
-		Window: window, Rows: []DashShard{}, Nodes: []DashShardNode{}}
+		Window: window, Rows: []DashShard{}, Nodes: []DashShardNode{}, Site: site}
 	type seen struct{ led, held int }
 	byNode := map[string]*seen{}
 	named, down := map[string]bool{}, map[string]bool{}

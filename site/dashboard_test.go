@@ -209,19 +209,38 @@ func shardCounts(t *testing.T, data string) map[int][3]uint64 {
 	return out
 }
 
-// TestShardedDashboard: a one-node sharded site's dashboard.json has one
-// row per shard, each led by the node on its one replica (not
-// under-replicated: R = 1), the node in the nodes' list leading and
-// holding all four, and, once the crawl has ended, each row's URLs,
-// frontier and fetched pages are what the shard's crawl database holds,
-// record by record, read offline after the node stopped; the shards'
-// pages/s, over a window that covers the crawl, add up to a rate above 0.
-// `site status`'s summary has the same shards, each on its own line.
+// TestShardedDashboard: a one-node sharded site (4 shards, R = 1), its
+// dashboard read as JSON and in headless chromium once the crawl has
+// ended (one site for what were two tests).
+//
+// dashboard.json has one row per shard, each led by the node on its one
+// replica (not under-replicated: R = 1), the node in the nodes' list
+// leading and holding all four, and each row's URLs, frontier and fetched
+// pages are what the shard's crawl database holds, record by record, read
+// offline after the node stopped; the shards' pages/s, over a window that
+// covers the crawl, add up to a rate above 0. `site status`'s summary has
+// the same shards, each on its own line.
+//
+// The page's shards table has one row per shard of dashboard.json, in
+// order, each with the shard's leader, replicas, frontier and fetched
+// pages as the JSON has them; the nodes table lists the node; no
+// partial-view note (the node holds every shard); the rounds timeline is
+// hidden (each shard runs its own rounds); and the page logs no error.
+//
+// The site-wide view (dashboard.json's sharded.site, /status?site=1 and
+// its summary, the page's site-wide table) lists the four shards, each
+// from n1 and led by n1 with the counts of n1's rows, nothing not
+// answering, n1 up, leading and holding four. A screenshot is saved among
+// the test's artifacts.
 func TestShardedDashboard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, cfg, ran := startShardedNode(t, ctx)
 	base := "http://" + s.Addr()
+	b := startBrowser(t)
+	if err := b.do(60*time.Second, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
 	var d site.Dashboard
 	waitFor(t, 30*time.Second, "the dashboard to show four shards", func() bool {
 		d = site.Dashboard{}
@@ -235,6 +254,8 @@ func TestShardedDashboard(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the crawl did not end")
 	}
+	p := b.polls()
+	waitFor(t, 20*time.Second, "two more dashboard updates", func() bool { return b.polls() >= p+2 })
 	d = site.Dashboard{}
 	if err := getJSON(t, base+"/dashboard.json", &d); err != nil {
 		t.Fatal(err)
@@ -262,6 +283,108 @@ func TestShardedDashboard(t *testing.T) {
 			t.Errorf("status summary lacks %q:\n%s", line, sum.String())
 		}
 	}
+
+	if len(sd.Rows) != 4 {
+		t.Fatalf("%d rows after the crawl, want 4", len(sd.Rows))
+	}
+	// The site-wide view: n1 alone, every shard from it.
+	sv := sd.Site
+	if sv == nil || sv.By != "n1" || sv.Shards != 4 || len(sv.Rows) != 4 || sv.NotAnswering != 0 {
+		t.Fatalf("dashboard.json's site-wide view %+v, want 4 rows gathered by n1, every shard answering", sv)
+	}
+	for i, r := range sv.Rows {
+		dr := sd.Rows[i]
+		if r.Shard != i || r.From != "n1" || r.Leader != "n1" || !slices.Equal(r.Replicas, []string{"n1"}) || len(r.NotAnswering) > 0 ||
+			r.URLs != dr.URLs || r.Frontier != dr.Frontier || r.Fetched != dr.Fetched || !r.Finished {
+			t.Errorf("site-wide row %d: %+v; want shard %d from n1, led by n1 alone, finished, counts %d, %d, %d as n1's row", i, r, i, dr.URLs, dr.Frontier, dr.Fetched)
+		}
+	}
+	if len(sv.Nodes) != 1 || !sv.Nodes[0].Up || !sv.Nodes[0].Self || sv.Nodes[0].Led != 4 || sv.Nodes[0].Held != 4 {
+		t.Errorf("site-wide nodes %+v, want n1 up, leading and holding 4", sv.Nodes)
+	}
+	var st site.Status
+	if err := getJSON(t, base+"/status?site=1", &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Site == nil || len(st.Site.Rows) != 4 || len(st.Site.Nodes) != 1 {
+		t.Fatalf("/status?site=1: site-wide view %+v, want 4 rows and n1", st.Site)
+	}
+	sum.Reset()
+	if err := st.WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sum.String(), "\nsite-wide 4 shards, gathered by n1 from 1 of 1 nodes\n") {
+		t.Errorf("status summary lacks the site-wide view's line:\n%s", sum.String())
+	}
+	for _, r := range st.Site.Rows {
+		want := []string{strconv.Itoa(r.Shard), "n1", "n1", "-", fmt.Sprint(r.Frontier), fmt.Sprint(r.Fetched), fmt.Sprintf("%.1f", r.Pages), "n1", "finished"}
+		if !hasFields(sum.String(), want) {
+			t.Errorf("status summary lacks the site-wide row %q:\n%s", want, sum.String())
+		}
+	}
+	if api := st.Site.Nodes[0].API; api == "" || !hasFields(sum.String(), []string{"n1", "(this", "node)", "true", "4", "4", api, "-"}) {
+		t.Errorf("status summary lacks the site-wide node line of n1:\n%s", sum.String())
+	}
+	if getJSON(t, base+"/status?site=maybe", &st) == nil {
+		t.Error("/status?site=maybe answered 200, want 400")
+	}
+
+	// The page.
+	rows, err := eval[[]shardRow](b, readShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(sd.Rows) {
+		t.Fatalf("the page shows %d shard rows, dashboard.json has %d: %+v", len(rows), len(sd.Rows), rows)
+	}
+	for i, r := range sd.Rows {
+		got := rows[i]
+		want := []string{strconv.Itoa(r.Shard), r.Leader, strings.Join(r.Replicas, ", "), fmt.Sprint(r.Frontier), fmt.Sprint(r.Fetched)}
+		if got.Shard != strconv.Itoa(r.Shard) || got.Leader != "n1" || got.Under != "false" || len(got.Cells) != 7 || !slices.Equal(got.Cells[:5], want) {
+			t.Errorf("row %d: %+v, want shard %d led by n1, not under-replicated, cells starting %q", i, got, r.Shard, want)
+		}
+	}
+	nodes, err := eval[[]string](b, `Array.from(document.querySelectorAll('#shard-nodes tbody tr')).map(tr => Array.from(tr.cells).map(c => c.textContent).join('|'))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || !strings.HasPrefix(nodes[0], "n1 (this node)|") || !strings.HasSuffix(nodes[0], "|4|4|yes") {
+		t.Errorf("nodes table %q, want n1, this node, leading and holding 4, alive", nodes)
+	}
+	hidden, err := eval[[]bool](b, `['shards-panel', 'shards-partial', 'rounds-panel', 'site-panel'].map(id => document.getElementById(id).hidden)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hidden, []bool{false, true, true, false}) {
+		t.Errorf("hidden shards panel, partial note, rounds panel, site-wide panel: %v, want false, true, true, false", hidden)
+	}
+	srows, err := eval[[]siteRow](b, readSiteRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srows) != 4 {
+		t.Fatalf("the page's site-wide table has %d rows, want 4: %+v", len(srows), srows)
+	}
+	for i, r := range sv.Rows {
+		got := srows[i]
+		want := []string{strconv.Itoa(r.Shard), "n1", "n1", "–", fmt.Sprint(r.Frontier)}
+		if got.Shard != strconv.Itoa(r.Shard) || got.Leader != "n1" || got.From != "n1" || got.NotAnswering != "" || len(got.Cells) != 8 ||
+			!slices.Equal(got.Cells[:5], want) || got.Cells[6] != "n1" || got.Cells[7] != "finished" {
+			t.Errorf("site-wide row %d on the page: %+v, want cells starting %q, from n1, finished", i, got, want)
+		}
+	}
+	snodes, err := eval[[]string](b, readSiteNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snodes) != 1 || !strings.HasPrefix(snodes[0], "n1 (this node)|") || !strings.HasSuffix(snodes[0], "|4|4|yes") {
+		t.Errorf("site-wide nodes table %q, want n1, this node, leading and holding 4, up", snodes)
+	}
+	b.screenshot(t, "dashboard-sharded")
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
+	}
+
 	s.Close()
 	counts := shardCounts(t, cfg.Data)
 	var rate float64
@@ -307,6 +430,17 @@ func TestShardedDashboard(t *testing.T) {
 	t.Logf("%d pages fetched in 4 shards, %.1f pages/s over %.0fs", fetched, rate, sd.Window)
 }
 
+// hasFields reports whether a line of text has exactly these fields
+// (separated by white space).
+func hasFields(text string, fields []string) bool {
+	for line := range strings.Lines(text) {
+		if slices.Equal(strings.Fields(line), fields) {
+			return true
+		}
+	}
+	return false
+}
+
 // shardRow is a row of the page's shards table.
 type shardRow struct {
 	Shard  string   `json:"shard"`
@@ -317,78 +451,102 @@ type shardRow struct {
 
 const readShards = `Array.from(document.querySelectorAll('#shards tbody tr')).map(tr => ({shard: tr.dataset.shard || '', leader: tr.dataset.leader || '', under: tr.dataset.under || '', cells: Array.from(tr.cells).map(c => c.textContent)}))`
 
-// TestShardedDashboardInChromium opens a one-node sharded site's dashboard
-// in headless chromium: once the crawl has ended, its shards table has one
-// row per shard of dashboard.json, in order, each with the shard's leader,
-// replicas, frontier and fetched pages as the JSON has them; the nodes
-// table lists the node; no partial-view note (the node holds every shard);
-// the rounds timeline is hidden (each shard runs its own rounds); and the
-// page logs no error. A screenshot is saved among the test's artifacts.
-func TestShardedDashboardInChromium(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, _, ran := startShardedNode(t, ctx)
-	base := "http://" + s.Addr()
-	b := startBrowser(t)
-	if err := b.do(60*time.Second, chromedp.Navigate(base+"/")); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
+// siteRow is a row of the page's site-wide shards table.
+type siteRow struct {
+	Shard        string   `json:"shard"`
+	Leader       string   `json:"leader"`
+	From         string   `json:"from"`
+	NotAnswering string   `json:"not_answering"`
+	Cells        []string `json:"cells"`
+}
+
+const (
+	readSiteRows  = `Array.from(document.querySelectorAll('#site-shards tbody tr')).map(tr => ({shard: tr.dataset.shard || '', leader: tr.dataset.leader || '', from: tr.dataset.from || '', not_answering: tr.dataset.notAnswering || '', cells: Array.from(tr.cells).map(c => c.textContent)}))`
+	readSiteNodes = `Array.from(document.querySelectorAll('#site-nodes tbody tr')).map(tr => Array.from(tr.cells).map(c => c.textContent).join('|'))`
+)
+
+// siteStatus is GET /status?site=1 of the node at base: its site-wide view.
+func siteStatus(t *testing.T, base string) (*site.SiteView, error) {
+	t.Helper()
+	var st site.Status
+	if err := getJSON(t, base+"/status?site=1", &st); err != nil {
+		return nil, err
 	}
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("run: %v", err)
+	if st.Site == nil {
+		return nil, fmt.Errorf("%s/status?site=1 has no site-wide view", base)
+	}
+	return st.Site, nil
+}
+
+// siteAgrees checks the site-wide view of the node at view against the
+// nodes' own dashboards (nodes: ID → status base URL): a row per shard of
+// the site, each the row of its leader (From), which that node's own
+// dashboard row says it leads; nothing not answering; every node up.
+func siteAgrees(t *testing.T, shards int, view string, nodes map[string]string) (*site.SiteView, error) {
+	t.Helper()
+	sv, err := siteStatus(t, view)
+	if err != nil {
+		return nil, err
+	}
+	own := map[string]map[int]site.DashShard{}
+	for id, base := range nodes {
+		var d site.Dashboard
+		if err := getJSON(t, base+"/dashboard.json", &d); err != nil || d.Sharded == nil {
+			return nil, fmt.Errorf("%s's dashboard: %v", id, err)
 		}
-	case <-ctx.Done():
-		t.Fatal("the crawl did not end")
-	}
-	p := b.polls()
-	waitFor(t, 20*time.Second, "two more dashboard updates", func() bool { return b.polls() >= p+2 })
-	var d site.Dashboard
-	if err := getJSON(t, base+"/dashboard.json", &d); err != nil {
-		t.Fatal(err)
-	}
-	if d.Sharded == nil || len(d.Sharded.Rows) != 4 {
-		t.Fatalf("dashboard.json's shards: %+v, want 4 rows", d.Sharded)
-	}
-	rows, err := eval[[]shardRow](b, readShards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != len(d.Sharded.Rows) {
-		t.Fatalf("the page shows %d shard rows, dashboard.json has %d: %+v", len(rows), len(d.Sharded.Rows), rows)
-	}
-	for i, r := range d.Sharded.Rows {
-		got := rows[i]
-		want := []string{strconv.Itoa(r.Shard), r.Leader, strings.Join(r.Replicas, ", "), fmt.Sprint(r.Frontier), fmt.Sprint(r.Fetched)}
-		if got.Shard != strconv.Itoa(r.Shard) || got.Leader != "n1" || got.Under != "false" || len(got.Cells) != 7 || !slices.Equal(got.Cells[:5], want) {
-			t.Errorf("row %d: %+v, want shard %d led by n1, not under-replicated, cells starting %q", i, got, r.Shard, want)
+		own[id] = map[int]site.DashShard{}
+		for _, r := range d.Sharded.Rows {
+			own[id][r.Shard] = r
 		}
 	}
-	nodes, err := eval[[]string](b, `Array.from(document.querySelectorAll('#shard-nodes tbody tr')).map(tr => Array.from(tr.cells).map(c => c.textContent).join('|'))`)
-	if err != nil {
-		t.Fatal(err)
+	if len(sv.Rows) != shards || sv.Shards != shards || sv.NotAnswering != 0 {
+		return sv, fmt.Errorf("%d rows of %d shards, %d not answering; want %d, none", len(sv.Rows), sv.Shards, sv.NotAnswering, shards)
 	}
-	if len(nodes) != 1 || !strings.HasPrefix(nodes[0], "n1 (this node)|") || !strings.HasSuffix(nodes[0], "|4|4|yes") {
-		t.Errorf("nodes table %q, want n1, this node, leading and holding 4, alive", nodes)
+	for i, r := range sv.Rows {
+		if r.Shard != i || r.Leader == "" || r.From != r.Leader || len(r.NotAnswering) > 0 {
+			return sv, fmt.Errorf("row %d: shard %d led by %q from %q, not answering %v; want its leader's own row", i, r.Shard, r.Leader, r.From, r.NotAnswering)
+		}
+		if mine, ok := own[r.Leader][i]; !ok || mine.Leader != r.Leader {
+			return sv, fmt.Errorf("shard %d: led by %s in the site-wide view, %s's own dashboard row %+v", i, r.Leader, r.Leader, mine)
+		}
 	}
-	hidden, err := eval[[]bool](b, `['shards-panel', 'shards-partial', 'rounds-panel'].map(id => document.getElementById(id).hidden)`)
-	if err != nil {
-		t.Fatal(err)
+	if len(sv.Nodes) != len(nodes) {
+		return sv, fmt.Errorf("site-wide nodes %+v, want %d", sv.Nodes, len(nodes))
 	}
-	if !slices.Equal(hidden, []bool{false, true, true}) {
-		t.Errorf("hidden shards panel, partial note, rounds panel: %v, want false, true, true", hidden)
+	for _, n := range sv.Nodes {
+		if !n.Up || n.Err != "" {
+			return sv, fmt.Errorf("node %s not up in the site-wide view: %s", n.ID, n.Err)
+		}
 	}
-	b.screenshot(t, "dashboard-sharded")
-	if errs := b.consoleErrors(); len(errs) > 0 {
-		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
+	return sv, nil
+}
+
+// waitNil waits until f returns nil, at most d, and fails the test with
+// f's last error if it does not.
+func waitNil(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s: %v", d, what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 // TestShardedDashboardNodeDown: a sharded site of two nodes (4 shards,
 // R = 2): once every shard has both replicas, n1's dashboard lists both
-// nodes alive, holding four replicas each, the four leads between them;
-// once n2 has stopped, n1's dashboard shows it not alive and names it
-// down on every shard's row, and `site status` on n1 says so per shard.
+// nodes alive, holding four replicas each, the four leads between them,
+// and its site-wide view lists the four shards, each from the node that
+// leads it as that node's own dashboard says; once n2 has stopped, n1's
+// site-wide view still answers, from n1's replicas, and names n2 not
+// answering on every shard and down among the nodes; n1's dashboard shows
+// n2 not alive and names it down on every shard's row, and `site status`
+// on n1 says so per shard.
 func TestShardedDashboardNodeDown(t *testing.T) {
 	w := startMultiWeb(t, 6, 10, 2, 7)
 	root := t.TempDir()
@@ -397,25 +555,16 @@ func TestShardedDashboardNodeDown(t *testing.T) {
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 2
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
-	run := func(s *site.Site) (stop func()) {
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { s.Run(rctx, nil); close(done) }() // owner: the test; ends with rctx
-		var once sync.Once
-		stop = func() { once.Do(func() { cancel(); <-done; s.Close() }) }
-		t.Cleanup(stop)
-		return stop
-	}
 	n1, err := site.Start(ctx, cfg1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(n1)
+	runNode(t, ctx, n1)
 	n2, err := site.Start(ctx, nodeConfig(t, w, root, "n2", n1.Addr()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop2 := run(n2)
+	stop2 := runNode(t, ctx, n2)
 	base := "http://" + n1.Addr()
 	dash := func() *site.DashSharded {
 		var d site.Dashboard
@@ -445,7 +594,32 @@ func TestShardedDashboardNodeDown(t *testing.T) {
 	if sd.Partial || sd.Nodes[0].ID != "n1" || sd.Nodes[1].ID != "n2" || sd.Nodes[0].Held != 4 || sd.Nodes[1].Held != 4 || sd.Nodes[0].Led+sd.Nodes[1].Led != 4 {
 		t.Errorf("two nodes: partial %v, nodes %+v; want n1 and n2 holding 4 each, 4 leads between them", sd.Partial, sd.Nodes)
 	}
+	waitNil(t, 30*time.Second, "n1's site-wide view to list every shard from its leader", func() error {
+		_, err := siteAgrees(t, 4, base, map[string]string{"n1": base, "n2": "http://" + n2.Addr()})
+		return err
+	})
 	stop2()
+	var sv *site.SiteView
+	waitNil(t, 30*time.Second, "n1's site-wide view to name n2 not answering", func() error {
+		var err error
+		if sv, err = siteStatus(t, base); err != nil {
+			return err
+		}
+		if len(sv.Rows) != 4 || len(sv.Nodes) != 2 || sv.Nodes[1].Up || sv.Nodes[1].Err == "" || !sv.Nodes[0].Up {
+			return fmt.Errorf("rows %d, nodes %+v; want 4 rows, n1 up, n2 not", len(sv.Rows), sv.Nodes)
+		}
+		for _, r := range sv.Rows {
+			if r.From != "n1" || !slices.Equal(r.NotAnswering, []string{"n2"}) {
+				return fmt.Errorf("shard %d from %q, not answering %v; want from n1, n2 not answering", r.Shard, r.From, r.NotAnswering)
+			}
+		}
+		return nil
+	})
+	start := time.Now()
+	if _, err := siteStatus(t, base); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("n1's site-wide view with n2 stopped: %v (n2: %s)", time.Since(start).Round(time.Millisecond), sv.Nodes[1].Err)
 	waitFor(t, 60*time.Second, "n2 shown down on n1's dashboard", func() bool {
 		sd = dash()
 		if sd == nil || len(sd.Nodes) != 2 || sd.Nodes[1].Alive == nil || *sd.Nodes[1].Alive {
@@ -470,11 +644,29 @@ func TestShardedDashboardNodeDown(t *testing.T) {
 	}
 }
 
+// runNode runs s until ctx ends or stop is called (stop also closes s;
+// a second call does nothing); the test's cleanup stops it.
+func runNode(t *testing.T, ctx context.Context, s *site.Site) (stop func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx, nil); close(done) }() // owner: the test; ends with rctx
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; s.Close() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
 // TestShardedDashboardPartialInChromium: on a sharded site of two nodes
 // with R = 1, each node holds half the shards: n1's dashboard.json says
 // its view is partial (2 of 4 held), and its page shows the shards it
-// holds, one row each, and says that the others are not shown; n2, with
-// no shard in common, is listed with its liveness unknown.
+// holds, one row each, and says that the others are not shown there; n2,
+// with no shard in common, is listed with its liveness unknown. n1's
+// site-wide view (/status?site=1, the page's site-wide table) lists all
+// four shards, each from the node that leads it as that node's own
+// dashboard says, both nodes up. Once n2 has stopped, n1's site-wide view
+// still answers: the two shards n2 led come from the meta group's records
+// with n2 named not answering (in the summary of `site status` too, and on
+// the page), n1's two from n1, n2 down.
 func TestShardedDashboardPartialInChromium(t *testing.T) {
 	w := startMultiWeb(t, 6, 10, 2, 7)
 	root := t.TempDir()
@@ -483,23 +675,17 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 1
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
-	run := func(s *site.Site) {
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { s.Run(rctx, nil); close(done) }() // owner: the test; ends with rctx
-		t.Cleanup(func() { stop(); <-done; s.Close() })
-	}
 	n1, err := site.Start(ctx, cfg1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(n1)
+	runNode(t, ctx, n1)
 	n2, err := site.Start(ctx, nodeConfig(t, w, root, "n2", n1.Addr()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(n2)
-	base := "http://" + n1.Addr()
+	stop2 := runNode(t, ctx, n2)
+	base, base2 := "http://"+n1.Addr(), "http://"+n2.Addr()
 	var d site.Dashboard
 	waitFor(t, 60*time.Second, "n1 to hold two of the four shards", func() bool {
 		d = site.Dashboard{}
@@ -512,6 +698,26 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	if n := sd.Nodes[1]; n.ID != "n2" || n.Alive != nil || n.Held != 0 || n.Led != 0 {
 		t.Errorf("n2 as n1 sees it: %+v (alive %v), want no lead or replica among n1's shards, liveness unknown", n, n.Alive)
 	}
+	// The site-wide view, once every shard is where the placement wants
+	// it (one voter, no learner, its placed leader).
+	var sv *site.SiteView
+	waitNil(t, 30*time.Second, "n1's site-wide view to list every shard from its leader, placed", func() error {
+		var err error
+		if sv, err = siteAgrees(t, 4, base, map[string]string{"n1": base, "n2": base2}); err != nil {
+			return err
+		}
+		led := map[string]int{}
+		for _, r := range sv.Rows {
+			if len(r.Replicas) != 1 || len(r.Learners) > 0 || r.Leader != r.TargetLeader || !slices.Equal(r.Target, r.Replicas) {
+				return fmt.Errorf("shard %d not placed: %+v", r.Shard, r.ShardStatus)
+			}
+			led[r.Leader]++
+		}
+		if led["n1"] != 2 || led["n2"] != 2 {
+			return fmt.Errorf("leads %v, want two each", led)
+		}
+		return nil
+	})
 	b := startBrowser(t)
 	if err := b.do(60*time.Second, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatalf("open the dashboard: %v", err)
@@ -538,6 +744,75 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	if !slices.Equal(alive, []string{"yes", "?"}) {
 		t.Errorf("the page's nodes alive %q, want yes for n1 and ? for n2", alive)
 	}
+	srows, err := eval[[]siteRow](b, readSiteRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srows) != 4 {
+		t.Fatalf("the page's site-wide table has %d rows, want 4: %+v", len(srows), srows)
+	}
+	for i, r := range sv.Rows {
+		if got := srows[i]; got.Shard != strconv.Itoa(i) || got.Leader != r.Leader || got.From != r.Leader || got.NotAnswering != "" {
+			t.Errorf("site-wide row %d on the page: %+v, want led by and from %s", i, got, r.Leader)
+		}
+	}
+
+	// n2 stops: its shards are not answering; n1's still are.
+	n2led := map[int]bool{}
+	for _, r := range sv.Rows {
+		n2led[r.Shard] = r.Leader == "n2"
+	}
+	stop2()
+	var st site.Status
+	waitNil(t, 30*time.Second, "n1's site-wide view to name n2's shards not answering", func() error {
+		st = site.Status{}
+		if err := getJSON(t, base+"/status?site=1", &st); err != nil {
+			return err
+		}
+		v := st.Site
+		if v == nil || len(v.Rows) != 4 || v.NotAnswering != 2 || len(v.Nodes) != 2 || v.Nodes[1].Up || !v.Nodes[0].Up {
+			return fmt.Errorf("site-wide view %+v; want 4 rows, 2 not answering, n1 up, n2 not", v)
+		}
+		for _, r := range v.Rows {
+			switch {
+			case n2led[r.Shard] && (r.From != "" || r.Leader != "" || !slices.Equal(r.NotAnswering, []string{"n2"})):
+				return fmt.Errorf("n2's shard %d: from %q, leader %q, not answering %v; want from the records, n2 not answering", r.Shard, r.From, r.Leader, r.NotAnswering)
+			case !n2led[r.Shard] && (r.From != "n1" || r.Leader != "n1" || len(r.NotAnswering) > 0):
+				return fmt.Errorf("n1's shard %d: from %q, leader %q, not answering %v; want n1's own row", r.Shard, r.From, r.Leader, r.NotAnswering)
+			}
+		}
+		return nil
+	})
+	var sum strings.Builder
+	if err := st.WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(sum.String(), "NOT ANSWERING: n2"); n != 2 || !strings.Contains(sum.String(), "gathered by n1 from 1 of 2 nodes (n2 not answering within 1s); 2 with no answering replica\n") {
+		t.Errorf("status summary names n2 not answering on %d shards, want 2, and the site-wide line:\n%s", n, sum.String())
+	}
+	waitNil(t, 20*time.Second, "the page to show n2's shards not answering", func() error {
+		srows, err := eval[[]siteRow](b, readSiteRows)
+		if err != nil {
+			return err
+		}
+		if len(srows) != 4 {
+			return fmt.Errorf("%d site-wide rows on the page", len(srows))
+		}
+		for i, r := range srows {
+			if n2led[i] != (r.NotAnswering == "n2" && r.From == "") {
+				return fmt.Errorf("site-wide row %d on the page: %+v (n2 led it: %v)", i, r, n2led[i])
+			}
+		}
+		up, err := eval[[]string](b, `Array.from(document.querySelectorAll('#site-nodes tbody tr')).map(tr => tr.cells[4].textContent)`)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(up, []string{"yes", "no"}) {
+			return fmt.Errorf("the page's site-wide nodes up %q, want yes, no", up)
+		}
+		return nil
+	})
+	b.screenshot(t, "dashboard-sharded-node-down")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
 	}

@@ -130,6 +130,7 @@ type Site struct {
 	started    time.Time
 	metrics    *metrics
 	dash       dashState // the dashboard's samples and rounds
+	view       siteCache // a sharded site's last site-wide view (siteview.go)
 	client     *http.Client
 
 	fed          *federation.Fed // nil: not in a federation

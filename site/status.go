@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ type Status struct {
 	// and Sharding its site's shard count and replication target.
 	Shards   []shardset.ShardStatus `json:"shards,omitempty"`
 	Sharding *shardset.Settings     `json:"sharding,omitempty"`
+	// Site is a sharded site's site-wide view: every shard and node, as
+	// gathered from every node (GET /status?site=1 only).
+	Site *SiteView `json:"site,omitempty"`
 	// Stopped is set while the node stops on a signal, before the crawl
 	// ended: what it leaves (Rounds.Finished says why a crawl ended).
 	Stopped *rounds.Finish `json:"stopped,omitempty"`
@@ -161,10 +165,24 @@ func (s *Site) handler() http.Handler {
 		json.NewEncoder(w).Encode(SiteInfo{Region: s.cfg.Region, Node: s.cfg.Node, Leader: db.Leader(), API: db.APIAddr(), Members: members, Settings: &st})
 	}))
 	mux.HandleFunc("GET /status", ready(func(w http.ResponseWriter, r *http.Request) {
+		// ?site=1: with a sharded site's site-wide view (which asks the
+		// other nodes, each within siteWait).
+		site := false
+		if v := r.URL.Query().Get("site"); v != "" {
+			var err error
+			if site, err = strconv.ParseBool(v); err != nil {
+				http.Error(w, fmt.Sprintf("site: /status?site=%q: want 1 (with the site-wide view of a sharded site) or 0", v), http.StatusBadRequest)
+				return
+			}
+		}
+		st := s.Status()
+		if site {
+			st.Site = s.SiteView()
+		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(s.Status())
+		enc.Encode(st)
 	}))
 	mux.HandleFunc("GET /dashboard.json", ready(func(w http.ResponseWriter, r *http.Request) {
 		// Its cost, in CPU: the goroutine keeps its thread meanwhile, so

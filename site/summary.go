@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shardset"
 )
 
 // WriteSummary writes st as the few lines an operator reads at a glance
 // (`site status`; `site status --json` prints st itself): the node and its
 // role, the rounds, the fetcher, the crawl database, a sharded node's
-// shards, the site's nodes and the federation's peers when there are any.
+// shards (and with Site its site-wide view: every shard and node), the
+// site's nodes and the federation's peers when there are any.
 func (st Status) WriteSummary(w io.Writer) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -70,6 +72,9 @@ func (st Status) WriteSummary(w io.Writer) error {
 
 	if st.Sharding != nil || len(st.Shards) > 0 {
 		writeShards(&b, st)
+	}
+	if st.Site != nil {
+		writeSite(&b, st.Site)
 	}
 
 	if len(st.Nodes) > 0 {
@@ -155,26 +160,108 @@ func writeShards(b *strings.Builder, st Status) {
 		if leader == "" {
 			leader = "NONE"
 		}
-		var state []string
-		if sh.UnderReplicated {
-			state = append(state, fmt.Sprintf("UNDER-REPLICATED (%d)", len(sh.Replicas)))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%d\t%s\n", sh.Shard, leader, strings.Join(sh.Replicas, ","), sh.Frontier, sh.Fetched, strings.Join(shardState(sh, nil), "; "))
+	}
+	tw.Flush()
+}
+
+// shardState is what is wrong with a shard or under way ("ok" if
+// nothing): nodes that did not answer a site-wide view (notAnswering),
+// too few replicas, replicas on silent nodes, a move, a step, the end.
+func shardState(sh shardset.ShardStatus, notAnswering []string) []string {
+	var state []string
+	if len(notAnswering) > 0 {
+		state = append(state, "NOT ANSWERING: "+strings.Join(notAnswering, ","))
+	}
+	if sh.UnderReplicated {
+		state = append(state, fmt.Sprintf("UNDER-REPLICATED (%d)", len(sh.Replicas)))
+	}
+	if len(sh.Down) > 0 {
+		state = append(state, "silent: "+strings.Join(sh.Down, ","))
+	}
+	if len(sh.Target) > 0 && !slices.Equal(slices.Sorted(slices.Values(sh.Target)), sh.Replicas) {
+		state = append(state, "moving to "+strings.Join(sh.Target, ","))
+	}
+	if sh.Step != "" {
+		state = append(state, sh.Step)
+	}
+	if sh.Finished {
+		state = append(state, "finished")
+	}
+	if len(state) == 0 {
+		state = append(state, "ok")
+	}
+	return state
+}
+
+// writeSite writes a sharded site's site-wide view (`site status` asks
+// for it): every shard, from the node whose replica gave its row (its
+// leader's when it answered), and every node, up if it answered.
+func writeSite(b *strings.Builder, v *SiteView) {
+	up, under := 0, 0
+	var silent []string
+	for _, n := range v.Nodes {
+		if n.Up {
+			up++
+		} else {
+			silent = append(silent, n.ID)
 		}
-		if len(sh.Down) > 0 {
-			state = append(state, "silent: "+strings.Join(sh.Down, ","))
+	}
+	for _, r := range v.Rows {
+		if r.UnderReplicated {
+			under++
 		}
-		if len(sh.Target) > 0 && !slices.Equal(slices.Sorted(slices.Values(sh.Target)), sh.Replicas) {
-			state = append(state, "moving to "+strings.Join(sh.Target, ","))
+	}
+	fmt.Fprintf(b, "\nsite-wide %d shards, gathered by %s from %d of %d nodes", v.Shards, v.By, up, len(v.Nodes))
+	if len(silent) > 0 {
+		fmt.Fprintf(b, " (%s not answering within %s)", strings.Join(silent, ","), roundDur(v.Wait))
+	}
+	if under > 0 {
+		fmt.Fprintf(b, "; %d UNDER-REPLICATED", under)
+	}
+	if v.NotAnswering > 0 {
+		fmt.Fprintf(b, "; %d with no answering replica", v.NotAnswering)
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  shard\tleader\treplicas\tlearners\tfrontier\tfetched\tpages/s\tfrom\tstate")
+	dash := func(s []string) string {
+		if len(s) == 0 {
+			return "-"
 		}
-		if sh.Step != "" {
-			state = append(state, sh.Step)
+		return strings.Join(s, ",")
+	}
+	for _, r := range v.Rows {
+		if r.From == "" { // no replica answered: the meta group's records
+			state := "NOT ANSWERING: " + dash(r.NotAnswering)
+			if len(r.Target) > 0 {
+				state += "; placed on " + strings.Join(r.Target, ",")
+				if r.TargetLeader != "" {
+					state += ", led by " + r.TargetLeader
+				}
+			}
+			fmt.Fprintf(tw, "  %d\t?\t?\t?\t?\t?\t?\tmeta\t%s\n", r.Shard, state)
+			continue
 		}
-		if sh.Finished {
-			state = append(state, "finished")
+		leader := r.Leader
+		if leader == "" {
+			leader = "NONE"
 		}
-		if len(state) == 0 {
-			state = append(state, "ok")
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%s\n", r.Shard, leader, dash(r.Replicas), dash(r.Learners),
+			r.Frontier, r.Fetched, r.Pages, r.From, strings.Join(shardState(r.ShardStatus, r.NotAnswering), "; "))
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  node\tup\tled\theld\tapi\terror")
+	for _, n := range v.Nodes {
+		id, e := n.ID, n.Err
+		if n.Self {
+			id += " (this node)"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%d\t%s\n", sh.Shard, leader, strings.Join(sh.Replicas, ","), sh.Frontier, sh.Fetched, strings.Join(state, "; "))
+		if e == "" {
+			e = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%v\t%d\t%d\t%s\t%s\n", id, n.Up, n.Led, n.Held, n.API, e)
 	}
 	tw.Flush()
 }

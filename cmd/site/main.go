@@ -3,7 +3,8 @@
 //	site up [--region NAME] [--data DIR] [flags]   crawl until stopped, done or exhausted
 //	site up --join HOST:PORT --data DIR2 --listen ADDR2 [--raft ADDR] [--node NAME]
 //	                                               add a node to a running site
-//	site status [--data DIR | --addr HOST:PORT] [--json]   print a node's state (and its site's nodes and federation peers)
+//	site status [--data DIR | --addr HOST:PORT] [--json]   print a node's state (and its site's nodes and federation peers;
+//	                                               on a sharded site every shard of the site, asked of every node)
 //	site leave [--data DIR | --addr API-HOST:PORT]  take a node out of its site, handing its work back
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
@@ -173,7 +174,7 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Print the running site's state: a summary, or with --json the /status object",
+		Short: "Print the running site's state: a summary, or with --json the /status?site=1 object",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if addr == "" {
@@ -184,7 +185,10 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 				addr = in.Listen
 			}
 			c := &http.Client{Timeout: 5 * time.Second}
-			resp, err := c.Get("http://" + addr + "/status")
+			// site=1: a sharded node adds the site-wide view (every
+			// shard, from the node that leads it; each node asked
+			// within a second); other nodes ignore it.
+			resp, err := c.Get("http://" + addr + "/status?site=1")
 			if err != nil {
 				return fmt.Errorf("no site answering at %s (is it running?): %w", addr, err)
 			}
@@ -205,7 +209,7 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&data, "data", site.DefaultConfig().Data, "the site's data directory")
 	cmd.Flags().StringVar(&addr, "addr", "", "the site's status address (default: from DATA/site.json)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the /status JSON object instead of the summary")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the /status?site=1 JSON object instead of the summary")
 	return cmd
 }
 

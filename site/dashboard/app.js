@@ -445,7 +445,7 @@
     partial.hidden = !sh.partial;
     partial.textContent = sh.partial
       ? `Partial view: this node holds replicas of ${fmtInt(sh.held)} of the site's ${fmtInt(sh.shards)} shards; ` +
-        'the other shards, and the nodes\' leads and replicas among them, are not shown.'
+        'the other shards, and the nodes\' leads and replicas among them, are not shown here (see the site-wide shards).'
       : '';
     const win = num(sh.rate_window_s);
     $('shards-rate-h').title = 'URLs whose result the shard\'s crawl database recorded, per second over the last ' +
@@ -485,6 +485,64 @@
     }), 5);
   }
 
+  // drawSite draws a sharded site's site-wide view: every shard, from the
+  // node whose replica gave its row, and every node, up if it answered
+  // (site is null on a site without shards: the panel stays hidden).
+  function drawSite(site) {
+    $('site-panel').hidden = !site;
+    if (!site) return;
+    const rows = arr(site.rows);
+    const nodes = arr(site.nodes);
+    const silent = nodes.filter((n) => !n.up).map((n) => String(n.id));
+    setText('site-sub', `(${fmtInt(site.shards)} shards; gathered by ${String(site.by || '–')} from ` +
+      `${fmtInt(nodes.length - silent.length)} of ${fmtInt(nodes.length)} nodes` +
+      (silent.length ? `; not answering within ${fmtDur(site.wait_s)}: ${silent.join(', ')}` : '') + ')');
+    fillTable('site-shards', rows.map((r) => {
+      const na = arr(r.not_answering).map(String);
+      if (!r.from) {
+        const placed = arr(r.target).map(String);
+        return [
+          { text: String(num(r.id)), cls: 'num' }, { text: '?', cls: 'unknown' }, { text: '?', cls: 'unknown' },
+          { text: '?', cls: 'unknown' }, { text: '?', cls: 'num unknown' }, { text: '?', cls: 'num unknown' },
+          { text: 'meta', cls: 'unknown' },
+          { text: 'not answering: ' + (na.join(', ') || '–') + (placed.length ? '; placed on ' + placed.join(', ') : ''), cls: 'under' },
+        ];
+      }
+      const reps = arr(r.replicas).map(String);
+      const down = arr(r.down).map(String);
+      const state = [];
+      if (na.length) state.push('not answering: ' + na.join(', '));
+      if (r.under_replicated) state.push(`under-replicated (${reps.length})`);
+      if (down.length) state.push('down: ' + down.join(', '));
+      if (r.step) state.push(String(r.step));
+      if (r.finished) state.push('finished');
+      return [
+        { text: String(num(r.id)), cls: 'num' },
+        { text: r.leader ? String(r.leader) : 'none', cls: r.leader ? '' : 'under' },
+        { text: reps.join(', ') || '–', cls: r.under_replicated ? 'under' : '' },
+        arr(r.learners).map(String).join(', ') || '–',
+        { text: fmtInt(r.frontier), cls: 'num' }, { text: num(r.pages_s).toFixed(1), cls: 'num' },
+        String(r.from),
+        { text: state.join('; ') || 'ok', cls: na.length || r.under_replicated || down.length ? 'under' : '' },
+      ];
+    }), 8);
+    // Data attributes for tests and scripts: one row per shard (its
+    // number is the row's id, as in /status's shards).
+    const trs = $('site-shards').tBodies[0].rows;
+    rows.forEach((r, i) => {
+      if (!trs[i]) return;
+      trs[i].dataset.shard = String(num(r.id));
+      trs[i].dataset.leader = String(r.leader || '');
+      trs[i].dataset.from = String(r.from || '');
+      trs[i].dataset.notAnswering = arr(r.not_answering).map(String).join(',');
+    });
+    fillTable('site-nodes', nodes.map((n) => [
+      String(n.id) + (n.self ? ' (this node)' : ''), String(n.api_addr || n.raft_addr || '–'),
+      { text: fmtInt(n.shards_led), cls: 'num' }, { text: fmtInt(n.replicas_held), cls: 'num' },
+      { text: n.up ? 'yes' : 'no', cls: n.up ? 'alive' : 'dead' },
+    ]), 5);
+  }
+
   // render draws one answer. The panels shown first come first, so that
   // the SVGs measure their final widths.
   function render(d) {
@@ -493,6 +551,7 @@
     drawHeader(d);
     drawTables(d);
     drawShards(d.sharded || null);
+    drawSite((d.sharded || {}).site || null);
     drawFederation(d.federation || null);
     drawRate(d);
     drawRounds(d, now);
