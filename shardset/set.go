@@ -411,33 +411,75 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 // has not watched for DeadAfter yet counts as alive, and one that has
 // written no record yet (starting) gets six times as long.
 func (s *Set) alive(id string, now time.Time) bool {
-	var seq uint64
+	h := s.observe(id, s.seqOf(id), now)
+	limit := s.o.DeadAfter
+	if h.seq == 0 {
+		limit *= 6 // a node that has not begun to run its shards yet (starting, or catching up)
+	}
+	if now.Sub(h.at) <= limit {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.heard[id]; !h.dead {
+		h.dead = true
+		s.heard[id] = h
+		s.log.Warn("shardset: node silent: dead for the placement", "node", id, "silent", now.Sub(h.at).Round(time.Millisecond))
+	}
+	return false
+}
+
+// transferFresh is how recently a node must have written its state record
+// for a shard's leadership to be handed to it: a leadership transfer to a
+// node that has died blocks the shard's writes and pauses its fetches
+// until Raft gives up on it (an election timeout), and a dead node is
+// declared so only after DeadAfter; within that time every shard placed
+// to be led by it tried and timed out (bench cluster --kill-after: 2–4 s
+// of stalled writes per shard, on the survivors that had just won its
+// groups' elections). Four of its writes' intervals: a live node's record
+// changes every stateEvery.
+const transferFresh = 4 * stateEvery
+
+// fresh reports whether node id has written its state record within
+// transferFresh, as this node has watched it (every node watches every
+// record each stateEvery: watchStates).
+func (s *Set) fresh(id string, now time.Time) bool {
+	return freshAt(s.observe(id, s.seqOf(id), now), now)
+}
+
+// freshAt reports whether a node last seen to change its state record as
+// h says counts as fresh at now: it has written one (a starting node has
+// not), and within transferFresh.
+func freshAt(h heard, now time.Time) bool {
+	return h.seq != 0 && now.Sub(h.at) <= transferFresh
+}
+
+// seqOf is the sequence number of node id's state record in this node's
+// replica of the meta group (0: none).
+func (s *Set) seqOf(id string) uint64 {
+	var ns struct {
+		Seq uint64 `json:"seq"`
+	}
 	if v, err := s.o.Meta.Store().User(stateKey + id); err == nil && v != nil {
-		var ns nodeState
-		if json.Unmarshal(v, &ns) == nil {
-			seq = ns.Seq
+		if json.Unmarshal(v, &ns) != nil {
+			return 0
 		}
 	}
+	return ns.Seq
+}
+
+// observe notes that node id's state record has sequence seq at now, and
+// returns what this node knows of it: when the record was last seen to
+// change (now if it just did, or if the node was not watched before).
+func (s *Set) observe(id string, seq uint64, now time.Time) heard {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.heard[id]
 	if !ok || h.seq != seq {
-		s.heard[id] = heard{seq: seq, at: now}
-		return true
+		h = heard{seq: seq, at: now}
+		s.heard[id] = h
 	}
-	limit := s.o.DeadAfter
-	if seq == 0 {
-		limit *= 6 // a node that has not begun to run its shards yet (starting, or catching up)
-	}
-	if now.Sub(h.at) > limit {
-		if !h.dead {
-			h.dead = true
-			s.heard[id] = h
-			s.log.Warn("shardset: node silent: dead for the placement", "node", id, "silent", now.Sub(h.at).Round(time.Millisecond))
-		}
-		return false
-	}
-	return true
+	return h
 }
 
 // heard is when the meta leader last saw a node's state record change.
@@ -671,7 +713,7 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 		}
 		return err
 	case shard.TransferLeader:
-		if !s.alive(st.Node, time.Now()) {
+		if now := time.Now(); !s.alive(st.Node, now) || !s.fresh(st.Node, now) {
 			s.log.Info("shardset: step waits: node silent", "shard", r.shard, "step", desc)
 			return nil // the placement moves its shards elsewhere soon
 		}

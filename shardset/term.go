@@ -70,6 +70,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 		if err := s.writeState(ctx, seq); err != nil && ctx.Err() == nil {
 			s.log.Debug("shardset: write state", "err", err)
 		}
+		s.watchStates(time.Now())
 		if s.o.Meta.IsLeader() {
 			w, err := s.readWave()
 			switch {
@@ -102,6 +103,25 @@ func (s *Set) stateLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// watchStates notes every node's state record as this node's replica of
+// the meta group has it (observe), so that how recently each node wrote
+// one is known here within stateEvery (fresh).
+func (s *Set) watchStates(now time.Time) {
+	var ns struct {
+		Seq uint64 `json:"seq"`
+	}
+	err := s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+		ns.Seq = 0
+		if json.Unmarshal(v, &ns) == nil {
+			s.observe(strings.TrimPrefix(k, stateKey), ns.Seq, now)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Debug("shardset: read the nodes' state records", "err", err)
 	}
 }
 
