@@ -331,15 +331,22 @@ func raftConfig(o Options, hlog hclog.Logger) *raft.Config {
 	// (bench cluster), pausing every node's staging until a new leader
 	// was elected. Twice Raft's defaults, as Consul does on small machines.
 	cfg.HeartbeatTimeout = 2 * time.Second
-	cfg.ElectionTimeout = 2 * time.Second
+	cfg.ElectionTimeout = electionTimeout(o)
 	cfg.LeaderLeaseTimeout = time.Second
 	if o.FastTimeouts {
 		cfg.HeartbeatTimeout = 300 * time.Millisecond
-		cfg.ElectionTimeout = 300 * time.Millisecond
 		cfg.LeaderLeaseTimeout = 150 * time.Millisecond
 		cfg.CommitTimeout = 5 * time.Millisecond
 	}
 	return cfg
+}
+
+// electionTimeout is Raft's election timeout for a DB opened with o.
+func electionTimeout(o Options) time.Duration {
+	if o.FastTimeouts {
+		return 300 * time.Millisecond
+	}
+	return 2 * time.Second
 }
 
 // RaftAddr is the node's Raft address.

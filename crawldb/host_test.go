@@ -661,3 +661,38 @@ func TestHostAddVoterLearnsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestTransferToDeadNode: a leadership transfer to a voter whose node has
+// stopped times out; the leader then settles (an election timeout, then a
+// quorum's word) before it answers, and still leads: the error says the
+// transfer failed and is not ErrNotLeader, and writes go on.
+func TestTransferToDeadNode(t *testing.T) {
+	th := newTestHosts(t, false)
+	hosts := []*Host{th.open("h1", nil), th.open("h2", nil), th.open("h3", nil)}
+	dbs := openHostGroup(t, "s3", hosts...)
+	l := groupLeader(t, dbs)
+	i := (slices.Index(dbs, l) + 1) % 3
+	dead := hosts[i].NodeID()
+	if err := hosts[i].Close(); err != nil {
+		t.Fatal(err)
+	}
+	live := slices.Delete(slices.Clone(dbs), i, i+1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	leaderDo(t, live, "TransferLeadershipTo the stopped node", func(l *DB) error {
+		err = l.TransferLeadershipTo(ctx, dead)
+		if errors.Is(err, ErrNotLeader) {
+			return err // an election among the two left: the new leader tries again
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "transfer leadership of group s3 to "+dead) {
+		t.Fatalf("TransferLeadershipTo a stopped node = %v, want the failed transfer named", err)
+	}
+	l = groupLeader(t, live)
+	applyEventually(t, l, upserts(0, 3, 1))
+	if got := l.Store().Counts().URLs; got != 3 {
+		t.Fatalf("after the failed transfer the leader holds %d URLs, want the 3 written", got)
+	}
+}

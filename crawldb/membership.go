@@ -700,7 +700,14 @@ func (db *DB) TransferLeadershipTo(ctx context.Context, nodeID string) error {
 		return refusedError{fmt.Sprintf("crawldb: transfer leadership of group %s: %q is not a voter of the group", db.groupName(), nodeID)}
 	}
 	if err := db.raft.LeadershipTransferToServer(cfg.Servers[i].ID, cfg.Servers[i].Address).Error(); err != nil {
-		return leaderError(fmt.Errorf("crawldb: transfer leadership of group %s to %s: %w", db.groupName(), nodeID, err))
+		err = fmt.Errorf("crawldb: transfer leadership of group %s to %s: %w", db.groupName(), nodeID, err)
+		if verr := db.settleTransfer(ctx); verr != nil {
+			if ctx.Err() != nil {
+				return errors.Join(err, verr)
+			}
+			return fmt.Errorf("%w: %w", ErrNotLeader, errors.Join(err, verr))
+		}
+		return leaderError(err)
 	}
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
@@ -714,6 +721,28 @@ func (db *DB) TransferLeadershipTo(ctx context.Context, nodeID string) error {
 		case <-t.C:
 		}
 	}
+}
+
+// settleTransfer runs after a leadership transfer that failed (timed
+// out): the target was told to stand (TimeoutNow) and may still win its
+// election after this leader gave up, while this node, believing it
+// leads, would let its callers go on (a shard's fetcher resumed while the
+// target took over: pages fetched by both). It waits an election timeout
+// for such a late election to reach the group, then asks a quorum whether
+// this node still leads (Raft's VerifyLeader: a leader displaced meanwhile
+// learns the newer term and steps down). A nil error: it still leads.
+func (db *DB) settleTransfer(ctx context.Context) error {
+	t := time.NewTimer(electionTimeout(db.opts))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("crawldb: settle after a failed transfer: %w", ctx.Err())
+	case <-t.C:
+	}
+	if err := db.raft.VerifyLeader().Error(); err != nil {
+		return fmt.Errorf("crawldb: leadership of group %s after a failed transfer: %w", db.groupName(), err)
+	}
+	return nil
 }
 
 // leaderError makes an error of a change that this node could not make

@@ -34,6 +34,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// testDeadAfter is the test nodes' DeadAfter: short, so that a killed
+// node's shards move within a test, but not so short that a live node
+// starved of CPU (the race detector on a loaded CI box) is declared dead:
+// at 1.5 s, a node in a 0.5-core cgroup was, and the churn that followed
+// fetched pages twice (docs/sharding.md, known defects).
+const testDeadAfter = 3 * time.Second
+
 // testNode is one node of a sharded test site.
 type testNode struct {
 	host  *crawldb.Host
@@ -73,6 +80,9 @@ type testWeb struct {
 	reachable int
 	delay     time.Duration // the crawlers' host delay
 	expect    int           // every node's Options.ExpectNodes
+	// raftTimeouts: Raft's own timeouts (2 s) rather than the tests' fast
+	// ones (300 ms), for tests of what must not change leaders by itself.
+	raftTimeouts bool
 }
 
 func startWeb(t *testing.T, hosts, pages int) *testWeb {
@@ -125,7 +135,7 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := crawldb.OpenHost(ctx, crawldb.HostOptions{Dir: filepath.Join(dir, "crawldb"), NodeID: id, RaftAddr: raftAddr, AdvertiseAPI: ln.Addr().String(), FastTimeouts: true, NoSync: true})
+	h, err := crawldb.OpenHost(ctx, crawldb.HostOptions{Dir: filepath.Join(dir, "crawldb"), NodeID: id, RaftAddr: raftAddr, AdvertiseAPI: ln.Addr().String(), FastTimeouts: !w.raftTimeouts, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +185,7 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 		time.Sleep(20 * time.Millisecond)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
-	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, DeadAfter: 1500 * time.Millisecond, Client: &http.Client{Timeout: 10 * time.Second},
+	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, DeadAfter: testDeadAfter, Client: &http.Client{Timeout: 10 * time.Second},
 		ExpectNodes: w.expect,
 		Crawler: func(sh int) rounds.Options {
 			return rounds.Options{Width: 400, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second, StageEvery: 300 * time.Millisecond,
@@ -578,6 +588,14 @@ func TestRoundsLimit(t *testing.T) {
 func TestExpectNodes(t *testing.T) {
 	w := startWeb(t, 40, 20)
 	w.delay, w.expect = 50*time.Millisecond, 3
+	// Every page once holds for hand-overs; it does not for a Solo leader
+	// deposed by an election, whose results not staged within the fence
+	// are fetched again (docs/sharding.md, known defects). With the tests'
+	// 300 ms election timeout a loaded CI box (the race detector, a
+	// 0.5-core cgroup here) changed leaders by elections every few
+	// seconds and fetched 12-16 pages twice; with Raft's own timeouts
+	// the leaders change only where the placement moves them.
+	w.raftTimeouts = true
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root := t.TempDir()
