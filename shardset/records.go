@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
@@ -220,15 +219,7 @@ func (s *Set) Records() ([]ShardRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shardset: the site's members: %w", err)
 	}
-	err = s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
-		node := strings.TrimPrefix(k, stateKey)
-		if _, ok := members[node]; !ok {
-			return nil // a node that left
-		}
-		var ns nodeState
-		if err := json.Unmarshal(v, &ns); err != nil {
-			return fmt.Errorf("shardset: state record %s: %w", k, err)
-		}
+	err = s.memberStates(members, func(node string, ns nodeState) error {
 		for sh, st := range ns.Shards {
 			if sh < 0 || sh >= len(out) {
 				continue

@@ -193,6 +193,23 @@ func (p *wave) fresher(w wave) bool {
 	return true
 }
 
+// memberStates calls fn with the state record of every member of the
+// site (members: the meta group's) in this node's meta replica, in node
+// order; the records of nodes that left are skipped.
+func (s *Set) memberStates(members map[string]string, fn func(node string, ns nodeState) error) error {
+	return s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
+		node := strings.TrimPrefix(k, stateKey)
+		if _, ok := members[node]; !ok {
+			return nil // a node that left
+		}
+		var ns nodeState
+		if err := json.Unmarshal(v, &ns); err != nil {
+			return fmt.Errorf("shardset: state record %s: %w", k, err)
+		}
+		return fn(node, ns)
+	})
+}
+
 // readWave reads the records of the site's nodes from the meta replica:
 // each shard's state is the one written in its group's latest term (a
 // node that led it before may not have written since).
@@ -203,15 +220,7 @@ func (s *Set) readWave() (wave, error) {
 		return w, err
 	}
 	states := map[int]shardState{}
-	err = s.o.Meta.Store().UserScan(stateKey, func(k string, v []byte) error {
-		node := strings.TrimPrefix(k, stateKey)
-		if _, ok := members[node]; !ok {
-			return nil // a node that left
-		}
-		var ns nodeState
-		if err := json.Unmarshal(v, &ns); err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
+	err = s.memberStates(members, func(node string, ns nodeState) error {
 		w.seqs[node] = ns.Seq
 		if w.meta == 0 || ns.Meta < w.meta {
 			w.meta = ns.Meta

@@ -358,13 +358,7 @@ func TestShardedDashboard(t *testing.T) {
 	if !slices.Equal(hidden, []bool{false, true, true, false}) {
 		t.Errorf("hidden shards panel, partial note, rounds panel, site-wide panel: %v, want false, true, true, false", hidden)
 	}
-	srows, err := eval[[]siteRow](b, readSiteRows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srows) != 4 {
-		t.Fatalf("the page's site-wide table has %d rows, want 4: %+v", len(srows), srows)
-	}
+	srows := pageSiteRows(t, b, 4)
 	for i, r := range sv.Rows {
 		got := srows[i]
 		want := []string{strconv.Itoa(r.Shard), "n1", "n1", "–", fmt.Sprint(r.Frontier)}
@@ -744,13 +738,7 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	if !slices.Equal(alive, []string{"yes", "?"}) {
 		t.Errorf("the page's nodes alive %q, want yes for n1 and ? for n2", alive)
 	}
-	srows, err := eval[[]siteRow](b, readSiteRows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srows) != 4 {
-		t.Fatalf("the page's site-wide table has %d rows, want 4: %+v", len(srows), srows)
-	}
+	srows := pageSiteRows(t, b, 4)
 	for i, r := range sv.Rows {
 		if got := srows[i]; got.Shard != strconv.Itoa(i) || got.Leader != r.Leader || got.From != r.Leader || got.NotAnswering != "" {
 			t.Errorf("site-wide row %d on the page: %+v, want led by and from %s", i, got, r.Leader)
@@ -816,4 +804,18 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
 	}
+}
+
+// pageSiteRows reads the page's site-wide table, which must have want
+// rows.
+func pageSiteRows(t *testing.T, b *browser, want int) []siteRow {
+	t.Helper()
+	srows, err := eval[[]siteRow](b, readSiteRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srows) != want {
+		t.Fatalf("the page's site-wide table has %d rows, want %d: %+v", len(srows), want, srows)
+	}
+	return srows
 }
