@@ -346,6 +346,17 @@ func (c *Crawler) Seen(fp uint64, _ string) bool {
 // hostOf returns the host of a normalised URL.
 func hostOf(u string) string { return crawl.HostOf(u) }
 
+// RemoveRoundFiles removes the round files (fetch segments, update files)
+// that a crawler on dir kept, and keeps its statistics. For a replica that
+// leaves this node: the files are of no use once the crawl database they
+// belong to is gone, and a replica that comes back starts without them.
+func RemoveRoundFiles(dir string) error {
+	if err := os.RemoveAll(filepath.Join(dir, "rounds")); err != nil {
+		return fmt.Errorf("rounds: remove round files: %w", err)
+	}
+	return nil
+}
+
 func (c *Crawler) roundDir(round uint64) string {
 	return filepath.Join(c.o.Dir, "rounds", strconv.FormatUint(round, 10))
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/rounds/segment"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -277,6 +280,57 @@ func TestFoldRefusesSecondResult(t *testing.T) {
 		t.Fatalf("two results of one URL: %v, want errTwoResults", err)
 	}
 	t.Log(err)
+}
+
+// TestLocalPartAfterStagedTake: a part taken again by a node that leads a
+// site of one node (a local part) after an earlier take staged some of its
+// results. The node's fetch segment may hold its own result of a staged
+// URL from before (a shard that left this node and came back); the update
+// counts each URL once, from the staged batch, and the others from the
+// segment. Before, the segment's copy was counted too: errTwoResults, and
+// the shard's crawler stopped.
+func TestLocalPartAfterStagedTake(t *testing.T) {
+	f := newNodeFixture(t)
+	const a, b = "http://h.test/a", "http://h.test/b"
+	f.plan(PhaseUpdate, "n1", 0, a, b)
+	result := func(u string) *fetcher.Result {
+		return &fetcher.Result{Job: fetcher.Job{URL: u, Host: "h.test", Cash: 0.5, Depth: 1, Round: 1},
+			Status: store.StatusFetched, HTTPStatus: 200, Links: []string{"http://h.test/x"}}
+	}
+	acc := newStageAcc()
+	if err := f.c.mapResults(&nodePart{ref: partRef{1, 0}}, []*fetcher.Result{result(a)}, acc); err != nil {
+		t.Fatal(err)
+	}
+	batch := store.NewBatch()
+	batch.PutUser(resKey(1, 0, "n1-1", 0), acc.batch().encode())
+	batch.PutUser(doneKey(1, 0), partDone{Node: "n1", At: time.Now(), Local: true}.encode())
+	f.apply(batch)
+	dir := f.c.roundDir(1)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := segment.Create(filepath.Join(dir, fetchFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a: this node's own result from its earlier take (staged then); b:
+	// the local take's.
+	if err := w.AppendBatch([][]byte{appendResult(nil, result(a)), appendResult(nil, result(b))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.prepareUpdate(context.Background(), 1); err != nil {
+		t.Fatalf("prepare the update: %v", err)
+	}
+	_, tr, err := readUpdate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Stats == nil || tr.Stats.Fetched != 2 || tr.Duplicates != 0 {
+		t.Fatalf("update counts %+v fetched, %d duplicates; want 2 fetched (a staged, b local), 0 duplicates", tr.Stats, tr.Duplicates)
+	}
 }
 
 // TestRestartRecoversEveryPart stops a one-node crawl in the middle of a

@@ -768,8 +768,27 @@ func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBa
 		if err != nil {
 			return fmt.Errorf("part %d: %w", id, err)
 		}
+		// The URLs a staged batch of the part answers are counted from
+		// that batch: the part was taken again here after another take
+		// (of this node, in an earlier leadership, or of another node)
+		// staged them, and this node's segment may hold a result of its
+		// own from before (take fetched only the others).
+		staged := map[string]bool{}
+		err = c.st.UserScan(resPartPrefix(round, id), func(_ string, v []byte) error {
+			b, err := decodeStage(v, round)
+			if err != nil {
+				return err
+			}
+			b.handled(func(u string) { staged[u] = true })
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("staged results of part %d: %w", id, err)
+		}
 		for _, e := range pp.Entries {
-			urls[e.URL] = true
+			if !staged[e.URL] {
+				urls[e.URL] = true
+			}
 		}
 		local = true
 		return nil

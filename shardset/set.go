@@ -501,7 +501,7 @@ func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 		return fmt.Errorf("shardset: open shard %d: %w", sh, err)
 	}
 	o := s.o.Crawler(sh)
-	o.DB, o.Dir, o.NodeID, o.Solo = db, filepath.Join(s.o.Dir, "shards", GroupID(sh)), s.self, true
+	o.DB, o.Dir, o.NodeID, o.Solo = db, s.shardDir(sh), s.self, true
 	if s.o.Router != nil {
 		if o.Router, err = s.o.Router(sh, db); err != nil {
 			return fmt.Errorf("shardset: shard %d: router: %w", sh, err)
@@ -613,9 +613,16 @@ func (s *Set) maybeRemove(r *replica) error {
 	if err := s.o.Host.RemoveGroup(GroupID(r.shard)); err != nil {
 		return fmt.Errorf("shardset: remove shard %d: %w", r.shard, err)
 	}
+	if err := rounds.RemoveRoundFiles(s.shardDir(r.shard)); err != nil {
+		s.log.Warn("shardset: replica removed, its round files not", "shard", r.shard, "err", err)
+		return nil
+	}
 	s.log.Info("shardset: replica removed", "shard", r.shard)
 	return nil
 }
+
+// shardDir is where shard sh's crawler keeps its files on this node.
+func (s *Set) shardDir(sh int) string { return filepath.Join(s.o.Dir, "shards", GroupID(sh)) }
 
 // close stops r's crawler and forgets r.
 func (s *Set) close(r *replica) {

@@ -405,6 +405,12 @@ func TestJoinAndLeave(t *testing.T) {
 	if err := <-done2; err != nil {
 		t.Errorf("n2: %v", err)
 	}
+	// A replica removed leaves no round files behind: were its shard to
+	// come back to the node, a stale fetch segment would be read as the
+	// new replica's own.
+	if left, _ := filepath.Glob(filepath.Join(root, "n2", "shards", "*", "rounds")); len(left) > 0 {
+		t.Errorf("n2 left the site with round files of its removed replicas: %q", left)
+	}
 	p, _, err := readPlacement(n1.meta.Store())
 	if err != nil {
 		t.Fatal(err)
