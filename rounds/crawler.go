@@ -108,6 +108,17 @@ type Options struct {
 	// Fence is Solo's wait before parts a former leader held may move to
 	// and start on a new leader; 0 → 1 s (crawldb's leader lease).
 	Fence time.Duration
+	// ReleaseWait is how long after the fence a Solo leader waits at most
+	// for a former leader that is alive (NodeAlive) to release the parts
+	// it holds: a node deposed by an election stages what it holds when
+	// it learns it lost, then writes that it has (its release marker);
+	// a starved node may do so well after the fence, and what it has not
+	// staged when its parts move is fetched again. 0 → 5 s.
+	ReleaseWait time.Duration
+	// NodeAlive reports whether a node may still run (a sharded site's
+	// liveness: its state record is fresh); a Solo leader does not wait
+	// for the release of a node it says is dead. nil: every node may.
+	NodeAlive func(id string) bool
 	// StageEvery is how long a node keeps a part's results before it
 	// stages them although the part is not done: what a node that dies
 	// loses (and another fetches again) at most; 0 → 2 s.
@@ -181,6 +192,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Fence <= 0 {
 		o.Fence = time.Second
+	}
+	if o.ReleaseWait <= 0 {
+		o.ReleaseWait = 5 * time.Second
 	}
 	if o.StageEvery <= 0 {
 		o.StageEvery = 2 * time.Second

@@ -51,6 +51,11 @@ func revKey(round uint64) string { return roundPrefix(round) + "rev" }
 // writes are refused.
 const leaderKey = "site/leader"
 
+// releaseKey holds, per node, the leader token of the leadership to which
+// the node, deposed, released the parts it held: it had staged every
+// result it held when it wrote it (a Solo crawl; see Options.ReleaseWait).
+func releaseKey(node string) string { return "site/release/" + node }
+
 // partID reads the id at the end of an own/ or done/ key.
 func partID(key string) (int, error) {
 	i := strings.LastIndexByte(key, '/')

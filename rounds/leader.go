@@ -67,6 +67,10 @@ type leader struct {
 	replanned     time.Time // when parts last moved (status)
 	resets        []partRef // local parts of another node whose done marker is to go
 	moves         int
+	// awaiting: this Solo leader waits for a former leader's release;
+	// released: it no longer does (awaitRelease).
+	awaiting, released bool
+	releasedAt         time.Time // when released became true (plan.Lead.Released)
 
 	// inUpdate counts the rounds given to the updater whose statistics
 	// line is not yet written; lastLine is the round of the last line
@@ -417,6 +421,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		// it holds as soon as it knows it lost (nodeSide.stage): its
 		// parts move here, and rounds are planned, only after it, so
 		// that its results are staged first and not fetched again.
+		return nil
+	}
+	if l.awaitRelease(now) {
 		return nil
 	}
 	if err := l.reassign(ctx, nodes, now); err != nil {
@@ -805,6 +812,50 @@ func (rp *roundPlan) allDone() bool {
 	return true
 }
 
+// awaitRelease reports whether this Solo leader, past its fence, still
+// waits for a former leader to release the parts it holds (see
+// plan.Lead.AwaitsRelease). Once no longer, never again in this
+// leadership.
+func (l *leader) awaitRelease(now time.Time) bool {
+	c := l.c
+	if !c.o.Solo || l.released {
+		return false
+	}
+	held := map[string]bool{}
+	for _, rp := range l.plans {
+		for _, p := range rp.parts {
+			if !p.done && p.owner.Node != "" && p.owner.Node != c.id {
+				held[p.owner.Node] = true
+			}
+		}
+	}
+	var holders []plan.Holder
+	var waiting []string
+	for id := range held {
+		h := plan.Holder{Alive: c.o.NodeAlive == nil || c.o.NodeAlive(id)}
+		v, err := c.st.User(releaseKey(id))
+		h.Released = err == nil && bytes.Equal(v, l.token)
+		if h.Alive && !h.Released {
+			waiting = append(waiting, id)
+		}
+		holders = append(holders, h)
+	}
+	if l.lead().AwaitsRelease(now, holders) {
+		if !l.awaiting {
+			l.awaiting = true
+			c.log.Info("rounds: waiting for a former leader to stage what it holds", "nodes", waiting)
+		}
+		return true
+	}
+	l.released, l.releasedAt = true, now
+	if len(waiting) > 0 {
+		c.log.Warn("rounds: a former leader did not release its parts in time: what it has not staged is fetched again", "nodes", waiting, "wait", c.o.ReleaseWait)
+	} else if l.awaiting {
+		c.log.Info("rounds: former leaders released their parts", "after", now.Sub(l.start).Round(time.Millisecond))
+	}
+	return false
+}
+
 // reassign gives the parts of nodes that are dead or stopping to others.
 func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time) error {
 	c := l.c
@@ -1051,7 +1102,7 @@ func (c *Crawler) setPhase(p Phase) {
 // lead is what this leader's Solo rules read (plan.Lead): which node
 // leads, since when, and the fence.
 func (l *leader) lead() plan.Lead {
-	return plan.Lead{Self: l.c.id, Solo: l.c.o.Solo, Since: l.start, Fence: l.c.o.Fence}
+	return plan.Lead{Self: l.c.id, Solo: l.c.o.Solo, Since: l.start, Fence: l.c.o.Fence, ReleaseWait: l.c.o.ReleaseWait, Released: l.releasedAt}
 }
 
 func later(a, b time.Time) time.Time {

@@ -101,6 +101,15 @@ type nodeSide struct {
 	done     atomic.Int64  // page results this node fetched
 	rate     rateMeter
 
+	// fetch is the fetcher run was given (under mu).
+	fetch Fetcher
+	// releasedTo is the leader token this node, deposed, last released
+	// its parts to (the stage pass only: release).
+	releasedTo []byte
+	// deposedStageDelay (nanoseconds; tests) delays each stage pass of a
+	// deposed Solo node: a node starved of CPU.
+	deposedStageDelay atomic.Int64
+
 	// watched is what the last full watch saw (the watch loop only): a
 	// watch that would see the same skips its scans (see watch).
 	watched unchanged[watchKey]
@@ -154,6 +163,9 @@ func (n *nodeSide) run(ctx context.Context, f Fetcher) error {
 		n.paused.Store(true)
 		p.Pause(true)
 	}
+	n.mu.Lock()
+	n.fetch = f
+	n.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)

@@ -115,7 +115,13 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 			// their delays): requests still in flight must end now, not
 			// at the request timeout, or they would overlap the new
 			// owner's (a node cut off from the leader is not dead).
-			if a, ok := f.(aborter); ok {
+			// A deposed Solo leader lets them end and stages their
+			// results before it releases its parts (release), and its
+			// successor waits for that up to ReleaseWait after its fence:
+			// those still in flight half that time after this node last
+			// led are aborted.
+			abort := !errors.Is(err, errSoloFollower) || now.Sub(time.Unix(0, n.lastOK.Load())) > c.o.ReleaseWait/2
+			if a, ok := f.(aborter); ok && abort {
 				a.Abort()
 			}
 			if errors.Is(err, errSoloFollower) {

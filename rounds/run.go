@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb"
 )
 
 // Run crawls until ctx is done or the site's crawl ends: maxRounds rounds
@@ -67,7 +69,10 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			// (Raft's term moved on, or it no longer leads) is a
 			// deposition like a refused guard: a new leader goes on from
 			// the crawl database.
-			lost := err != nil && (c.db.Term() != leadTerm || !c.db.IsLeader())
+			// A leadership transfer under way refuses the leader's
+			// barrier and writes with crawldb.ErrNotLeader although
+			// the node still leads in the same term: lost too.
+			lost := err != nil && (errors.Is(err, crawldb.ErrNotLeader) || c.db.Term() != leadTerm || !c.db.IsLeader())
 			if err != nil && !errors.Is(err, errDeposed) && !lost && ctx.Err() == nil {
 				cancel()
 				<-nodeDone
@@ -78,8 +83,10 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 			}
 			// Finished, or deposed: the node side sees which.
 			leading = false
-			if lost && c.db.IsLeader() {
-				// Leading again already (a new term): lead anew.
+			if lost && c.db.IsLeader() && sleepCtx(ctx, relead) && c.db.IsLeader() {
+				// Leading again already (a new term), or still (a
+				// transfer that failed): lead anew, after a pause so that
+				// a transfer still under way is not met in a busy loop.
 				leading = true
 				lctx, lcancel := context.WithCancel(ctx)
 				stopLead = lcancel
@@ -100,6 +107,10 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 		}
 	}
 }
+
+// relead is how long a node that lost its leadership, and leads again or
+// still, waits before it leads anew.
+const relead = 50 * time.Millisecond
 
 // waitFollowers gives the other nodes, when this node led the site to its
 // end, a moment to see the end too before this node stops: they apply it

@@ -250,8 +250,10 @@ func startSoloGroup(ctx context.Context, t *testing.T, sim *websim.Server, k, wo
 //     transfer slowed as under load.
 //   - lost: n1 loses its leadership without a hand-over (a transfer that
 //     does not call HandOver, as an election under load would): it stages
-//     what it holds at once, and n2 moves n1's parts only after the fence,
-//     so that they are staged first.
+//     what it holds at once, and n2 moves n1's parts only after the fence
+//     and n1's release, so that they are staged first.
+//   - lost, staged late: the same, but n1 stages only well after the
+//     fence (a node starved of CPU); n2 waits for its release.
 func TestSoloLeaderMoves(t *testing.T) {
 	transferTo := func(from, to *soloNode) func(context.Context) error {
 		return func(ctx context.Context) error { return from.db.TransferLeadershipTo(ctx, to.id) }
@@ -270,6 +272,9 @@ func TestSoloLeaderMoves(t *testing.T) {
 		// move moves the leadership away from n1, which leads and
 		// fetches; it returns the pages n2 fetched while it handed over.
 		move func(ctx context.Context, t *testing.T, n1, n2 *soloNode) (during int64)
+		// released: n1, deposed, writes its release marker (a hand-over
+		// has it stage before the transfer instead).
+		released bool
 	}{
 		{"quick hand-back", func(ctx context.Context, t *testing.T, n1, n2 *soloNode) int64 {
 			if err := n1.c.HandOver(ctx, n1.f, transferTo(n1, n2)); err != nil {
@@ -291,14 +296,26 @@ func TestSoloLeaderMoves(t *testing.T) {
 				t.Fatalf("n2 → n1: %v", err)
 			}
 			return during
-		}},
+		}, false},
 		{"lost", func(ctx context.Context, t *testing.T, n1, n2 *soloNode) int64 {
 			if err := transferTo(n1, n2)(ctx); err != nil {
 				t.Fatalf("n1 → n2: %v", err)
 			}
 			waitLeads(t, n2)
 			return 0
-		}},
+		}, true},
+		{"lost, staged late", func(ctx context.Context, t *testing.T, n1, n2 *soloNode) int64 {
+			// n1 stages what it holds only 1.5 s after it lost, well
+			// after the fence (400 ms), as a node starved of CPU does:
+			// n2 must wait for n1's release, not move n1's parts at the
+			// fence and fetch their unstaged pages again.
+			n1.c.node.deposedStageDelay.Store(int64(1500 * time.Millisecond))
+			if err := transferTo(n1, n2)(ctx); err != nil {
+				t.Fatalf("n1 → n2: %v", err)
+			}
+			waitLeads(t, n2)
+			return 0
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim, seeds, reachable := startSoloWeb(t, synth.Options{Hosts: 40, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean})
@@ -337,6 +354,9 @@ func TestSoloLeaderMoves(t *testing.T) {
 			}
 			if during > 0 {
 				t.Errorf("n2 fetched %d pages after its hand-over had staged its results", during)
+			}
+			if v, err := n2.c.st.User(releaseKey(n1.id)); tc.released && (err != nil || v == nil) {
+				t.Errorf("n1's release marker in n2's replica: %q, %v; want n1 to have released its parts", v, err)
 			}
 			reqs := sim.Stats().URLRequests()
 			twice := 0

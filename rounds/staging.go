@@ -167,6 +167,9 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 	defer func() { <-n.stageSem }()
 	c := n.c
 	force = force || n.deposed()
+	if d := n.deposedStageDelay.Load(); d > 0 && n.deposed() {
+		sleepCtx(ctx, time.Duration(d))
+	}
 	now := c.o.Now()
 	n.mu.Lock()
 	parts := make([]*nodePart, 0, len(n.parts))
@@ -287,6 +290,66 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 			}
 		}
 	}
+	if n.deposed() {
+		return n.release(ctx)
+	}
+	return nil
+}
+
+// release writes, on a deposed Solo node that has staged every result it
+// holds, its release marker for the leadership its replica knows of (the
+// leader token), once per leadership, once its requests in flight have
+// ended: the new leader moves this node's parts when it sees it, not only
+// after Options.ReleaseWait, and lets their hosts go from then on. Called
+// by the stage pass (stageSem held).
+func (n *nodeSide) release(ctx context.Context) error {
+	c := n.c
+	tok, err := c.st.User(leaderKey)
+	if err != nil || tok == nil || bytes.HasPrefix(tok, []byte(c.id+"#")) || bytes.Equal(tok, n.releasedTo) {
+		return err // no new leader's token yet, or released to it already
+	}
+	n.mu.Lock()
+	f := n.fetch
+	n.mu.Unlock()
+	if f != nil && f.Stats().InFlight > 0 {
+		return nil // their results come first (the report loop aborts them if they take too long)
+	}
+	n.mu.Lock()
+	parts := make([]*nodePart, 0, len(n.parts))
+	for _, p := range n.parts {
+		parts = append(parts, p)
+	}
+	n.mu.Unlock()
+	for _, p := range parts {
+		if p.revoked.Load() {
+			continue
+		}
+		p.mu.Lock()
+		unstaged := len(p.results) > 0 || p.complete && !p.done
+		p.mu.Unlock()
+		if unstaged || p.acc != nil && !p.acc.empty() {
+			return nil // the next pass stages the rest
+		}
+	}
+	owns, err := n.ownsParts()
+	if err != nil {
+		return err
+	}
+	if !owns {
+		n.releasedTo = bytes.Clone(tok) // nothing to release: no leader waits for it
+		return nil
+	}
+	b := store.NewBatch()
+	b.PutUser(releaseKey(c.id), tok)
+	res, err := c.db.Apply(ctx, b)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return fmt.Errorf("rounds: release parts to the new leader: %w", err)
+	}
+	n.releasedTo = bytes.Clone(tok)
+	c.log.Info("rounds: deposed: every result held is staged, the parts released to the new leader", "parts", len(parts))
 	return nil
 }
 
@@ -568,4 +631,34 @@ func (s *stageStats) count(res *fetcher.Result) {
 	if res.Err != "" {
 		f.LastError = res.Err
 	}
+}
+
+// ownsParts reports whether a part of a round in flight is this node's and
+// not done, as its replica has it.
+func (n *nodeSide) ownsParts() (bool, error) {
+	c := n.c
+	s, err := loadState(c.st)
+	if err != nil {
+		return false, err
+	}
+	owns := false
+	for _, a := range s.Active {
+		err := c.st.UserScan(ownPrefix(a.Round), func(k string, v []byte) error {
+			o, err := decodeOwner(v)
+			if err != nil || o.Node != c.id || owns {
+				return err
+			}
+			id, err := partID(k)
+			if err != nil {
+				return err
+			}
+			d, err := c.st.User(doneKey(a.Round, id))
+			owns = err == nil && d == nil
+			return err
+		})
+		if err != nil || owns {
+			return owns, err
+		}
+	}
+	return false, nil
 }

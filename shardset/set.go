@@ -502,6 +502,9 @@ func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 	}
 	o := s.o.Crawler(sh)
 	o.DB, o.Dir, o.NodeID, o.Solo = db, s.shardDir(sh), s.self, true
+	// A new leader waits for a deposed one to stage what it holds while
+	// that node writes its state record (a killed node soon does not).
+	o.NodeAlive = func(id string) bool { return s.fresh(id, time.Now()) }
 	if s.o.Router != nil {
 		if o.Router, err = s.o.Router(sh, db); err != nil {
 			return fmt.Errorf("shardset: shard %d: router: %w", sh, err)

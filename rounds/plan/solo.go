@@ -20,6 +20,43 @@ type Lead struct {
 	// (rounds.Options.Fence: its Raft lease, and what it takes to learn it
 	// lost and stage what it holds).
 	Fence time.Duration
+	// ReleaseWait is how long after the fence a Solo leader waits at most
+	// for a former leader that is alive to release the parts it holds
+	// (rounds.Options.ReleaseWait).
+	ReleaseWait time.Duration
+	// Released is when this leader moved on from waiting for former
+	// leaders' releases (they released, or the wait ran out); zero while
+	// it waits. A former leader's requests ended before it released.
+	Released time.Time
+}
+
+// Holder is what a Solo leader knows of a node, not itself, that holds
+// parts of the rounds in flight: a former leader.
+type Holder struct {
+	// Alive: the node may still run (the site's liveness says so).
+	Alive bool
+	// Released: the node wrote, after it knew this leader led, that it has
+	// staged every result it held (rounds' release marker).
+	Released bool
+}
+
+// AwaitsRelease reports whether at now a Solo leader past its fence still
+// keeps the parts that former leaders hold where they are: some holder is
+// alive and has not released them yet, and ReleaseWait after the fence
+// has not passed. A former leader deposed by an election stages what it
+// holds once it learns it lost; a starved one may learn it, or finish
+// staging, well after the fence, and what it has not staged when its
+// parts move is fetched again. A dead holder is not waited for.
+func (l Lead) AwaitsRelease(now time.Time, holders []Holder) bool {
+	if !l.Solo || !now.Before(l.Since.Add(l.Fence+l.ReleaseWait)) {
+		return false
+	}
+	for _, h := range holders {
+		if h.Alive && !h.Released {
+			return true
+		}
+	}
+	return false
 }
 
 // Fenced reports whether, at now, a Solo leader still waits for its
@@ -43,11 +80,17 @@ func (l Lead) Alive(id string, heard bool) bool {
 // LastSeen is when node id counts as last heard of, for the politeness of
 // the parts it held (Reassign lets their hosts go from then plus their
 // delays): seen, the detector's time, except that in a Solo crawl another
-// node may have led and fetched until the fence was over, so it counts as
-// seen then at the earliest.
+// node may have led and fetched until the fence was over, and a deposed
+// leader lets its requests in flight end before it releases its parts, so
+// it counts as seen at the fence's end or at Released, whichever is
+// later, at the earliest.
 func (l Lead) LastSeen(id string, seen time.Time) time.Time {
 	if l.Solo && id != l.Self {
-		if fence := l.Since.Add(l.Fence); fence.After(seen) {
+		fence := l.Since.Add(l.Fence)
+		if l.Released.After(fence) {
+			fence = l.Released
+		}
+		if fence.After(seen) {
 			return fence
 		}
 	}

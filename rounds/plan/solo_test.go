@@ -2,6 +2,7 @@ package plan
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,6 +31,37 @@ func TestLeadFenced(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.lead.Fenced(tt.now); got != tt.want {
 				t.Errorf("%+v.Fenced(t0%+v) = %v, want %v", tt.lead, tt.now.Sub(t0), got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLeadAwaitsRelease(t *testing.T) {
+	const fence, wait = time.Second, 5 * time.Second
+	solo := Lead{Self: "b", Solo: true, Since: t0, Fence: fence, ReleaseWait: wait}
+	past := t0.Add(fence + time.Millisecond)
+	alive, dead, released := Holder{Alive: true}, Holder{}, Holder{Alive: true, Released: true}
+	tests := []struct {
+		name    string
+		lead    Lead
+		now     time.Time
+		holders []Holder
+		want    bool
+	}{
+		{"not Solo: never waits", Lead{Self: "b", Since: t0, Fence: fence, ReleaseWait: wait}, past, []Holder{alive}, false},
+		{"no holder", solo, past, nil, false},
+		{"a live holder that has not released", solo, past, []Holder{alive}, true},
+		{"a live holder that has released", solo, past, []Holder{released}, false},
+		{"a dead holder is not waited for", solo, past, []Holder{dead}, false},
+		{"one released, one not", solo, past, []Holder{released, alive}, true},
+		{"a nanosecond before the wait's end", solo, t0.Add(fence + wait - 1), []Holder{alive}, true},
+		{"exactly at the wait's end", solo, t0.Add(fence + wait), []Holder{alive}, false},
+		{"no wait after the fence", Lead{Self: "b", Solo: true, Since: t0, Fence: fence}, past, []Holder{alive}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.lead.AwaitsRelease(tt.now, tt.holders); got != tt.want {
+				t.Errorf("AwaitsRelease(t0%+v, %+v) = %v, want %v", tt.now.Sub(t0), tt.holders, got, tt.want)
 			}
 		})
 	}
@@ -76,10 +108,15 @@ func TestLeadLastSeen(t *testing.T) {
 		{"Solo, a former leader never seen", true, "a", time.Time{}, end},
 		{"Solo, seen exactly at the fence's end", true, "a", end, end},
 		{"Solo, seen after the fence's end", true, "a", end.Add(time.Millisecond), end.Add(time.Millisecond)},
+		{"Solo, released after the fence's end", true, "a", t0.Add(-time.Minute), end.Add(time.Second)},
+		{"Solo, released after the fence's end, seen later still", true, "a", end.Add(2 * time.Second), end.Add(2 * time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := Lead{Self: "b", Solo: tt.solo, Since: t0, Fence: fence}
+			if strings.HasPrefix(tt.name, "Solo, released") {
+				l.Released = end.Add(time.Second)
+			}
 			if got := l.LastSeen(tt.id, tt.seen); !got.Equal(tt.want) {
 				t.Errorf("LastSeen(%q, %v) = %v, want %v", tt.id, tt.seen, got, tt.want)
 			}
