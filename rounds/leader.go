@@ -70,7 +70,8 @@ type leader struct {
 	// awaiting: this Solo leader waits for a former leader's release;
 	// released: it no longer does (awaitRelease).
 	awaiting, released bool
-	releasedAt         time.Time // when released became true (plan.Lead.Released)
+	releasedAt         time.Time       // when released became true (plan.Lead.Released)
+	releasedBy         map[string]bool // former leaders that released (plan.Lead.ReleasedBy)
 
 	// inUpdate counts the rounds given to the updater whose statistics
 	// line is not yet written; lastLine is the round of the last line
@@ -835,6 +836,12 @@ func (l *leader) awaitRelease(now time.Time) bool {
 		h := plan.Holder{Alive: c.o.NodeAlive == nil || c.o.NodeAlive(id)}
 		v, err := c.st.User(releaseKey(id))
 		h.Released = err == nil && bytes.Equal(v, l.token)
+		if h.Released {
+			if l.releasedBy == nil {
+				l.releasedBy = map[string]bool{}
+			}
+			l.releasedBy[id] = true
+		}
 		if h.Alive && !h.Released {
 			waiting = append(waiting, id)
 		}
@@ -1102,7 +1109,7 @@ func (c *Crawler) setPhase(p Phase) {
 // lead is what this leader's Solo rules read (plan.Lead): which node
 // leads, since when, and the fence.
 func (l *leader) lead() plan.Lead {
-	return plan.Lead{Self: l.c.id, Solo: l.c.o.Solo, Since: l.start, Fence: l.c.o.Fence, ReleaseWait: l.c.o.ReleaseWait, Released: l.releasedAt}
+	return plan.Lead{Self: l.c.id, Solo: l.c.o.Solo, Since: l.start, Fence: l.c.o.Fence, ReleaseWait: l.c.o.ReleaseWait, Released: l.releasedAt, ReleasedBy: l.releasedBy}
 }
 
 func later(a, b time.Time) time.Time {

@@ -26,8 +26,10 @@ type Lead struct {
 	ReleaseWait time.Duration
 	// Released is when this leader moved on from waiting for former
 	// leaders' releases (they released, or the wait ran out); zero while
-	// it waits. A former leader's requests ended before it released.
-	Released time.Time
+	// it waits. ReleasedBy names the former leaders that released: their
+	// requests ended before they did.
+	Released   time.Time
+	ReleasedBy map[string]bool
 }
 
 // Holder is what a Solo leader knows of a node, not itself, that holds
@@ -79,19 +81,25 @@ func (l Lead) Alive(id string, heard bool) bool {
 
 // LastSeen is when node id counts as last heard of, for the politeness of
 // the parts it held (Reassign lets their hosts go from then plus their
-// delays): seen, the detector's time, except that in a Solo crawl another
-// node may have led and fetched until the fence was over, and a deposed
-// leader lets its requests in flight end before it releases its parts, so
-// it counts as seen at the fence's end or at Released, whichever is
-// later, at the earliest.
+// delays): seen, the detector's time, except in a Solo crawl. There
+// another node may have led and fetched until the fence was over, and a
+// deposed leader lets its requests in flight end before it releases its
+// parts, and aborts those still in flight ReleaseWait/2 after it last
+// led: it counts as seen at the fence's end or at Released, whichever is
+// later, at the earliest, and, unless it released, at ReleaseWait/2 after
+// Since at the earliest (one the site calls dead is not waited for, but
+// it may be alive and starved).
 func (l Lead) LastSeen(id string, seen time.Time) time.Time {
 	if l.Solo && id != l.Self {
-		fence := l.Since.Add(l.Fence)
-		if l.Released.After(fence) {
-			fence = l.Released
+		floor := l.Since.Add(l.Fence)
+		if l.Released.After(floor) {
+			floor = l.Released
 		}
-		if fence.After(seen) {
-			return fence
+		if abort := l.Since.Add(l.ReleaseWait / 2); !l.ReleasedBy[id] && abort.After(floor) {
+			floor = abort
+		}
+		if floor.After(seen) {
+			return floor
 		}
 	}
 	return seen

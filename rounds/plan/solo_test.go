@@ -110,12 +110,19 @@ func TestLeadLastSeen(t *testing.T) {
 		{"Solo, seen after the fence's end", true, "a", end.Add(time.Millisecond), end.Add(time.Millisecond)},
 		{"Solo, released after the fence's end", true, "a", t0.Add(-time.Minute), end.Add(time.Second)},
 		{"Solo, released after the fence's end, seen later still", true, "a", end.Add(2 * time.Second), end.Add(2 * time.Second)},
+		// With a release wait of 4 s: a former leader that did not
+		// release aborts its requests 2 s after it last led.
+		{"Solo, wait: not released", true, "a", t0.Add(-time.Minute), t0.Add(2 * time.Second)},
+		{"Solo, wait: released at the fence's end", true, "r", t0.Add(-time.Minute), end},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := Lead{Self: "b", Solo: tt.solo, Since: t0, Fence: fence}
 			if strings.HasPrefix(tt.name, "Solo, released") {
 				l.Released = end.Add(time.Second)
+			}
+			if strings.HasPrefix(tt.name, "Solo, wait") {
+				l.ReleaseWait, l.Released, l.ReleasedBy = 4*time.Second, end, map[string]bool{"r": true}
 			}
 			if got := l.LastSeen(tt.id, tt.seen); !got.Equal(tt.want) {
 				t.Errorf("LastSeen(%q, %v) = %v, want %v", tt.id, tt.seen, got, tt.want)
