@@ -62,7 +62,7 @@ func (s *Set) OnResult(res *fetcher.Result) {
 		s.dropped.Add(1)
 		return
 	}
-	r.c.OnResult(res)
+	r.crawler().OnResult(res)
 }
 
 // Skip is the fetcher's Skip hook: the job's shard's crawler decides; a
@@ -72,7 +72,7 @@ func (s *Set) Skip(j *fetcher.Job) bool {
 	if r == nil {
 		return true
 	}
-	return r.skip(j)
+	return r.cur.Load().skip(j)
 }
 
 // Seen is the fetcher's duplicate check: a body's fingerprint is looked up
@@ -82,7 +82,7 @@ func (s *Set) Seen(fp uint64, url string) bool {
 	if r == nil {
 		return false
 	}
-	return r.c.Seen(fp, url)
+	return r.crawler().Seen(fp, url)
 }
 
 // Hosts is the fetcher's host store: each host's record is kept by its
@@ -97,7 +97,7 @@ func (h hostStore) LoadHost(host string) (crawl.HostRecord, bool, error) {
 	if r == nil {
 		return crawl.HostRecord{}, false, nil
 	}
-	return r.c.Hosts().LoadHost(host)
+	return r.crawler().Hosts().LoadHost(host)
 }
 
 // SaveHost stores host's record through its shard's crawler; a host of a
@@ -105,7 +105,7 @@ func (h hostStore) LoadHost(host string) (crawl.HostRecord, bool, error) {
 // again).
 func (h hostStore) SaveHost(host string, rec crawl.HostRecord) {
 	if r := h.s.shardOfHost(host); r != nil {
-		r.c.Hosts().SaveHost(host, rec)
+		r.crawler().Hosts().SaveHost(host, rec)
 	}
 }
 

@@ -111,6 +111,7 @@ type Set struct {
 
 	hostShard sync.Map // host → uint32: the shard whose jobs named it last
 	dropped   atomic.Int64
+	restarts  atomic.Int64 // crawlers started again after a failure (runCrawler)
 	leaving   atomic.Bool
 	fed       fedState // a site in a federation (federated.go)
 
@@ -123,8 +124,7 @@ type Set struct {
 type replica struct {
 	shard int
 	db    *crawldb.DB
-	c     *rounds.Crawler
-	skip  func(*fetcher.Job) bool
+	cur   atomic.Pointer[crawlerRef] // the shard's crawler: a new one after a failure
 	stop  context.CancelFunc
 	done  chan error // the crawler's Run, once it returned
 	ended atomic.Bool
@@ -139,6 +139,19 @@ type replica struct {
 	recv      uint64
 	recvIndex uint64
 }
+
+// crawlerRef is a replica's crawler with its Skip hook.
+type crawlerRef struct {
+	c    *rounds.Crawler
+	skip func(*fetcher.Job) bool
+}
+
+// Restarts is how many shard crawlers failed on this node and were
+// started again.
+func (s *Set) Restarts() int64 { return s.restarts.Load() }
+
+// crawler returns r's crawler now.
+func (r *replica) crawler() *rounds.Crawler { return r.cur.Load().c }
 
 // New makes a node's Set. The site's settings must be in its meta group
 // (Create, on the node that creates the site; a node that joins reads
@@ -520,28 +533,63 @@ func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 		return fmt.Errorf("shardset: shard %d: %w", sh, err)
 	}
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r := &replica{shard: sh, db: db, c: c, skip: c.Skip(), stop: stop, done: make(chan error, 1)}
+	r := &replica{shard: sh, db: db, stop: stop, done: make(chan error, 1)}
+	r.cur.Store(&crawlerRef{c: c, skip: c.Skip()})
 	s.mu.Lock()
 	s.reps[sh] = r
 	s.mu.Unlock()
-	f := groupFetcher{s: s, g: uint32(sh)}
 	go func() { // owner: the Set; stopped by r.stop (close, stopAll)
 		s.awaitExpected(rctx, r)
-		err := c.Run(rctx, f, s.o.Rounds)
-		if errors.Is(err, rounds.ErrExhausted) {
-			err = nil
-		}
-		r.err = err
-		if rctx.Err() == nil {
-			r.ended.Store(true)
-			if err != nil {
-				s.log.Error("shardset: shard's crawler stopped", "shard", sh, "err", err)
-			}
-		}
-		r.done <- err
+		r.err = s.runCrawler(rctx, r, o)
+		r.done <- r.err
 	}()
 	s.log.Info("shardset: replica open", "shard", sh, "bootstrap", boot)
 	return nil
+}
+
+// runCrawler runs r's crawler until ctx ends or the shard's crawl does
+// (r.ended). A crawler that fails is replaced by a new one on the same
+// replica and files (o), after a back-off of a second doubling to a
+// minute, as a restart of the node would: a shard whose crawler stopped
+// would otherwise count as ended (passive), and the site could end its
+// crawl with the shard unfinished. The error that ends it is returned
+// (nil when the crawl ended or ctx did).
+func (s *Set) runCrawler(ctx context.Context, r *replica, o rounds.Options) error {
+	f := groupFetcher{s: s, g: uint32(r.shard)}
+	backoff := time.Second
+	for {
+		err := r.crawler().Run(ctx, f, s.o.Rounds)
+		if errors.Is(err, rounds.ErrExhausted) {
+			err = nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			r.ended.Store(true)
+			return nil
+		}
+		s.log.Error("shardset: shard's crawler failed: a new one starts", "shard", r.shard, "err", err, "after", backoff)
+		s.restarts.Add(1)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+		c, nerr := rounds.New(o)
+		if nerr != nil {
+			// The shard stays open and not ended: its crawl is not done
+			// here, and the site must not end as if it were.
+			s.log.Error("shardset: shard's crawler cannot start again", "shard", r.shard, "err", nerr)
+			return fmt.Errorf("shardset: shard %d: %w", r.shard, nerr)
+		}
+		if fe := s.fetch.Load(); fe != nil {
+			fe.AbortGroup(uint32(r.shard)) // the failed crawler's requests in flight
+		}
+		old := r.cur.Swap(&crawlerRef{c: c, skip: c.Skip()})
+		old.c.Close()
+	}
 }
 
 // awaitExpected returns once r's crawler may start (Options.ExpectNodes),
@@ -635,7 +683,7 @@ func (s *Set) close(r *replica) {
 	if f := s.fetch.Load(); f != nil {
 		f.AbortGroup(uint32(r.shard))
 	}
-	r.c.Close()
+	r.crawler().Close()
 	s.mu.Lock()
 	if s.reps[r.shard] == r {
 		delete(s.reps, r.shard)
@@ -655,7 +703,7 @@ func (s *Set) stopAll() {
 	for _, r := range reps {
 		err := <-r.done
 		r.done <- err
-		r.c.Close()
+		r.crawler().Close()
 	}
 }
 
@@ -711,7 +759,7 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 		if len(members) == 1 {
 			// A shard of one replica keeps its rounds' results on its
 			// node alone (local parts): they go into the group first.
-			release, err := r.c.GrowthGate(cctx)
+			release, err := r.crawler().GrowthGate(cctx)
 			if err != nil {
 				return err
 			}
@@ -727,7 +775,7 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 			s.log.Info("shardset: step waits: node silent", "shard", r.shard, "step", desc)
 			return nil // the placement moves its shards elsewhere soon
 		}
-		err := r.c.HandOver(cctx, groupFetcher{s: s, g: uint32(r.shard)}, func(ctx context.Context) error {
+		err := r.crawler().HandOver(cctx, groupFetcher{s: s, g: uint32(r.shard)}, func(ctx context.Context) error {
 			return r.db.TransferLeadershipTo(ctx, st.Node)
 		})
 		if err == nil {
@@ -886,7 +934,7 @@ func (s *Set) Leading() map[int]*rounds.Crawler {
 	out := map[int]*rounds.Crawler{}
 	for _, r := range s.replicas() {
 		if r.db.IsLeader() {
-			out[r.shard] = r.c
+			out[r.shard] = r.crawler()
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package shardset
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"math"
@@ -80,6 +81,22 @@ type testWeb struct {
 	reachable int
 	delay     time.Duration // the crawlers' host delay
 	expect    int           // every node's Options.ExpectNodes
+	// routeFails, if set, is asked before each Route of shard sh's
+	// router: an error it returns is Route's (a crawler that fails).
+	routeFails func(sh int) error
+}
+
+// failingRouter is a shard's router whose Route may fail first (testWeb.routeFails).
+type failingRouter struct {
+	*Router
+	fails func() error
+}
+
+func (f failingRouter) Route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
+	if err := f.fails(); err != nil {
+		return nil, route.Sent{}, err
+	}
+	return f.Router.Route(ctx, urls, b)
 }
 
 func startWeb(t *testing.T, hosts, pages int) *testWeb {
@@ -188,7 +205,12 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 			return rounds.Options{Logger: log.With("shard", sh), Width: 400, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second, StageEvery: 300 * time.Millisecond,
 				OnRound: func(st rounds.RoundStats) { n.mu.Lock(); n.stats = append(n.stats, st); n.mu.Unlock() }}
 		},
-		Router: func(sh int, db *crawldb.DB) (route.Router, error) { return n.set.NewRouter(sh, db), nil },
+		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
+			if w.routeFails != nil {
+				return failingRouter{Router: n.set.NewRouter(sh, db), fails: func() error { return w.routeFails(sh) }}, nil
+			}
+			return n.set.NewRouter(sh, db), nil
+		},
 		Seeds: func(ctx context.Context, sh int) ([]string, error) {
 			var out []string
 			for _, u := range w.seeds {
@@ -260,7 +282,47 @@ func TestOneNodeShards(t *testing.T) {
 		t.Errorf("%d fetcher results of shards not open", d)
 	}
 	for sh := range 4 {
-		if s := n.set.replica(sh).c.Status(); s.Finished == nil || s.Finished.Reason != rounds.EndExhausted {
+		if s := n.set.replica(sh).crawler().Status(); s.Finished == nil || s.Finished.Reason != rounds.EndExhausted {
+			t.Errorf("shard %d: finished %+v, want exhausted", sh, s.Finished)
+		}
+	}
+	t.Logf("%d URL records in 4 shards, %d batches between them; %d pages fetched twice; %d cash checks", urls, batches, twice, checks)
+}
+
+// TestCrawlerFailsAndStartsAgain: one node, four shards; shard 1's crawler
+// fails at its first update (its router refuses the round's URLs once).
+// The Set starts a new crawler on the shard after a back-off, which
+// prepares the update again, and the site crawls to exhaustion with every
+// page once and every check of TestOneNodeShards. Before, the failed
+// crawler counted as ended: the site's crawl ended without shard 1's
+// frontier (stop 28's CI: 1,410 of 1,661 pages).
+func TestCrawlerFailsAndStartsAgain(t *testing.T) {
+	w := startWeb(t, 40, 10)
+	var failed atomic.Bool
+	w.routeFails = func(sh int) error {
+		if sh == 1 && !failed.Swap(true) {
+			return errors.New("test: shard 1's router fails once")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := startNode(t, ctx, w, t.TempDir(), "n1", &Settings{Shards: 4, Replicas: 1, Creator: "n1"}, nil)
+	if err := n.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the site's crawl did not end")
+	}
+	if !failed.Load() {
+		t.Fatal("shard 1's router never failed: the test tested nothing")
+	}
+	if r := n.set.Restarts(); r != 1 {
+		t.Errorf("%d crawlers started again, want 1", r)
+	}
+	urls, batches, twice, checks := checkSite(t, ctx, w, n, 4, 0)
+	for sh := range 4 {
+		if s := n.set.replica(sh).crawler().Status(); s.Finished == nil || s.Finished.Reason != rounds.EndExhausted {
 			t.Errorf("shard %d: finished %+v, want exhausted", sh, s.Finished)
 		}
 	}
@@ -343,7 +405,7 @@ func checkSiteLost(t *testing.T, ctx context.Context, w *testWeb, n *testNode, s
 		}); err != nil {
 			t.Fatal(err)
 		}
-		s := r.c.Status()
+		s := r.crawler().Status()
 		cash.Add(s.Virtual)
 		injected += s.Injected
 		_, _, b, err := federation.InboundTotals(db.Store())
@@ -568,7 +630,7 @@ func TestRoundsLimit(t *testing.T) {
 		if r == nil {
 			t.Fatalf("shard %d not open", sh)
 		}
-		s := r.c.Status()
+		s := r.crawler().Status()
 		if s.Finished == nil {
 			t.Errorf("shard %d did not finish", sh)
 			continue

@@ -155,7 +155,7 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 			// only once its leader has looked at its frontier after them.
 			r.recv, r.recvIndex = recv, st.AppliedIndex()
 		}
-		idle := r.c.IdleIndex()
+		idle := r.crawler().IdleIndex()
 		// A shard whose crawler has ended (its round limit) generates no
 		// more: it is passive once its outbox is empty.
 		passive := (r.ended.Load() || idle != 0 && idle >= r.recvIndex) && pending == 0
