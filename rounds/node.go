@@ -140,6 +140,17 @@ func (n *nodeSide) close() error {
 	return errors.Join(errs...)
 }
 
+// heldParts returns the parts this node holds now, in no set order.
+func (n *nodeSide) heldParts() []*nodePart {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	parts := make([]*nodePart, 0, len(n.parts))
+	for _, p := range n.parts {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
 func (p *nodePart) isStaged() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

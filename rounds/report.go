@@ -40,12 +40,7 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 	st := f.Stats()
 	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load(), HandedBack: n.handedBack.Load()}
 	r.Rate = n.rate.observe(now, r.Done)
-	n.mu.Lock()
-	parts := make([]*nodePart, 0, len(n.parts))
-	for _, p := range n.parts {
-		parts = append(parts, p)
-	}
-	n.mu.Unlock()
+	parts := n.heldParts()
 	for _, p := range parts {
 		if p.revoked.Load() {
 			continue

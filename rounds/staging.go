@@ -171,12 +171,7 @@ func (n *nodeSide) stage(ctx context.Context, force bool) error {
 		sleepCtx(ctx, time.Duration(d))
 	}
 	now := c.o.Now()
-	n.mu.Lock()
-	parts := make([]*nodePart, 0, len(n.parts))
-	for _, p := range n.parts {
-		parts = append(parts, p)
-	}
-	n.mu.Unlock()
+	parts := n.heldParts()
 	slices.SortFunc(parts, func(a, b *nodePart) int {
 		if a.ref.round != b.ref.round {
 			return cmp.Compare(a.ref.round, b.ref.round)
@@ -314,12 +309,7 @@ func (n *nodeSide) release(ctx context.Context) error {
 	if f != nil && f.Stats().InFlight > 0 {
 		return nil // their results come first (the report loop aborts them if they take too long)
 	}
-	n.mu.Lock()
-	parts := make([]*nodePart, 0, len(n.parts))
-	for _, p := range n.parts {
-		parts = append(parts, p)
-	}
-	n.mu.Unlock()
+	parts := n.heldParts()
 	for _, p := range parts {
 		if p.revoked.Load() {
 			continue

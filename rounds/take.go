@@ -216,17 +216,9 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 	} else if err := decodeJSON(b, &head); err != nil {
 		return fmt.Errorf("rounds: plan of round %d: %w", ref.round, err)
 	}
-	staged := map[string]bool{}
-	err = c.st.UserScan(resPartPrefix(ref.round, ref.id), func(_ string, v []byte) error {
-		b, err := decodeStage(v, ref.round)
-		if err != nil {
-			return err
-		}
-		b.handled(func(u string) { staged[u] = true })
-		return nil
-	})
+	staged, err := c.stagedURLs(ref)
 	if err != nil {
-		return fmt.Errorf("rounds: read staged results of part %s: %w", ref, err)
+		return err
 	}
 	n.mu.Lock()
 	n.epochs++
@@ -319,6 +311,23 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 		n.poke()
 	}
 	return nil
+}
+
+// stagedURLs returns the page URLs that part ref's staged batches answer.
+func (c *Crawler) stagedURLs(ref partRef) (map[string]bool, error) {
+	staged := map[string]bool{}
+	err := c.st.UserScan(resPartPrefix(ref.round, ref.id), func(_ string, v []byte) error {
+		b, err := decodeStage(v, ref.round)
+		if err != nil {
+			return err
+		}
+		b.handled(func(u string) { staged[u] = true })
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rounds: read staged results of part %s: %w", ref, err)
+	}
+	return staged, nil
 }
 
 // watchKey is what decides whether a watch can find anything new: the

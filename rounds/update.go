@@ -773,17 +773,9 @@ func (c *Crawler) mapLocal(ctx context.Context, round uint64, fold func(*stageBa
 		// (of this node, in an earlier leadership, or of another node)
 		// staged them, and this node's segment may hold a result of its
 		// own from before (take fetched only the others).
-		staged := map[string]bool{}
-		err = c.st.UserScan(resPartPrefix(round, id), func(_ string, v []byte) error {
-			b, err := decodeStage(v, round)
-			if err != nil {
-				return err
-			}
-			b.handled(func(u string) { staged[u] = true })
-			return nil
-		})
+		staged, err := c.stagedURLs(partRef{round, id})
 		if err != nil {
-			return fmt.Errorf("staged results of part %d: %w", id, err)
+			return err
 		}
 		for _, e := range pp.Entries {
 			if !staged[e.URL] {
