@@ -512,10 +512,12 @@ func TestRunClusterQuotaSmoke(t *testing.T) {
 	if r.CgroupNote != "" {
 		t.Errorf("cgroup note %q, want none", r.CgroupNote)
 	}
-	// The busy machine used its quota (a busy loop in 0.5 core), and no
-	// more.
-	if r.BusyMachines != 1 || r.BusyCores < 0.2 || r.BusyCores > 0.55 {
-		t.Errorf("busy machines %d using %.2f cores; want 1 using about its 0.5-core quota", r.BusyMachines, r.BusyCores)
+	// The busy machine ran (a busy loop in 0.5 core) and used no more
+	// than its quota. How close to the quota it came depends on what
+	// else the box runs (0.20 cores in a CI run beside the other
+	// packages' tests), so the floor only says that it ran.
+	if r.BusyMachines != 1 || r.BusyCores < 0.02 || r.BusyCores > 0.55 {
+		t.Errorf("busy machines %d using %.2f cores; want 1, running and within its 0.5-core quota", r.BusyMachines, r.BusyCores)
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(n.Cgroup), "*-busy1")); len(left) > 0 {
 		t.Errorf("the busy machine's group is still there after the run: %v", left)
