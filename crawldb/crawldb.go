@@ -206,6 +206,8 @@ type DB struct {
 	leaders  leadership
 	memberMu sync.Mutex // serializes membership changes on the leader
 	joinGate atomic.Pointer[func(context.Context) (func(), error)]
+	ended    chan struct{} // a connection from another node ended (see failover.go)
+	hurried  atomic.Int64  // elections hurried (see failover.go)
 
 	// A group of a Host (see host.go); zero for a node of Open.
 	group      string            // the group's ID; "" for Open
@@ -249,7 +251,8 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		httpTr.TLSHandshakeTimeout = 10 * time.Second
 	}
 	db := &DB{opts: o, log: o.Logger, ctx: bctx, cancel: cancel, handler: o.Handler, httpTr: httpTr,
-		client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second, Transport: httpTr}, traffic: &counters{}, apiPrefix: apiRoot}
+		client: &http.Client{Timeout: o.ApplyTimeout + 5*time.Second, Transport: httpTr}, traffic: &counters{}, apiPrefix: apiRoot,
+		ended: make(chan struct{}, 1)}
 	if db.handler == nil {
 		db.handler = NewHandler()
 	}
@@ -277,7 +280,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	db.trans = o.Transport
 	if db.trans == nil {
 		tcp, err := newNetTransport(streamConfig{bind: o.RaftAddr, advertise: o.RaftAdvertise, tls: o.TLS,
-			counters: db.traffic, log: o.Logger, fast: o.FastTimeouts}, hlog)
+			counters: db.traffic, log: o.Logger, fast: o.FastTimeouts, ended: db.streamEnded}, hlog)
 		if err != nil {
 			return nil, fmt.Errorf("crawldb: raft listen on %s: %w", o.RaftAddr, err)
 		}
@@ -297,8 +300,9 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crawldb: start raft: %w", err)
 	}
-	db.bg.Add(1)
+	db.bg.Add(2)
 	go db.watchLeadership()
+	go db.watchLeaderGone()
 	db.handler.bind(db)
 	if !has {
 		if o.Join == "" {
@@ -330,15 +334,21 @@ func raftConfig(o Options, hlog hclog.Logger) *raft.Config {
 	// lease made leaders of busy sites step down every minute or two
 	// (bench cluster), pausing every node's staging until a new leader
 	// was elected. Twice Raft's defaults, as Consul does on small machines.
-	cfg.HeartbeatTimeout = 2 * time.Second
+	cfg.HeartbeatTimeout = heartbeatTimeout(o)
 	cfg.ElectionTimeout = electionTimeout(o)
-	cfg.LeaderLeaseTimeout = time.Second
+	cfg.LeaderLeaseTimeout = leaseTimeout(o)
 	if o.FastTimeouts {
-		cfg.HeartbeatTimeout = 300 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 150 * time.Millisecond
 		cfg.CommitTimeout = 5 * time.Millisecond
 	}
 	return cfg
+}
+
+// heartbeatTimeout is Raft's heartbeat timeout for a DB opened with o.
+func heartbeatTimeout(o Options) time.Duration {
+	if o.FastTimeouts {
+		return 300 * time.Millisecond
+	}
+	return 2 * time.Second
 }
 
 // electionTimeout is Raft's election timeout for a DB opened with o.
@@ -347,6 +357,15 @@ func electionTimeout(o Options) time.Duration {
 		return 300 * time.Millisecond
 	}
 	return 2 * time.Second
+}
+
+// leaseTimeout is Raft's leader lease for a DB opened with o: the least
+// heartbeat timeout Raft accepts (see hurryElection).
+func leaseTimeout(o Options) time.Duration {
+	if o.FastTimeouts {
+		return 150 * time.Millisecond
+	}
+	return time.Second
 }
 
 // RaftAddr is the node's Raft address.

@@ -405,7 +405,7 @@ func (h *Host) openGroup(g GroupOptions, slot *hostGroup) (*DB, error) {
 	bctx, cancel := context.WithCancel(context.Background())
 	db := &DB{opts: o, log: o.Logger, ctx: bctx, cancel: cancel, handler: NewHandler(),
 		httpTr: h.httpTr, client: h.client, sharedHTTP: true, traffic: &h.traffic,
-		group: g.ID, apiPrefix: groupPath(g.ID)}
+		group: g.ID, apiPrefix: groupPath(g.ID), ended: make(chan struct{}, 1)}
 	db.onClose = func() { h.dropGroup(g.ID, slot) }
 	db.mux = db.newMux()
 	ok := false
@@ -430,7 +430,7 @@ func (h *Host) openGroup(g GroupOptions, slot *hostGroup) (*DB, error) {
 	gl := &groupListener{addr: h.addr, conns: make(chan net.Conn), done: make(chan struct{})}
 	sl := &streamLayer{ln: gl, addr: h.addr, c: &h.traffic, tls: h.opts.TLS, log: o.Logger,
 		handshake: h.handshake, stall: h.stall, limits: defaultFrameLimits(), conns: map[*raftConn]struct{}{},
-		header: groupHeader(g.ID)}
+		header: groupHeader(g.ID), ended: db.streamEnded}
 	h.mu.Lock()
 	slot.ln = gl
 	h.mu.Unlock()
@@ -453,8 +453,9 @@ func (h *Host) openGroup(g GroupOptions, slot *hostGroup) (*DB, error) {
 	if db.raft, err = raft.NewRaft(cfg, db.fsm, db.logs, db.logs, snaps, db.trans); err != nil {
 		return nil, fmt.Errorf("crawldb: group %s: start raft: %w", g.ID, err)
 	}
-	db.bg.Add(1)
+	db.bg.Add(2)
 	go db.watchLeadership()
+	go db.watchLeaderGone()
 	db.handler.bind(db)
 	if !has && len(g.Bootstrap) > 0 {
 		var boot raft.Configuration
@@ -682,7 +683,9 @@ func readGroupHeader(c net.Conn, timeout time.Duration) (string, error) {
 	var id []byte
 	if err == nil {
 		id = make([]byte, idLen)
-		_, err = io.ReadFull(c, id)
+		if _, err = io.ReadFull(c, id); err == io.EOF {
+			err = io.ErrUnexpectedEOF // io.EOF: nothing sent at all (logRefused)
+		}
 	}
 	var ne net.Error
 	switch {
@@ -754,7 +757,7 @@ func (h *Host) route(wire *countingConn) {
 		cancel()
 		if err != nil {
 			if h.ctx.Err() == nil {
-				h.log.Warn("crawldb: raft: refused a connection", "remote", remote, "err", err)
+				logRefused(h.log, err, "crawldb: raft: refused a connection", "remote", remote)
 			}
 			return
 		}
@@ -763,7 +766,7 @@ func (h *Host) route(wire *countingConn) {
 	id, err := readGroupHeader(c, h.handshake)
 	if err != nil {
 		if h.ctx.Err() == nil {
-			h.log.Warn("crawldb: raft: refused a connection: "+err.Error(), "remote", remote, "node", h.opts.NodeID)
+			logRefused(h.log, err, "crawldb: raft: refused a connection: "+err.Error(), "remote", remote, "node", h.opts.NodeID)
 		}
 		return
 	}

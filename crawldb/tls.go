@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -164,6 +165,9 @@ func (c *raftConn) Read(p []byte) (int, error) {
 	if err != nil && c.s.down.Load() {
 		return 0, io.EOF // the node is closing: nothing for raft to report
 	}
+	if err != nil && c.s.ended != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.ended() // the peer closed or reset it: its node may be gone (failover.go)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -210,7 +214,7 @@ func (c *raftConn) doHandshake() error {
 		if err := c.tls.HandshakeContext(ctx); err != nil {
 			c.hsErr = err
 			if !c.s.down.Load() {
-				c.s.log.Warn("crawldb: raft: refused a connection", "remote", c.wire.RemoteAddr().String(), "err", err)
+				logRefused(c.s.log, err, "crawldb: raft: refused a connection", "remote", c.wire.RemoteAddr().String())
 			}
 			c.wire.Close()
 		}
@@ -225,6 +229,17 @@ func (c *raftConn) Close() error {
 		return c.tls.Close() // close_notify (with a deadline of its own) if the handshake completed
 	}
 	return c.wire.Close()
+}
+
+// logRefused logs a connection refused with err: at debug level when the
+// peer closed it without sending a byte (io.EOF: a probe of the port, as
+// portRefuses makes), as a warning otherwise.
+func logRefused(log *slog.Logger, err error, msg string, args ...any) {
+	level := slog.LevelWarn
+	if errors.Is(err, io.EOF) {
+		level = slog.LevelDebug
+	}
+	log.Log(context.Background(), level, msg, append(args, "err", err)...)
 }
 
 // dialTLS completes a TLS handshake on conn, a connection to addr, within

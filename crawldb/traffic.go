@@ -50,7 +50,8 @@ type streamConfig struct {
 	tls       *TLSConfig // nil: plain TCP
 	counters  *counters
 	log       *slog.Logger
-	fast      bool // Options.FastTimeouts: shorter handshake and stall timeouts
+	fast      bool   // Options.FastTimeouts: shorter handshake and stall timeouts
+	ended     func() // called when an accepted connection ends from the other side (may be nil)
 }
 
 // newGroupTransport is newNetTransport for a group of a Host: its stream
@@ -110,7 +111,7 @@ func newStreamLayer(cfg streamConfig) (*streamLayer, error) {
 		}
 		adv = addr
 	}
-	s := &streamLayer{ln: ln, addr: adv, c: cfg.counters, tls: cfg.tls, log: cfg.log,
+	s := &streamLayer{ln: ln, addr: adv, c: cfg.counters, tls: cfg.tls, log: cfg.log, ended: cfg.ended,
 		handshake: handshakeTimeout, stall: stallTimeout, limits: defaultFrameLimits(), conns: map[*raftConn]struct{}{}}
 	if cfg.fast {
 		s.handshake, s.stall = fastTimeout, fastTimeout
@@ -134,6 +135,9 @@ type streamLayer struct {
 	// header, if set, is written on every connection the layer dials
 	// before anything else: a Host's group header (see groupHeader).
 	header []byte
+	// ended, if set, is told when an accepted connection ended from the
+	// other side (DB.streamEnded).
+	ended func()
 
 	down   atomic.Bool // closed: reads that fail are the layer's doing
 	mu     sync.Mutex
