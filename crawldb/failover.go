@@ -99,7 +99,7 @@ func (db *DB) hurryElection(gone raft.ServerID) {
 	}
 	lease := leaseTimeout(db.opts)
 	at := db.raft.LastContact().Add(lease + time.Duration(turn)*hurryStep)
-	db.log.Info("crawldb: the leader's node is gone (its connections ended, its Raft port refuses): hurrying the election",
+	db.log.Warn("crawldb: the leader's node is gone (its connections ended, its Raft port refuses): hurrying the election",
 		"group", db.group, "leader", string(gone), "turn", turn, "in", time.Until(at).Round(time.Millisecond).String())
 	t := time.NewTimer(time.Until(at))
 	defer t.Stop()
@@ -137,7 +137,7 @@ func (db *DB) hurryElection(gone raft.ServerID) {
 		case <-tick.C:
 		}
 		if _, id := db.raft.LeaderWithID(); id != "" && id != gone {
-			db.log.Info("crawldb: a leader after the hurried election", "group", db.group, "leader", string(id),
+			db.log.Warn("crawldb: a leader after the hurried election", "group", db.group, "leader", string(id),
 				"after", time.Since(start).Round(time.Millisecond).String())
 			return
 		}

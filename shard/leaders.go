@@ -2,9 +2,10 @@ package shard
 
 import "slices"
 
-// balanceLeaders gives every shard a leader among its replicas and evens out
-// leaders per node. Current leaders stay; a shard without one gets the
-// replica that leads the fewest shards. Then, while the most and the least
+// balanceLeaders gives every shard a leader among its replicas on nodes of
+// lead (the nodes that may lead) and evens out leaders per node. Current
+// leaders stay; a shard without one gets the replica of lead that leads
+// the fewest shards (none when no replica is on a node of lead). Then, while the most and the least
 // loaded nodes differ by two or more, leadership moves along the shortest
 // chain node → shard it leads → another replica of that shard → … from a
 // most loaded node to one at least two below it: each transfer in the chain
@@ -12,8 +13,8 @@ import "slices"
 // nodes a most loaded node can reach lead only shards whose replicas are all
 // among them, so no placement of leaders over these replicas has a lower
 // maximum.
-func balanceLeaders(shards []Shard, live []string) {
-	count := make(map[string]int, len(live))
+func balanceLeaders(shards []Shard, lead []string) {
+	count := make(map[string]int, len(lead))
 	for i := range shards {
 		if shards[i].Leader != "" {
 			count[shards[i].Leader]++
@@ -21,31 +22,35 @@ func balanceLeaders(shards []Shard, live []string) {
 	}
 	for i := range shards {
 		s := &shards[i]
-		if s.Leader != "" || len(s.Replicas) == 0 {
+		if s.Leader != "" {
 			continue
 		}
-		best := s.Replicas[0]
-		for _, id := range s.Replicas[1:] {
-			if count[id] < count[best] {
+		best := ""
+		for _, id := range s.Replicas {
+			if slices.Contains(lead, id) && (best == "" || count[id] < count[best]) {
 				best = id
 			}
+		}
+		if best == "" {
+			continue
 		}
 		s.Leader = best
 		count[best]++
 	}
 	// Bounded: each chain lowers Σ count² by at least 2.
 	for range len(shards) * len(shards) {
-		if !leaderChain(shards, live, count) {
+		if !leaderChain(shards, lead, count) {
 			return
 		}
 	}
 }
 
-// leaderChain moves leadership along one shortest chain from a most loaded
-// node to a node at least two below it; false if there is none.
-func leaderChain(shards []Shard, live []string, count map[string]int) bool {
+// leaderChain moves leadership along one shortest chain, over the nodes of
+// lead, from a most loaded node to a node at least two below it; false if
+// there is none.
+func leaderChain(shards []Shard, lead []string, count map[string]int) bool {
 	hi := 0
-	for _, id := range live {
+	for _, id := range lead {
 		hi = max(hi, count[id])
 	}
 	type via struct {
@@ -54,7 +59,7 @@ func leaderChain(shards []Shard, live []string, count map[string]int) bool {
 	}
 	prev := map[string]via{}
 	var queue []string
-	for _, id := range live {
+	for _, id := range lead {
 		if count[id] == hi {
 			prev[id] = via{shard: -1}
 			queue = append(queue, id)
@@ -69,7 +74,7 @@ func leaderChain(shards []Shard, live []string, count map[string]int) bool {
 		queue = queue[1:]
 		for _, i := range led[x] {
 			for _, y := range shards[i].Replicas {
-				if _, seen := prev[y]; seen {
+				if _, seen := prev[y]; seen || !slices.Contains(lead, y) {
 					continue
 				}
 				prev[y] = via{from: x, shard: i}

@@ -15,6 +15,10 @@ type Node struct {
 	// Leaving is true for a node on its way out (site leave): it keeps its
 	// replicas until they are re-created elsewhere, then gets none.
 	Leaving bool
+	// Down is true for a node silent for a while but not given up (Alive
+	// still true): it keeps its replicas, as a node that restarts soon
+	// comes back to them, but leads no shard while down.
+	Down bool
 }
 
 // Shard is the placement of one shard.
@@ -86,9 +90,10 @@ func (in Input) Validate() error {
 
 // Place returns the target placement for in. Every shard gets
 // r = min(R, live nodes) replicas on distinct live nodes that are not
-// leaving. Replicas per node differ by at most one. Every shard has a leader
-// among its replicas, and leaders per node are as even as those replicas
-// allow (no lower maximum exists; TestPlaceEvents and FuzzPlace found
+// leaving (a node that is down counts as live here). Replicas per node
+// differ by at most one. Every shard has a leader among its replicas that
+// are not down ("" when all are), and leaders per node are as even as those
+// replicas allow (no lower maximum exists; TestPlaceEvents and FuzzPlace found
 // max−min ≤ 1 in every case they tried, which TestLeaderBalanceTable checks
 // for 48 shards on 1 to 20 nodes).
 //
@@ -121,6 +126,7 @@ func Place(in Input) Placement {
 		return out
 	}
 	r := min(R, L)
+	down := downNodes(in.Nodes)
 	isLive := make(map[string]bool, L)
 	for _, id := range live {
 		isLive[id] = true
@@ -139,14 +145,25 @@ func Place(in Input) Placement {
 			}
 		}
 		out.Shards[i].Replicas = keep
-		if slices.Contains(keep, cur.Leader) {
+		if slices.Contains(keep, cur.Leader) && !down[cur.Leader] {
 			out.Shards[i].Leader = cur.Leader
 		}
 	}
 
 	assign(out.Shards, r, live)
-	balanceLeaders(out.Shards, live)
+	balanceLeaders(out.Shards, slices.DeleteFunc(slices.Clone(live), func(id string) bool { return down[id] }))
 	return out
+}
+
+// downNodes returns the IDs of the nodes that are down (Node.Down).
+func downNodes(nodes []Node) map[string]bool {
+	down := map[string]bool{}
+	for _, n := range nodes {
+		if n.Down {
+			down[n.ID] = true
+		}
+	}
+	return down
 }
 
 // liveNodes returns the IDs of the nodes that may hold replicas, sorted.

@@ -29,6 +29,7 @@ func checkPlacement(t testing.TB, in Input, p Placement) {
 		t.Fatalf("%d shards, want %d", len(p.Shards), in.Shards)
 	}
 	r := min(max(in.Replicas, 1), len(live))
+	down := downNodes(in.Nodes)
 	reps := make([]int, len(live))
 	for i, s := range p.Shards {
 		if len(s.Replicas) != r {
@@ -44,17 +45,20 @@ func checkPlacement(t testing.TB, in Input, p Placement) {
 			}
 			reps[j]++
 		}
-		if r > 0 && !slices.Contains(s.Replicas, s.Leader) {
-			t.Fatalf("shard %d: leader %q is not one of its replicas %v", i, s.Leader, s.Replicas)
+		canLead := slices.ContainsFunc(s.Replicas, func(id string) bool { return !down[id] })
+		if canLead && (!slices.Contains(s.Replicas, s.Leader) || down[s.Leader]) {
+			t.Fatalf("shard %d: leader %q is not one of its replicas %v that is up (down %v)", i, s.Leader, s.Replicas, down)
 		}
-		if r == 0 && s.Leader != "" {
-			t.Fatalf("shard %d: leader %q without replicas", i, s.Leader)
+		if !canLead && s.Leader != "" {
+			t.Fatalf("shard %d: leader %q without a replica that is up (%v, down %v)", i, s.Leader, s.Replicas, down)
 		}
 	}
 	if lo, hi := spread(reps); hi-lo > 1 {
 		t.Fatalf("replicas per node from %d to %d (%v over %v)", lo, hi, reps, live)
 	}
-	if lo, hi := spread(leaderCounts(p, live)); hi-lo > 1 {
+	// With nodes down, the shards they hold replicas of have fewer
+	// replicas that may lead: no evenness to check.
+	if lo, hi := spread(leaderCounts(p, live)); len(down) == 0 && hi-lo > 1 {
 		t.Fatalf("leaders per node from %d to %d (%v over %v)", lo, hi, leaderCounts(p, live), live)
 	}
 }
@@ -296,6 +300,18 @@ func TestPlaceCases(t *testing.T) {
 			Nodes:   []Node{{ID: "a", Alive: true}, {ID: "b"}, {ID: "c", Alive: true}},
 			Current: Placement{[]Shard{sh("b", "a", "b")}}},
 			Placement{[]Shard{sh("a", "a", "c")}}},
+		{"down leader keeps its replica, leads none", Input{Shards: 2, Replicas: 2,
+			Nodes:   []Node{{ID: "a", Alive: true}, {ID: "b", Alive: true, Down: true}},
+			Current: Placement{[]Shard{sh("b", "a", "b"), sh("a", "a", "b")}}},
+			Placement{[]Shard{sh("a", "a", "b"), sh("a", "a", "b")}}},
+		{"shard on a down node alone: no leader (R=1)", Input{Shards: 2, Replicas: 1,
+			Nodes:   []Node{{ID: "a", Alive: true}, {ID: "b", Alive: true, Down: true}},
+			Current: Placement{[]Shard{sh("b", "b"), sh("a", "a")}}},
+			Placement{[]Shard{sh("", "b"), sh("a", "a")}}},
+		{"down node given up: replica re-created", Input{Shards: 1, Replicas: 2,
+			Nodes:   []Node{{ID: "a", Alive: true}, {ID: "b", Down: true}, {ID: "c", Alive: true}},
+			Current: Placement{[]Shard{sh("b", "a", "b")}}},
+			Placement{[]Shard{sh("a", "a", "c")}}},
 		{"leaving node emptied", Input{Shards: 3, Replicas: 1,
 			Nodes:   []Node{{ID: "a", Alive: true}, {ID: "b", Alive: true, Leaving: true}},
 			Current: Placement{[]Shard{sh("a", "a"), sh("b", "b"), sh("a", "a")}}},
@@ -489,7 +505,7 @@ func FuzzPlace(f *testing.F) {
 		S, R := int(s%65), int(r%6)
 		var ns []Node
 		for i := range 1 + rng.IntN(20) {
-			ns = append(ns, Node{ID: fmt.Sprintf("n%d", i), Alive: mask>>(i%16)&1 == 1, Leaving: rng.IntN(8) == 0})
+			ns = append(ns, Node{ID: fmt.Sprintf("n%d", i), Alive: mask>>(i%16)&1 == 1, Leaving: rng.IntN(8) == 0, Down: rng.IntN(6) == 0})
 		}
 		cur := Placement{Shards: make([]Shard, rng.IntN(S+2))}
 		for i := range cur.Shards {

@@ -76,9 +76,17 @@ type Options struct {
 	// Every is how often the Set looks at the placement; 0 → 200 ms.
 	Every time.Duration
 	// DeadAfter: a node whose state record has not changed for this long
-	// (it writes one every 500 ms) is dead for the placement: its replicas
-	// and leaderships go to the others; 0 → 5 s.
+	// (it writes one every 500 ms) is down for the placement: its
+	// leaderships go to the others; 0 → 5 s.
 	DeadAfter time.Duration
+	// ReplaceAfter: a node silent this long is given up: its replicas are
+	// re-created on the other nodes (R > 1) and it leaves every group.
+	// Until then a node that is down keeps its replicas, so that one that
+	// restarts catches up from its groups' logs instead of receiving
+	// every replica again by snapshot (Elasticsearch delays the same
+	// reallocation by a minute, index.unassigned.node_left.delayed_timeout).
+	// 0 → 1 min; at least DeadAfter.
+	ReplaceAfter time.Duration
 	// ExpectNodes, if above 1, holds each replica's crawler until the
 	// site has this many nodes in its placement and the replica's group
 	// is as the placement wants it (its voters and its leader), or until
@@ -166,6 +174,10 @@ func New(o Options) (*Set, error) {
 	if o.DeadAfter <= 0 {
 		o.DeadAfter = 5 * time.Second
 	}
+	if o.ReplaceAfter <= 0 {
+		o.ReplaceAfter = time.Minute
+	}
+	o.ReplaceAfter = max(o.ReplaceAfter, o.DeadAfter)
 	if o.Scheme == "" {
 		o.Scheme = "http"
 	}
@@ -398,7 +410,7 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 		if err != nil {
 			return p, err
 		}
-		nodes = append(nodes, shard.Node{ID: v.ID, Alive: v.ID == s.self || s.alive(v.ID, now), Leaving: leaving != nil})
+		nodes = append(nodes, s.placementNode(v.ID, s.seqOf(v.ID), now, leaving != nil))
 	}
 	target := shard.Place(shard.Input{Shards: s.settings.Shards, Replicas: s.settings.Replicas, Nodes: nodes, Current: p.P})
 	if len(target.Shards) == s.settings.Shards && samePlacement(target, p.P) {
@@ -422,24 +434,53 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 // alive reports whether node id has written its state record (every
 // stateEvery) within DeadAfter, as this node has watched it: a node it
 // has not watched for DeadAfter yet counts as alive, and one that has
-// written no record yet (starting) gets six times as long.
+// written no record yet (starting) gets six times as long. A node that is
+// not alive is down: it leads no shard.
 func (s *Set) alive(id string, now time.Time) bool {
-	h := s.observe(id, s.seqOf(id), now)
-	limit := s.o.DeadAfter
+	return !s.down(id, s.seqOf(id), now)
+}
+
+// placementNode is node id as the placement sees it at now, its state
+// record being at sequence seq: this node is alive; another is down
+// (leads no shard) once silent for DeadAfter, and given up (not Alive:
+// its replicas are re-created elsewhere) once silent for ReplaceAfter.
+func (s *Set) placementNode(id string, seq uint64, now time.Time, leaving bool) shard.Node {
+	if id == s.self {
+		return shard.Node{ID: id, Alive: true, Leaving: leaving}
+	}
+	givenUp := s.silent(id, seq, now, s.o.ReplaceAfter, "shardset: node silent: given up (its replicas are re-created elsewhere)",
+		func(h *heard) *bool { return &h.givenUp })
+	return shard.Node{ID: id, Alive: !givenUp, Down: s.down(id, seq, now), Leaving: leaving}
+}
+
+// down reports whether node id, its state record at sequence seq, has
+// been silent for DeadAfter at now.
+func (s *Set) down(id string, seq uint64, now time.Time) bool {
+	return s.silent(id, seq, now, s.o.DeadAfter, "shardset: node silent: down for the placement (it leads no shard)",
+		func(h *heard) *bool { return &h.dead })
+}
+
+// silent reports whether node id's state record, at sequence seq, has
+// not changed for limit at now (six times limit before its first record),
+// logging msg the first time it says so (flag: which of heard's marks
+// records that).
+func (s *Set) silent(id string, seq uint64, now time.Time, limit time.Duration, msg string, flag func(*heard) *bool) bool {
+	h := s.observe(id, seq, now)
 	if h.seq == 0 {
 		limit *= 6 // a node that has not begun to run its shards yet (starting, or catching up)
 	}
 	if now.Sub(h.at) <= limit {
-		return true
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h := s.heard[id]; !h.dead {
-		h.dead = true
+	h = s.heard[id]
+	if f := flag(&h); !*f {
+		*f = true
 		s.heard[id] = h
-		s.log.Warn("shardset: node silent: dead for the placement", "node", id, "silent", now.Sub(h.at).Round(time.Millisecond))
+		s.log.Warn(msg, "node", id, "silent", now.Sub(h.at).Round(time.Millisecond))
 	}
-	return false
+	return true
 }
 
 // transferFresh is how recently a node must have written its state record
@@ -497,9 +538,10 @@ func (s *Set) observe(id string, seq uint64, now time.Time) heard {
 
 // heard is when the meta leader last saw a node's state record change.
 type heard struct {
-	seq  uint64
-	at   time.Time
-	dead bool
+	seq     uint64
+	at      time.Time
+	dead    bool // logged as down
+	givenUp bool // logged as given up
 }
 
 // open opens this node's replica of shard sh (bootstrapping its group

@@ -565,7 +565,36 @@ func TestKillAndRestart(t *testing.T) {
 		}
 		return len(led) == 4
 	})
-	time.Sleep(time.Second) // the survivors crawl on without it for a while
+	// Down for the placement (DeadAfter), the dead node leads no shard
+	// but keeps its replicas (ReplaceAfter, a minute, has not passed):
+	// it comes back to them.
+	waitFor(t, ctx, "the dead node down on every shard, placed to lead none", func() bool {
+		for i, n := range nodes {
+			if i == victim {
+				continue
+			}
+			sts := n.set.Status()
+			if len(sts) != 4 {
+				return false
+			}
+			for _, st := range sts {
+				if !slices.Contains(st.Down, id) || st.TargetLeader == id || st.TargetLeader == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for i, n := range nodes {
+		if i == victim {
+			continue
+		}
+		for _, st := range n.set.Status() {
+			if !slices.Contains(st.Replicas, id) || !slices.Contains(st.Target, id) {
+				t.Errorf("%s: shard %d replicas %v, target %v: the dead node's replica was removed before ReplaceAfter", n.host.NodeID(), st.Shard, st.Replicas, st.Target)
+			}
+		}
+	}
 	restarted := startNodeAt(t, ctx, w, filepath.Join(root, id), id, nil, nil, raftAddr, apiAddr)
 	go func() { dones[victim] <- restarted.run(ctx) }()
 	waitDones(t, ctx, dones)

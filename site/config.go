@@ -28,6 +28,7 @@ type Config struct {
 	Join          string        // --listen (status) address of a node of the site to join ("" → start or restart a site)
 	JoinWait      time.Duration // how long a joining node waits for a node that answers it is still starting (0: not at all)
 	FailTimeout   time.Duration // a node silent this long is dead and its hosts go to the others
+	ReplaceAfter  time.Duration // a sharded site: a node silent this long is given up and its replicas re-created elsewhere
 	CheckCash     bool          // check OPIC's invariant after every round (a full scan: debugging)
 	Seeds         string        // file of seed URLs, one a line; "" with Websim set: websim's front pages
 	Rounds        int           // stop after this many rounds (0: until stopped or exhausted)
@@ -101,6 +102,7 @@ func DefaultConfig() Config {
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
 		Damping: 0.85, LinkMemory: 64 << 20, FailTimeout: 3 * time.Second, JoinWait: time.Minute,
+		ReplaceAfter: time.Minute,
 	}
 }
 
@@ -119,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if c.FailTimeout < 500*time.Millisecond {
 		bad("--fail-timeout must be at least 500ms, got %v", c.FailTimeout)
+	}
+	if c.ReplaceAfter < 0 {
+		bad("--replace-after must not be negative, got %v", c.ReplaceAfter)
 	}
 	if c.Width < 1 || c.Width > 1_000_000 {
 		bad("--width must be in [1, 1000000], got %d", c.Width)
@@ -309,6 +314,7 @@ type Settings struct {
 	Revisits      int           `json:"revisits,omitempty"`
 	LinkMemory    int64         `json:"link_memory"`
 	FailTimeout   time.Duration `json:"fail_timeout"`
+	ReplaceAfter  time.Duration `json:"replace_after,omitempty"`
 	CheckCash     bool          `json:"check_cash,omitempty"`
 	Shards        int           `json:"shards,omitempty"`
 	Replicas      int           `json:"replicas,omitempty"`
@@ -320,7 +326,8 @@ func SettingsOf(c Config) Settings {
 		DNS: c.DNS, AllowPrivate: c.AllowPrivate, MaxDepth: c.MaxDepth, HostBudget: c.HostBudget, MaxBody: c.MaxBody,
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
-		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas}
+		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
+		ReplaceAfter: c.ReplaceAfter}
 }
 
 // Apply sets s in c.
@@ -330,5 +337,8 @@ func (s Settings) Apply(c *Config) {
 	c.Timeout, c.Backoff, c.BackoffMax, c.MaxRetries, c.MaxRedirects = s.Timeout, s.Backoff, s.BackoffMax, s.MaxRetries, s.MaxRedirects
 	c.UserAgent, c.Scope, c.SkipExts, c.Rounds, c.Damping, c.Revisits = s.UserAgent, s.Scope, s.SkipExts, s.Rounds, s.Damping, s.Revisits
 	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
+	if s.ReplaceAfter > 0 { // a site created before the setting keeps the default
+		c.ReplaceAfter = s.ReplaceAfter
+	}
 	c.Shards, c.Replicas = s.Shards, s.Replicas
 }

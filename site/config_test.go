@@ -3,6 +3,7 @@ package site_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridian-crawler/meridian/site"
 )
@@ -43,5 +44,33 @@ func TestListenersOffLoopbackNeedCertificates(t *testing.T) {
 				t.Fatalf("Validate: %v, want an error with %q that says how to make certificates and names --insecure", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestReplaceAfterSetting: --replace-after must not be negative (the
+// error names the flag and the value); it travels with the site's crawl
+// settings to a joining node; a site whose settings predate it (zero)
+// leaves the joining node's default.
+func TestReplaceAfterSetting(t *testing.T) {
+	cfg := site.DefaultConfig()
+	if cfg.ReplaceAfter != time.Minute {
+		t.Errorf("default --replace-after %v, want 1m", cfg.ReplaceAfter)
+	}
+	cfg.ReplaceAfter = -time.Second
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--replace-after must not be negative, got -1s") {
+		t.Errorf("Validate with --replace-after -1s: %v, want it refused by name", err)
+	}
+	cfg.ReplaceAfter = 5 * time.Minute
+	joiner := site.DefaultConfig()
+	site.SettingsOf(cfg).Apply(&joiner)
+	if joiner.ReplaceAfter != 5*time.Minute {
+		t.Errorf("joining node's --replace-after %v, want the site's 5m", joiner.ReplaceAfter)
+	}
+	old := site.SettingsOf(cfg)
+	old.ReplaceAfter = 0
+	joiner = site.DefaultConfig()
+	old.Apply(&joiner)
+	if joiner.ReplaceAfter != time.Minute {
+		t.Errorf("joining a site without the setting: --replace-after %v, want the default 1m", joiner.ReplaceAfter)
 	}
 }

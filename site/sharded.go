@@ -35,6 +35,11 @@ import (
 // is not given.
 const DefaultReplicas = 3
 
+// deadAfter is how long a node of a sharded site stays silent before it
+// is down for the placement (shardset.Options.DeadAfter): three times
+// --fail-timeout, at least 5 s.
+func deadAfter(failTimeout time.Duration) time.Duration { return max(3*failTimeout, 5*time.Second) }
+
 // isSharded reports whether the data directory holds a sharded node.
 func isSharded(data string) bool {
 	_, err := os.Stat(filepath.Join(data, "crawldb", "groups"))
@@ -141,7 +146,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	var set *shardset.Set
 	set, err = shardset.New(shardset.Options{
 		Host: host, Meta: meta, Dir: cfg.Data, Rounds: cfg.Rounds, Locate: locate, Client: s.nodeClient, Scheme: s.apiScheme,
-		DeadAfter: max(3*cfg.FailTimeout, 5*time.Second), ExpectNodes: cfg.ExpectNodes,
+		DeadAfter: deadAfter(cfg.FailTimeout), ReplaceAfter: cfg.ReplaceAfter, ExpectNodes: cfg.ExpectNodes,
 		Crawler: func(sh int) rounds.Options {
 			return rounds.Options{Width: max(cfg.Width/st.Shards, 1), PerHost: cfg.PerHost,
 				MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,

@@ -120,6 +120,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&cfg.Join, "join", cfg.Join, "join the site of the node whose status (--listen) address this is: its /site/info gives the site's crawl settings and the node's --api address")
 	f.DurationVar(&cfg.JoinWait, "join-wait", cfg.JoinWait, "how long --join waits for a node that answers it is still starting (a progress line every few seconds); a wrong address fails at once")
 	f.DurationVar(&cfg.FailTimeout, "fail-timeout", cfg.FailTimeout, "a node silent this long is taken for dead and its hosts go to the other nodes")
+	f.DurationVar(&cfg.ReplaceAfter, "replace-after", cfg.ReplaceAfter, "a sharded site: a node silent this long is given up and its replicas are re-created on the other nodes; until then it keeps them and leads none (at least max(3 × --fail-timeout, 5s))")
 	f.BoolVar(&cfg.CheckCash, "check-cash", cfg.CheckCash, "check OPIC's cash invariant after every round (a full scan of the crawl database: for debugging)")
 	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "stop after this many rounds (0: until stopped or the crawl is exhausted); a sharded site: this many rounds of each shard")
