@@ -3,6 +3,7 @@ package rounds
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -34,6 +35,8 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 	leadDone := make(chan error, 1)
 	leading := false
 	var leadTerm uint64 // the Raft term leadSite started in
+	var lostTerm uint64 // the term of the last "leadership lost" logged at info
+	var lostAt time.Time
 	stopLeading := func() {
 		if stopLead != nil {
 			stopLead()
@@ -79,7 +82,13 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 				return err
 			}
 			if err != nil {
-				c.log.Info("rounds: leadership lost", "err", err)
+				// A transfer under way refuses the leader again every
+				// relead: logged once per term and every lostLogEvery.
+				level := slog.LevelDebug
+				if t := c.db.Term(); t != lostTerm || time.Since(lostAt) >= lostLogEvery {
+					level, lostTerm, lostAt = slog.LevelInfo, t, time.Now()
+				}
+				c.log.Log(ctx, level, "rounds: leadership lost", "err", err)
 			}
 			// Finished, or deposed: the node side sees which.
 			leading = false
@@ -111,6 +120,10 @@ func (c *Crawler) Run(ctx context.Context, f Fetcher, maxRounds int) error {
 // relead is how long a node that lost its leadership, and leads again or
 // still, waits before it leads anew.
 const relead = 50 * time.Millisecond
+
+// lostLogEvery bounds how often a lost leadership in one term is logged at
+// info level (the others at debug).
+const lostLogEvery = 5 * time.Second
 
 // waitFollowers gives the other nodes, when this node led the site to its
 // end, a moment to see the end too before this node stops: they apply it
