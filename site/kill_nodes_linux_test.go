@@ -3,12 +3,10 @@
 package site_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -70,24 +68,8 @@ func (n *node) addr(t *testing.T) string {
 	return a
 }
 
-// tail logs the node's events that matter for a failure: parts taken,
-// moved or given away, leadership, pauses, warnings and errors.
-func (n *node) tail(t *testing.T) {
-	b, _ := os.ReadFile(n.log)
-	var keep []string
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, k := range []string{"took part", "moved", "given to another", "leading", "lost", "paused", "resumed", "again", "level=WARN", "level=ERROR", "site: up", "federation", "shardset"} {
-			if strings.Contains(l, k) {
-				keep = append(keep, l)
-				break
-			}
-		}
-	}
-	if len(keep) > 300 {
-		keep = keep[len(keep)-300:]
-	}
-	t.Logf("--- %s's log (events):\n%s", n.name, strings.Join(keep, "\n"))
-}
+// tail logs the node's events that matter for a failure (logEvents).
+func (n *node) tail(t *testing.T) { logEvents(t, n.name, n.log) }
 
 // startNodes starts a site of three nodes, each its own process: n1 from
 // cfg1, then n2 and n3 joining it, from nodeConfig changed by edit (if not

@@ -287,7 +287,7 @@ func TestNodesLeaveAndStop(t *testing.T) {
 		}
 		if t.Failed() {
 			for _, name := range []string{"n1", "n2", "n3"} {
-				(&node{name: name, log: filepath.Join(root, name+".log")}).tail(t)
+				logEvents(t, name, filepath.Join(root, name+".log"))
 			}
 		}
 	}()
@@ -479,4 +479,24 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// logEvents logs the events of a node's log file that matter for a
+// failure: parts taken, moved or given away, leadership, pauses, warnings
+// and errors (the last 300).
+func logEvents(t *testing.T, name, path string) {
+	b, _ := os.ReadFile(path)
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, k := range []string{"took part", "moved", "given to another", "leading", "lost", "paused", "resumed", "again", "level=WARN", "level=ERROR", "site: up", "federation", "shardset"} {
+			if strings.Contains(l, k) {
+				keep = append(keep, l)
+				break
+			}
+		}
+	}
+	if len(keep) > 300 {
+		keep = keep[len(keep)-300:]
+	}
+	t.Logf("--- %s's log (events):\n%s", name, strings.Join(keep, "\n"))
 }
