@@ -448,9 +448,17 @@ func (s *Set) placementNode(id string, seq uint64, now time.Time, leaving bool) 
 	if id == s.self {
 		return shard.Node{ID: id, Alive: true, Leaving: leaving}
 	}
-	givenUp := s.silent(id, seq, now, s.o.ReplaceAfter, "shardset: node silent: given up (its replicas are re-created elsewhere)",
+	return shard.Node{ID: id, Alive: !s.givenUpAt(id, seq, now), Down: s.down(id, seq, now), Leaving: leaving}
+}
+
+// givenUp reports whether node id has been silent for ReplaceAfter at now
+// (as placementNode counts).
+func (s *Set) givenUp(id string, now time.Time) bool { return s.givenUpAt(id, s.seqOf(id), now) }
+
+// givenUpAt is givenUp with id's state record at sequence seq.
+func (s *Set) givenUpAt(id string, seq uint64, now time.Time) bool {
+	return s.silent(id, seq, now, s.o.ReplaceAfter, "shardset: node silent: given up (its replicas are re-created elsewhere)",
 		func(h *heard) *bool { return &h.givenUp })
-	return shard.Node{ID: id, Alive: !givenUp, Down: s.down(id, seq, now), Leaving: leaving}
 }
 
 // down reports whether node id, its state record at sequence seq, has

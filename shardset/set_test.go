@@ -81,6 +81,8 @@ type testWeb struct {
 	reachable int
 	delay     time.Duration // the crawlers' host delay
 	expect    int           // every node's Options.ExpectNodes
+	// replaceAfter is every node's Options.ReplaceAfter (0: its default).
+	replaceAfter time.Duration
 	// routeFails, if set, is asked before each Route of shard sh's
 	// router: an error it returns is Route's (a crawler that fails).
 	routeFails func(sh int) error
@@ -200,7 +202,7 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
 	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, DeadAfter: testDeadAfter, Client: &http.Client{Timeout: 10 * time.Second},
-		ExpectNodes: w.expect,
+		ExpectNodes: w.expect, ReplaceAfter: w.replaceAfter,
 		Crawler: func(sh int) rounds.Options {
 			return rounds.Options{Logger: log.With("shard", sh), Width: 400, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second, StageEvery: 300 * time.Millisecond,
 				OnRound: func(st rounds.RoundStats) { n.mu.Lock(); n.stats = append(n.stats, st); n.mu.Unlock() }}
@@ -616,6 +618,105 @@ func TestKillAndRestart(t *testing.T) {
 		return ok && killedAt.Sub(at) <= 600*time.Millisecond
 	}
 	urls, batches, twice, checks := checkSiteLost(t, ctx, w, survivor, 4, 16, lost, append(nodes, restarted)...)
+	t.Logf("%d URL records, %d batches between shards, %d pages twice, %d cash checks", urls, batches, twice, checks)
+}
+
+// TestDeadNodeGivenUp: a site of four nodes and four shards of three
+// replicas crawls a web; a node holding replicas dies mid-crawl and stays
+// dead. Given up after ReplaceAfter (5 s here), it leaves every group and
+// its replicas are re-created on the fourth node: every shard has three
+// replicas again, none on the dead node. The three survivors finish the
+// crawl (the termination waves leave the given-up node out: it is still
+// a member of the site and writes no more state records): every page
+// fetched, the cash conserved, pages fetched twice at most those the dead
+// node had in flight or fetched in its last staging intervals.
+func TestDeadNodeGivenUp(t *testing.T) {
+	// 30 pages a host at 300 ms: the crawl outlasts ReplaceAfter and the
+	// re-creation (a crawl that ended would stop the steps).
+	w := startWeb(t, 20, 30)
+	w.delay = 300 * time.Millisecond
+	w.replaceAfter = 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root := t.TempDir()
+	nodes := []*testNode{startNode(t, ctx, w, filepath.Join(root, "n1"), "n1", &Settings{Shards: 4, Replicas: 3, Creator: "n1"}, nil)}
+	for _, id := range []string{"n2", "n3", "n4"} {
+		nodes = append(nodes, startNode(t, ctx, w, filepath.Join(root, id), id, nil, nodes[0]))
+	}
+	dones := make([]chan error, len(nodes))
+	for i, n := range nodes {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		dones[i] = make(chan error, 1)
+		go func() { dones[i] <- n.run(rctx) }()
+	}
+	held := func(n *testNode) int {
+		k := 0
+		for _, st := range n.set.Status() {
+			if slices.Contains(st.Replicas, n.host.NodeID()) {
+				k++
+			}
+		}
+		return k
+	}
+	waitFor(t, ctx, "every shard on three replicas, and a fifth of the web fetched", func() bool {
+		full := map[int]bool{}
+		var pages int64
+		for _, n := range nodes {
+			pages += n.pages.Load()
+			for _, st := range n.set.Status() {
+				if len(st.Replicas) == 3 && len(st.Learners) == 0 {
+					full[st.Shard] = true
+				}
+			}
+		}
+		return len(full) == 4 && pages >= int64(w.reachable/5)
+	})
+	victim := -1
+	for i, n := range nodes {
+		if i > 0 && held(n) > 0 { // not n1: the test reads the site from it
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no node but n1 holds a replica")
+	}
+	v := nodes[victim]
+	id, replicas := v.host.NodeID(), held(v)
+	killedAt := time.Now()
+	v.kill()
+	<-dones[victim]
+	t.Logf("%s (holding %d replicas, %d pages fetched) killed", id, replicas, v.pages.Load())
+	var survivors []*testNode
+	var survivorDones []chan error
+	for i, n := range nodes {
+		if i != victim {
+			survivors = append(survivors, n)
+			survivorDones = append(survivorDones, dones[i])
+		}
+	}
+	waitFor(t, ctx, "every shard on three replicas again, none on the dead node", func() bool {
+		full := map[int]bool{}
+		for _, n := range survivors {
+			for _, st := range n.set.Status() {
+				if len(st.Replicas) == 3 && len(st.Learners) == 0 && !slices.Contains(st.Replicas, id) && !slices.Contains(st.Target, id) {
+					full[st.Shard] = true
+				}
+			}
+		}
+		return len(full) == 4
+	})
+	t.Logf("every shard re-created without %s %v after the kill", id, time.Since(killedAt).Round(time.Millisecond))
+	waitDones(t, ctx, survivorDones)
+	v.mu.Lock()
+	lastAt := maps.Clone(v.at)
+	v.mu.Unlock()
+	lost := func(u string) bool {
+		at, ok := lastAt[u]
+		return ok && killedAt.Sub(at) <= 600*time.Millisecond
+	}
+	urls, batches, twice, checks := checkSiteLost(t, ctx, w, survivors[0], 4, 16, lost, nodes...)
 	t.Logf("%d URL records, %d batches between shards, %d pages twice, %d cash checks", urls, batches, twice, checks)
 }
 

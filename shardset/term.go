@@ -212,12 +212,21 @@ func (s *Set) memberStates(members map[string]string, fn func(node string, ns no
 
 // readWave reads the records of the site's nodes from the meta replica:
 // each shard's state is the one written in its group's latest term (a
-// node that led it before may not have written since).
+// node that led it before may not have written since). A node given up
+// (silent for ReplaceAfter: its replicas go elsewhere) is left out: it
+// writes no more records, and a wave that waited for a newer one from it
+// would never end the crawl while it stays a member of the site.
 func (s *Set) readWave() (wave, error) {
 	w := wave{quiet: true, seqs: map[string]uint64{}, sent: map[string]uint64{}}
 	members, err := s.o.Meta.Members()
 	if err != nil {
 		return w, err
+	}
+	now := time.Now()
+	for id := range members {
+		if id != s.self && s.givenUp(id, now) {
+			delete(members, id)
+		}
 	}
 	states := map[int]shardState{}
 	err = s.memberStates(members, func(node string, ns nodeState) error {
