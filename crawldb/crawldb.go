@@ -300,9 +300,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crawldb: start raft: %w", err)
 	}
-	db.bg.Add(2)
-	go db.watchLeadership()
-	go db.watchLeaderGone()
+	db.startWatchers()
 	db.handler.bind(db)
 	if !has {
 		if o.Join == "" {

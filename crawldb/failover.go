@@ -51,6 +51,15 @@ func (db *DB) streamEnded() {
 	}
 }
 
+// startWatchers starts the goroutines that follow the DB's Raft: its
+// leadership (watchLeadership) and its leader's node (watchLeaderGone).
+// Both end with the DB (bg).
+func (db *DB) startWatchers() {
+	db.bg.Add(2)
+	go db.watchLeadership()
+	go db.watchLeaderGone()
+}
+
 // watchLeaderGone checks, whenever a connection from another node ended,
 // whether this follower's leader is gone, and hurries the election if so.
 // It ends with the DB.

@@ -453,9 +453,7 @@ func (h *Host) openGroup(g GroupOptions, slot *hostGroup) (*DB, error) {
 	if db.raft, err = raft.NewRaft(cfg, db.fsm, db.logs, db.logs, snaps, db.trans); err != nil {
 		return nil, fmt.Errorf("crawldb: group %s: start raft: %w", g.ID, err)
 	}
-	db.bg.Add(2)
-	go db.watchLeadership()
-	go db.watchLeaderGone()
+	db.startWatchers()
 	db.handler.bind(db)
 	if !has && len(g.Bootstrap) > 0 {
 		var boot raft.Configuration

@@ -3,6 +3,7 @@ package shardset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -519,19 +520,7 @@ func TestKillAndRestart(t *testing.T) {
 		stops[i], dones[i] = stop, make(chan error, 1)
 		go func() { dones[i] <- n.run(rctx) }()
 	}
-	waitFor(t, ctx, "every shard on three replicas, and a fifth of the web fetched", func() bool {
-		full := map[int]bool{}
-		var pages int64
-		for _, n := range nodes {
-			pages += n.pages.Load()
-			for _, st := range n.set.Status() {
-				if len(st.Replicas) == 3 {
-					full[st.Shard] = true
-				}
-			}
-		}
-		return len(full) == 4 && pages >= int64(w.reachable/5)
-	})
+	waitCrawling(t, ctx, w, nodes, 4, 3)
 	// The node leading the most shards dies.
 	victim, most := 0, -1
 	for i, n := range nodes {
@@ -610,13 +599,7 @@ func TestKillAndRestart(t *testing.T) {
 	// A page fetched twice must be one the dead node had its result of in
 	// its last two staging intervals (300 ms each) before it died, or had
 	// in flight (no result: at most its 16 workers).
-	v.mu.Lock()
-	lastAt := maps.Clone(v.at)
-	v.mu.Unlock()
-	lost := func(u string) bool {
-		at, ok := lastAt[u]
-		return ok && killedAt.Sub(at) <= 600*time.Millisecond
-	}
+	lost := v.lostAt(killedAt)
 	urls, batches, twice, checks := checkSiteLost(t, ctx, w, survivor, 4, 16, lost, append(nodes, restarted)...)
 	t.Logf("%d URL records, %d batches between shards, %d pages twice, %d cash checks", urls, batches, twice, checks)
 }
@@ -659,19 +642,7 @@ func TestDeadNodeGivenUp(t *testing.T) {
 		}
 		return k
 	}
-	waitFor(t, ctx, "every shard on three replicas, and a fifth of the web fetched", func() bool {
-		full := map[int]bool{}
-		var pages int64
-		for _, n := range nodes {
-			pages += n.pages.Load()
-			for _, st := range n.set.Status() {
-				if len(st.Replicas) == 3 && len(st.Learners) == 0 {
-					full[st.Shard] = true
-				}
-			}
-		}
-		return len(full) == 4 && pages >= int64(w.reachable/5)
-	})
+	waitCrawling(t, ctx, w, nodes, 4, 3)
 	victim := -1
 	for i, n := range nodes {
 		if i > 0 && held(n) > 0 { // not n1: the test reads the site from it
@@ -709,15 +680,44 @@ func TestDeadNodeGivenUp(t *testing.T) {
 	})
 	t.Logf("every shard re-created without %s %v after the kill", id, time.Since(killedAt).Round(time.Millisecond))
 	waitDones(t, ctx, survivorDones)
-	v.mu.Lock()
-	lastAt := maps.Clone(v.at)
-	v.mu.Unlock()
-	lost := func(u string) bool {
+	lost := v.lostAt(killedAt)
+	urls, batches, twice, checks := checkSiteLost(t, ctx, w, survivors[0], 4, 16, lost, nodes...)
+	t.Logf("%d URL records, %d batches between shards, %d pages twice, %d cash checks", urls, batches, twice, checks)
+}
+
+// lostAt says which pages a node killed at killedAt may have fetched
+// without its result reaching a replica: those whose results it had in
+// its last two staging intervals (300 ms each) before it died. (Pages it
+// had in flight have no result here: checkSiteLost's maxTwice bounds
+// them.)
+func (n *testNode) lostAt(killedAt time.Time) func(url string) bool {
+	n.mu.Lock()
+	lastAt := maps.Clone(n.at)
+	n.mu.Unlock()
+	return func(u string) bool {
 		at, ok := lastAt[u]
 		return ok && killedAt.Sub(at) <= 600*time.Millisecond
 	}
-	urls, batches, twice, checks := checkSiteLost(t, ctx, w, survivors[0], 4, 16, lost, nodes...)
-	t.Logf("%d URL records, %d batches between shards, %d pages twice, %d cash checks", urls, batches, twice, checks)
+}
+
+// waitCrawling waits until each of the site's shards has r voting
+// replicas (no learner still catching up) and a fifth of the web is
+// fetched.
+func waitCrawling(t *testing.T, ctx context.Context, w *testWeb, nodes []*testNode, shards, r int) {
+	t.Helper()
+	waitFor(t, ctx, fmt.Sprintf("every shard on %d replicas, and a fifth of the web fetched", r), func() bool {
+		full := map[int]bool{}
+		var pages int64
+		for _, n := range nodes {
+			pages += n.pages.Load()
+			for _, st := range n.set.Status() {
+				if len(st.Replicas) == r && len(st.Learners) == 0 {
+					full[st.Shard] = true
+				}
+			}
+		}
+		return len(full) == shards && pages >= int64(w.reachable/5)
+	})
 }
 
 // testWriter writes log lines to the test's log.
