@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,13 @@ func testFile() File {
 // site self over it (no endpoint: the tests call it directly).
 func newTestFed(t testing.TB, self string) *Fed {
 	t.Helper()
+	return newFedOf(t, self, testFile(), nil, nil)
+}
+
+// newFedOf is newTestFed with the federation file and the TLS of the
+// endpoint and of the calls to peers.
+func newFedOf(t testing.TB, self string, file File, serverTLS, clientTLS *tls.Config) *Fed {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	db, err := crawldb.Open(ctx, crawldb.Options{Dir: filepath.Join(t.TempDir(), "crawldb"), NodeID: self + "-1", RaftAddr: "127.0.0.1:0", FastTimeouts: true, NoSync: true})
@@ -39,7 +47,7 @@ func newTestFed(t testing.TB, self string) *Fed {
 	if err := db.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Options{File: testFile(), Self: self, DB: db, Rounds: func() (route.Rounds, error) {
+	f, err := New(Options{File: file, Self: self, DB: db, ServerTLS: serverTLS, ClientTLS: clientTLS, Rounds: func() (route.Rounds, error) {
 		st, err := rounds.ReadState(db.Store())
 		r := route.Rounds{Next: st.Next}
 		for _, a := range st.Active {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
@@ -19,6 +21,12 @@ const (
 	// their URLs can go to the peer's hosts' next owners if it is gone for
 	// good (fed/sent/PEER/SEQ).
 	sentPrefix = "fed/sent/"
+	// doubtPrefix keys the outbox entries of a batch that was on its way
+	// to a peer when the peer went down (fed/doubt/PEER/SEQ): the peer may
+	// have applied them. Their URLs went to the next owners without cash;
+	// the cash waits here until the peer, back, says whether it applied
+	// them (Fed.settle).
+	doubtPrefix = "fed/doubt/"
 	// maxBatchPuts bounds a batch on the wire (several outbox entries).
 	maxBatchPuts = 16384
 	// maxFrameBytes bounds a framed batch on the wire, under the
@@ -34,28 +42,42 @@ type outbound struct {
 	Batches uint64
 	URLs    uint64
 	Hits    uint64 // no longer counted (the sent cache applies in Route: Fed.CacheStats); kept for the record's layout
+	// Tried is the last outbox entry sent in a batch, answered or not:
+	// the entries up to it that are still in the outbox may have been
+	// applied by the peer.
+	Tried uint64
 }
 
 func (o outbound) encode() []byte {
 	b := binary.AppendUvarint(nil, o.Acked)
 	b = binary.AppendUvarint(b, o.Batches)
 	b = binary.AppendUvarint(b, o.URLs)
-	return binary.AppendUvarint(b, o.Hits)
+	b = binary.AppendUvarint(b, o.Hits)
+	return binary.AppendUvarint(b, o.Tried)
 }
 
+// decodeOutbound reads an outbound record; one written before Tried was
+// kept has four counters (Tried then is Acked).
 func decodeOutbound(b []byte) (outbound, error) {
-	var vals [4]uint64
+	var vals [5]uint64
 	if len(b) == 0 {
 		return outbound{}, nil
 	}
 	for i := range vals {
+		if i == 4 && len(b) == 0 {
+			vals[4] = vals[0]
+			break
+		}
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
 			return outbound{}, fmt.Errorf("federation: outbound record: bad counter %d", i)
 		}
 		vals[i], b = v, b[n:]
 	}
-	return outbound{vals[0], vals[1], vals[2], vals[3]}, nil
+	if len(b) != 0 {
+		return outbound{}, fmt.Errorf("federation: outbound record: %d bytes after the counters", len(b))
+	}
+	return outbound{vals[0], vals[1], vals[2], vals[3], vals[4]}, nil
 }
 
 func (f *Fed) outboundOf(peer string) (outbound, error) {
@@ -67,6 +89,10 @@ func (f *Fed) outboundOf(peer string) (outbound, error) {
 }
 
 func sentKey(peer string, seq uint64) string { return fmt.Sprintf("%s%s/%020d", sentPrefix, peer, seq) }
+
+func doubtKey(peer string, seq uint64) string {
+	return fmt.Sprintf("%s%s/%020d", doubtPrefix, peer, seq)
+}
 
 // pending is a batch on its way to a peer: retried as it is until the peer
 // answers, so that a batch the peer applied but whose answer was lost is
@@ -102,6 +128,11 @@ func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 		if pd == nil {
 			return false
 		}
+		if err := f.tried(ctx, p, pd); err != nil {
+			f.log.Error("federation: outbox", "peer", p.name, "err", err)
+			p.backoff(now, time.Second)
+			return false
+		}
 		f.mu.Lock()
 		p.pend = pd
 		f.mu.Unlock()
@@ -126,11 +157,15 @@ func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 		return true
 	case errors.Is(err, ErrRefused):
 		// The peer does not own some of these URLs (its view of the
-		// federation differs) or has applied part of them: learn what it
-		// applied, and send again later, re-routed.
+		// federation differs: a site it still sees down, or one it
+		// sees back before this site does) or has applied part of
+		// them: learn what it applied, re-route what it will not take
+		// as this site sees the federation then, and send the rest
+		// again a second later.
 		f.log.Warn("federation: batch refused", "peer", p.name, "seq", pd.seq, "err", err)
 		f.mu.Lock()
 		p.pend = nil
+		p.refusedAt = f.o.Now()
 		f.mu.Unlock()
 		p.synced = false
 		p.backoff(now, time.Second)
@@ -176,6 +211,24 @@ func (f *Fed) nextBatch(p *peer) (*pending, error) {
 	return pd, nil
 }
 
+// tried records, before batch pd first leaves for p, that its entries may
+// reach p (outbound.Tried), so that a hand-over after a crash or a change
+// of leader knows them in doubt. A shard hands nothing over: it records
+// nothing.
+func (f *Fed) tried(ctx context.Context, p *peer, pd *pending) error {
+	if f.name != "" {
+		return nil
+	}
+	out, err := f.outboundOf(p.name)
+	if err != nil || out.Tried >= pd.seq {
+		return err
+	}
+	out.Tried = pd.seq
+	b := store.NewBatch()
+	b.PutUser(outPrefix+p.name, out.encode())
+	return f.apply(ctx, b)
+}
+
 // acked records a delivered batch: its entries leave the outbox (kept
 // under fed/sent/ for a handover).
 func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
@@ -203,9 +256,16 @@ func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 }
 
 // sync learns from p's answer to a probe which of this site's batches it
-// has applied, and acknowledges the outbox entries they covered (a batch
-// applied whose answer was lost, before a restart or a change of leader).
+// has applied (applied, the last one): it settles the batch that was in
+// doubt when p went down (settle), acknowledges the outbox entries they
+// covered (a batch applied whose answer was lost, before a restart or a
+// change of leader), and moves the outbound record's Acked up to applied,
+// so that the termination waves' counters agree even when the entries
+// were handed over.
 func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
+	if err := f.settle(ctx, p, applied); err != nil {
+		return err
+	}
 	for {
 		entries, err := f.st.Outbox(p.name, 0, outboxScan)
 		if err != nil {
@@ -223,27 +283,148 @@ func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
 			}
 			n++
 		}
-		if n == 0 {
-			p.synced = true
-			return nil
-		}
 		out, err := f.outboundOf(p.name)
 		if err != nil {
 			return err
 		}
+		if n == 0 && out.Acked >= applied {
+			p.synced = true
+			return nil
+		}
 		out.Acked = max(out.Acked, applied)
+		out.Tried = max(out.Tried, applied)
 		b.PutUser(outPrefix+p.name, out.encode())
 		if err := f.apply(ctx, b); err != nil {
 			return err
 		}
-		f.log.Info("federation: outbox entries the peer had applied acknowledged", "peer", p.name, "entries", n, "applied", applied)
+		if n > 0 {
+			f.log.Info("federation: outbox entries the peer had applied acknowledged", "peer", p.name, "entries", n, "applied", applied)
+		}
 	}
+}
+
+// rerouteStray re-routes, with their cash, the outbox entries for p after
+// applied (what p has applied, as an answer to a probe sent after its last
+// refusal says: none of them is at p) that hold URLs p will not take as
+// this site sees the federation: hosts of a site back that went to p as
+// their interim owner, for instance. It returns how many it re-routed.
+func (f *Fed) rerouteStray(ctx context.Context, p *peer, applied uint64) (int, error) {
+	moved := 0
+	after := applied
+	for {
+		entries, err := f.st.Outbox(p.name, after, outboxScan)
+		if err != nil || len(entries) == 0 {
+			return moved, err
+		}
+		var self inbound
+		b := store.NewBatch()
+		for _, e := range entries {
+			after = e.Seq
+			if e.Seq <= applied {
+				continue
+			}
+			stray, err := f.strayFor(p.name, e.Payload)
+			if err != nil {
+				return moved, fmt.Errorf("outbox entry %d for %s: %w", e.Seq, p.name, err)
+			}
+			if !stray {
+				continue
+			}
+			if err := f.reroute(b, e.Payload, withCash, &self); err != nil {
+				return moved, fmt.Errorf("re-route outbox entry %d for %s: %w", e.Seq, p.name, err)
+			}
+			b.OutboxAck(p.name, e.Seq)
+			moved++
+		}
+		if b.Len() > 0 {
+			if err := f.applySelf(ctx, b, self); err != nil {
+				return moved, err
+			}
+		}
+	}
+}
+
+// strayFor reports whether an outbox payload for site holds a URL that
+// site would refuse as this site sees the federation (it is neither the
+// host's owner now nor its primary owner: Fed.mine).
+func (f *Fed) strayFor(site string, payload []byte) (bool, error) {
+	eb, err := Decode(payload, Limits{})
+	if err != nil {
+		return false, err
+	}
+	locs := make(map[string]location, len(eb.Hosts))
+	for _, h := range eb.Hosts {
+		locs[h.Host] = location{key: h.Key, loc: locOf(h)}
+	}
+	takes := func(u string) bool {
+		h := hostOf(u)
+		return f.owner(h, locs[h]) == site || f.primary(h, locs[h]) == site
+	}
+	for _, p := range eb.Puts {
+		if !takes(p.URL) {
+			return true, nil
+		}
+	}
+	for _, r := range eb.Fetched {
+		if !takes(r.URL) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// settle ends the doubt over the entries that were on their way to p when
+// it went down (handOver), now that p, back, says it has applied its
+// batches up to applied: the cash of those it applied is at p, and they
+// are kept as delivered (for a later hand-over); the cash of the others
+// goes to the owners of their URLs now (their URLs went there without it).
+func (f *Fed) settle(ctx context.Context, p *peer, applied uint64) error {
+	type doubt struct {
+		key     string
+		seq     uint64
+		payload []byte
+	}
+	var ds []doubt
+	prefix := doubtPrefix + p.name + "/"
+	err := f.st.UserScan(prefix, func(k string, v []byte) error {
+		seq, err := strconv.ParseUint(strings.TrimPrefix(k, prefix), 10, 64)
+		if err != nil {
+			return fmt.Errorf("federation: bad key %q: %w", k, err)
+		}
+		ds = append(ds, doubt{k, seq, append([]byte(nil), v...)})
+		return nil
+	})
+	if err != nil || len(ds) == 0 {
+		return err
+	}
+	var self inbound
+	b := store.NewBatch()
+	released := 0
+	for _, d := range ds {
+		b.PutUser(d.key, nil)
+		if d.seq <= applied {
+			b.PutUser(sentKey(p.name, d.seq), d.payload)
+			continue
+		}
+		if err := f.reroute(b, d.payload, cashOnly, &self); err != nil {
+			return fmt.Errorf("settle entry %d in doubt for %s: %w", d.seq, p.name, err)
+		}
+		released++
+	}
+	if err := f.applySelf(ctx, b, self); err != nil {
+		return err
+	}
+	f.log.Info("federation: entries in doubt when the peer went down settled", "peer", p.name, "entries", len(ds), "applied_there", len(ds)-released, "cash_sent_on", released)
+	return nil
 }
 
 // handOver moves p's outbox, and the URLs delivered to it before, to the
 // next owners of its hosts: p has been suspect past the grace period. URLs
 // delivered before go with no cash (p had it); they are new to their next
-// owner unless it found them itself.
+// owner unless it found them itself. Entries that were on their way to p
+// (up to outbound.Tried) may have been applied there: their URLs go
+// without cash, and the cash waits under doubtPrefix until p returns
+// (settle).
 func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 	entries, err := f.st.Outbox(p.name, 0, 16)
 	if err != nil {
@@ -251,9 +432,18 @@ func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 	}
 	var self inbound // what comes back to this site
 	if len(entries) > 0 {
+		out, err := f.outboundOf(p.name)
+		if err != nil {
+			return false, err
+		}
 		b := store.NewBatch()
 		for _, e := range entries {
-			if err := f.reroute(b, e.Payload, false, &self); err != nil {
+			mode := withCash
+			if e.Seq <= out.Tried {
+				mode = noCash
+				b.PutUser(doubtKey(p.name, e.Seq), e.Payload)
+			}
+			if err := f.reroute(b, e.Payload, mode, &self); err != nil {
 				return false, fmt.Errorf("hand over outbox entry %d of %s: %w", e.Seq, p.name, err)
 			}
 			b.OutboxAck(p.name, e.Seq)
@@ -274,7 +464,7 @@ func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 	}
 	b := store.NewBatch()
 	for i, k := range keys {
-		if err := f.reroute(b, payloads[i], true, &self); err != nil {
+		if err := f.reroute(b, payloads[i], noCash, &self); err != nil {
 			return false, fmt.Errorf("hand over %s: %w", k, err)
 		}
 		b.PutUser(k, nil)
@@ -304,11 +494,20 @@ func (f *Fed) applySelf(ctx context.Context, b *store.Batch, self inbound) error
 	return f.apply(ctx, b)
 }
 
+// rerouteMode says what of an outbox payload reroute sends on.
+type rerouteMode int
+
+const (
+	withCash rerouteMode = iota // URLs, their cash, fetched-elsewhere records
+	noCash                      // URLs and fetched-elsewhere records: the cash was delivered, or is in doubt
+	cashOnly                    // the cash of URLs sent before without it
+)
+
 // reroute adds to b what re-sends an outbox payload to its hosts' owners
-// as this site sees the federation now: new outbox entries, or puts into
-// this site's own crawl database for hosts it now owns. noCash sends the
-// URLs without their cash (it was delivered already).
-func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound) error {
+// as this site sees the federation now (what of it: mode): new outbox
+// entries, or puts into this site's own crawl database for hosts it now
+// owns. The virtual page's share goes with the cash, and stays here.
+func (f *Fed) reroute(b *store.Batch, payload []byte, mode rerouteMode, self *inbound) error {
 	eb, err := Decode(payload, Limits{})
 	if err != nil {
 		return err
@@ -320,7 +519,7 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound
 	by := map[string][]Put{}
 	var virtual float64
 	for _, p := range eb.Puts {
-		if noCash {
+		if mode == noCash {
 			p.Cash = 0
 		}
 		h := hostOf(p.URL)
@@ -330,7 +529,7 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound
 		}
 		by[o] = append(by[o], p)
 	}
-	if !noCash {
+	if mode != noCash {
 		virtual = eb.Virtual
 	}
 	// Fetched-elsewhere records follow their hosts too; those of hosts
@@ -338,7 +537,7 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, noCash bool, self *inbound
 	done := map[string][]FetchedURL{}
 	for _, r := range eb.Fetched {
 		h := hostOf(r.URL)
-		if o := f.owner(h, locs[h]); o != "" && o != f.o.Self {
+		if o := f.owner(h, locs[h]); o != "" && o != f.o.Self && mode != cashOnly {
 			done[o] = append(done[o], r)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +22,11 @@ type peer struct {
 	failures int
 	synced   bool // outbox entries the peer applied are acknowledged
 	reseeded bool // its seeds this site owns while it is down are in
+	// refusedAt is when the peer last refused a batch (zero: settled):
+	// once an answer to a probe sent after it says what the peer has
+	// applied, the entries left that it will not take are re-routed
+	// (Fed.rerouteStray).
+	refusedAt time.Time
 
 	// The hand-back of its hosts (the Run goroutine only; handback.go):
 	// holding, this down period's record is written; backPending, the
@@ -33,6 +39,7 @@ type peer struct {
 
 	// Detection (under Fed.mu).
 	lastOK  time.Time // its last answer
+	askedAt time.Time // when the probe that got its last answer was sent
 	suspect bool
 	down    bool // suspect past the grace period: its hosts have moved
 	heard   bool // state is from its answer
@@ -86,12 +93,19 @@ func (f *Fed) local() (probeMsg, error) {
 	if err != nil {
 		return m, err
 	}
+	doubts, err := f.doubted()
+	if err != nil {
+		return m, err
+	}
 	f.mu.Lock()
 	pending := false
 	for name, p := range f.peers {
 		if p.pend != nil && !p.down {
 			pending = true
 			m.Sent[name] = p.pend.seq
+		}
+		if doubts[name] && !p.down {
+			pending = true // cash to settle with a site back
 		}
 		if p.down {
 			m.Down = append(m.Down, name)
@@ -137,6 +151,21 @@ func (f *Fed) local() (probeMsg, error) {
 		}
 	}
 	return m, nil
+}
+
+// doubted returns the peers for which outbox entries are in doubt
+// (handOver): their cash is settled when they are back.
+func (f *Fed) doubted() (map[string]bool, error) {
+	var m map[string]bool
+	err := f.st.UserScan(doubtPrefix, func(k string, _ []byte) error {
+		name, _, _ := strings.Cut(k[len(doubtPrefix):], "/")
+		if m == nil {
+			m = map[string]bool{}
+		}
+		m[name] = true
+		return nil
+	})
+	return m, err
 }
 
 // recvOf sets m.Recv[site], the last batch applied from site summed over
@@ -247,6 +276,9 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 		f.log.Warn("federation: site is back: its hosts are its own again", "site", name)
 		f.returned.Store(true)
 	}
+	if p.down {
+		p.synced = false // settle what was in doubt, and learn what it applied
+	}
 	if p.suspect || p.down {
 		p.suspect, p.down, p.reseeded = false, false, false
 		f.publishDown()
@@ -271,6 +303,7 @@ func (f *Fed) probeAll(ctx context.Context) {
 		wg.Go(func() { // owner: probeAll; bounded by the call's timeout
 			cctx, cancel := context.WithTimeout(ctx, max(f.o.SuspectAfter/2, 500*time.Millisecond))
 			defer cancel()
+			asked := f.o.Now()
 			reply, err := f.client.Probe(cctx, p.spec.Endpoint, p.name, body)
 			var m probeMsg
 			if err == nil {
@@ -289,6 +322,9 @@ func (f *Fed) probeAll(ctx context.Context) {
 				f.setTerminated(p.name)
 			}
 			f.heardFrom(p.name, m, f.o.Now())
+			f.mu.Lock()
+			p.askedAt = asked
+			f.mu.Unlock()
 			answered[i] = true
 		})
 	}

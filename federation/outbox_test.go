@@ -1,0 +1,311 @@
+package federation
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/route"
+)
+
+// TestBatchInDoubtAtHandOver sends a batch from eu to us whose answer
+// never comes, declares us down (eu hands its hosts over), and brings us
+// back. Whether or not us applied the batch, the federation holds its
+// cash once: the batch's URLs go to the next owners without cash, the
+// cash waits at eu until us, back, says what it applied, and eu's count
+// of what us acknowledged meets us's count of what it applied (the
+// termination waves' counters). Before the fix the hand-over rerouted the
+// batch with its cash (12 units for 6 sent when us had applied it) and
+// the counters never agreed.
+func TestBatchInDoubtAtHandOver(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			ctx := context.Background()
+			eu, us := newTestFed(t, "eu"), newTestFed(t, "us")
+			hosts := hostsOwnedBy(t, eu, "us", 6)
+			var urls []route.Remote
+			for i, h := range hosts {
+				urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
+			}
+			b := store.NewBatch()
+			local, sent, err := eu.Route(ctx, urls, b)
+			if err != nil || len(local) != 0 || sent.Cash != 6 {
+				t.Fatalf("route: local %v, sent %+v, %v", local, sent, err)
+			}
+			if err := eu.apply(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			p := eu.peers["us"]
+			now := time.Now()
+			if eu.deliver(ctx, p, now) || p.pend == nil { // us's endpoint refuses: no answer
+				t.Fatalf("delivery to a closed port: pending %v", p.pend)
+			}
+			if applied { // it reached us; the answer was lost
+				dec, err := Decode(p.pend.frame, Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := us.Put(ctx, "eu", dec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eu.mu.Lock()
+			p.down = true
+			eu.mu.Unlock()
+			eu.publishDown()
+			eu.tend(ctx, p, now) // hand-over
+			if n := eu.st.Counts().Outbox; n == 0 {
+				t.Fatalf("nothing rerouted to the next owners")
+			}
+			if left, _ := eu.st.Outbox("us", 0, 10); len(left) != 0 {
+				t.Fatalf("%d entries left for us after the hand-over", len(left))
+			}
+			held := doubtCash(t, eu, "us")
+			if held != 6 {
+				t.Errorf("cash in doubt %v, want the batch's 6", held)
+			}
+			if got, want := fedCash(t, eu, us)+held, 6+usCash(applied); got != want {
+				t.Errorf("after the hand-over: cash %v federation-wide (in doubt included), want %v", got, want)
+			}
+
+			// us is back: its answer to a probe says what it applied.
+			st, err := us.local()
+			if err != nil {
+				t.Fatal(err)
+			}
+			eu.heardFrom("us", st, now)
+			if doubts, _ := eu.doubted(); !doubts["us"] {
+				t.Fatalf("doubt settled before eu heard from us")
+			}
+			eu.tend(ctx, p, now) // sync: settle
+			if doubts, _ := eu.doubted(); doubts["us"] {
+				t.Errorf("doubt over us's entries not settled: %v", doubts)
+			}
+			if got := fedCash(t, eu, us); got != 6 {
+				t.Errorf("after us's return: cash %v federation-wide, want the 6 sent", got)
+			}
+			out, err := eu.outboundOf("us")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := st.Recv["eu"]; out.Acked != want {
+				t.Errorf("eu's acknowledged count for us %d, us applied up to %d: the counters disagree", out.Acked, want)
+			}
+			// What eu sends us now (the cash not applied, the hand-back)
+			// is applied in order.
+			for range 5 {
+				pd, err := eu.nextBatch(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pd == nil {
+					break
+				}
+				dec, err := Decode(pd.frame, Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := us.Put(ctx, "eu", dec); err != nil {
+					t.Fatalf("batch %d..%d after the return: %v", pd.first, pd.seq, err)
+				}
+				if err := eu.acked(ctx, p, pd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := storeCash(t, us); got != 6-outCash(t, eu, "asia")-storeCash(t, eu) {
+				t.Errorf("us holds %v of the 6 (eu %v, eu's outbox for asia %v)", got, storeCash(t, eu), outCash(t, eu, "asia"))
+			}
+		})
+	}
+}
+
+// usCash is what us holds before its return: the batch's cash if it
+// applied it.
+func usCash(applied bool) float64 {
+	if applied {
+		return 6
+	}
+	return 0
+}
+
+// storeCash sums the cash on f's URLs.
+func storeCash(t *testing.T, f *Fed) float64 {
+	t.Helper()
+	c := 0.0
+	if err := f.st.ScanURLs(func(r store.URLRecord) error { c += r.Cash; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// payloadCash sums the cash on an outbox payload's puts.
+func payloadCash(t *testing.T, payload []byte) float64 {
+	t.Helper()
+	d, err := Decode(payload, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := 0.0
+	for _, p := range d.Puts {
+		c += p.Cash
+	}
+	return c
+}
+
+// outCash sums the cash in f's outbox for peer.
+func outCash(t *testing.T, f *Fed, peer string) float64 {
+	t.Helper()
+	entries, err := f.st.Outbox(peer, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := 0.0
+	for _, e := range entries {
+		c += payloadCash(t, e.Payload)
+	}
+	return c
+}
+
+// doubtCash sums the cash f holds in doubt for peer.
+func doubtCash(t *testing.T, f *Fed, peer string) float64 {
+	t.Helper()
+	c := 0.0
+	if err := f.st.UserScan(doubtPrefix+peer+"/", func(_ string, v []byte) error {
+		c += payloadCash(t, v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// fedCash sums the cash in the sites' crawl databases and outboxes.
+func fedCash(t *testing.T, sites ...*Fed) float64 {
+	t.Helper()
+	c := 0.0
+	for _, f := range sites {
+		c += storeCash(t, f)
+		for _, s := range f.o.File.Sites {
+			if s.Name != f.o.Self {
+				c += outCash(t, f, s.Name)
+			}
+		}
+	}
+	return c
+}
+
+// TestDecodeOutbound reads outbound records of both layouts and refuses
+// damaged ones.
+func TestDecodeOutbound(t *testing.T) {
+	full := outbound{Acked: 7, Batches: 3, URLs: 90, Tried: 9}
+	old := binary.AppendUvarint(nil, 7)
+	old = binary.AppendUvarint(old, 3)
+	old = binary.AppendUvarint(old, 90)
+	old = binary.AppendUvarint(old, 0)
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want outbound
+		err  bool
+	}{
+		{"empty", nil, outbound{}, false},
+		{"current", full.encode(), full, false},
+		{"four counters (before Tried)", old, outbound{Acked: 7, Batches: 3, URLs: 90, Tried: 7}, false},
+		{"truncated", old[:2], outbound{}, true},
+		{"trailing bytes", append(full.encode(), 1), outbound{}, true},
+	} {
+		got, err := decodeOutbound(c.in)
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("%s: %+v, %v; want %+v (error %v)", c.name, got, err, c.want, c.err)
+		}
+	}
+}
+
+// TestRefusedBatchRerouted: asia handed URLs of us's hosts over to eu,
+// their interim owner while us was down, and us came back before they were
+// delivered: eu refuses the batch over the real endpoint (409, not the
+// owner), and once an answer to a probe sent after the refusal says what eu
+// applied, asia re-routes the entries to us with their cash. Before the
+// fix they stayed in the outbox for eu, refused on every retry, and the
+// federation's crawl never ended.
+func TestRefusedBatchRerouted(t *testing.T) {
+	d := newDeployment(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := testFile()
+	for i := range file.Sites {
+		if file.Sites[i].Name == "eu" {
+			file.Sites[i].Endpoint = ln.Addr().String()
+		}
+	}
+	srv, cli := load(t, d.dir, "eu")
+	eu := newFedOf(t, "eu", file, srv, cli)
+	done := make(chan error, 1)
+	go func() { done <- eu.Serve(ln) }() // owner: the test; ends with eu.Shutdown
+	t.Cleanup(func() {
+		eu.Shutdown(context.Background())
+		<-done
+	})
+	srv, cli = load(t, d.dir, "asia")
+	asia := newFedOf(t, "asia", file, srv, cli)
+	ctx := context.Background()
+	now := time.Now()
+	setDown := func(f *Fed, down bool) {
+		f.mu.Lock()
+		f.peers["us"].down = down
+		f.mu.Unlock()
+		f.publishDown()
+	}
+	setDown(asia, true)
+	setDown(eu, true)
+	// URLs of us's hosts that eu holds while us is down.
+	var urls []route.Remote
+	for i := 0; len(urls) < 6 && i < 10000; i++ {
+		h := fmt.Sprintf("h%d.example.test", i)
+		l := location{key: h}
+		if asia.primary(h, l) == "us" && asia.owner(h, l) == "eu" {
+			urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/", h), Cash: 1})
+		}
+	}
+	b := store.NewBatch()
+	if _, _, err := asia.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := asia.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	asia.tend(ctx, asia.peers["us"], now) // hand-over of the outbox for us
+	if c := outCash(t, asia, "eu"); c != 6 {
+		t.Fatalf("asia's outbox for eu holds %v cash, want 6", c)
+	}
+	setDown(eu, false) // us is back: eu sees it first
+	setDown(asia, false)
+	p := asia.peers["eu"]
+	if asia.deliver(ctx, p, now) {
+		t.Fatal("eu took URLs of us's hosts with us up")
+	}
+	if p.refusedAt.IsZero() {
+		t.Fatalf("no refusal recorded (last error %q)", p.lastErr)
+	}
+	asia.tend(ctx, p, now) // no answer since the refusal: waits
+	if c := outCash(t, asia, "eu"); c != 6 {
+		t.Fatalf("entries moved before an answer said what eu applied: %v cash left for eu", c)
+	}
+	asia.probeAll(ctx)
+	asia.tend(ctx, p, now)
+	if c := outCash(t, asia, "eu"); c != 0 {
+		t.Errorf("%v cash still in asia's outbox for eu after the refusal", c)
+	}
+	if c := outCash(t, asia, "us"); c != 6 {
+		t.Errorf("asia's outbox for us holds %v cash, want the 6 eu refused", c)
+	}
+	if c := storeCash(t, eu); c != 0 {
+		t.Errorf("eu holds %v cash of us's URLs", c)
+	}
+}
