@@ -86,8 +86,9 @@ type Config struct {
 	// when the site is created; a node that joins takes its site's.
 	Shards int
 	// Replicas is a sharded site's replication target R (0: 3; a shard
-	// has min(R, nodes) replicas). A node that joins with --replicas set
-	// must give its site's.
+	// has min(R, nodes) replicas). Set alone, it makes a new site sharded
+	// with shard.DefaultShards shards. A node that joins with --replicas
+	// set must give its site's.
 	Replicas int
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shard"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -434,6 +435,11 @@ func TestJoinRefused(t *testing.T) {
 			c.Data = filepath.Join(root, "another-n1")
 			return c
 		}, site.ErrWrongSite, `already has a node named "n1"`},
+		{"--replicas for a site that is not sharded", func() site.Config {
+			c := nodeConfig(t, w, root, "x3", n1.Addr())
+			c.Replicas = 3
+			return c
+		}, site.ErrWrongSite, "is not sharded (one crawl database on every node): leave --replicas out"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg()
@@ -455,6 +461,40 @@ func TestJoinRefused(t *testing.T) {
 	m, err := n1.DB().Members()
 	if err != nil || len(m) != 1 || m["n1"] == "" {
 		t.Fatalf("members after the refused joins: %v, %v", m, err)
+	}
+	// A restart of a node of a site that is not sharded cannot make it
+	// one: its data directory is left as it is.
+	n1.Close()
+	for _, flag := range []string{"--shards", "--replicas"} {
+		cfg := nodeConfig(t, w, root, "n1", "")
+		if flag == "--shards" {
+			cfg.Shards = 4
+		} else {
+			cfg.Replicas = 1
+		}
+		before := listDir(t, cfg.Data)
+		s, err := site.Start(ctx, cfg, nil)
+		if err == nil {
+			s.Close()
+			t.Fatalf("restart with %s started", flag)
+		}
+		if !errors.Is(err, site.ErrWrongSite) || !strings.Contains(err.Error(), "not sharded") {
+			t.Errorf("restart with %s: %q, want ErrWrongSite saying the site is not sharded", flag, err)
+		}
+		if after := listDir(t, cfg.Data); after != before {
+			t.Errorf("restart with %s changed the data directory", flag)
+		}
+	}
+	// --replicas alone creates a sharded site, of the default shard count.
+	cfg := nodeConfig(t, w, root, "r1", "")
+	cfg.Replicas = 1
+	s, err := site.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.Status().Sharding; st == nil || st.Shards != shard.DefaultShards || st.Replicas != 1 {
+		t.Errorf("a new site with --replicas 1: sharding %+v, want %d shards of 1 replica", st, shard.DefaultShards)
 	}
 }
 

@@ -274,7 +274,9 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if cfg.Advertise != "" {
 		advertise = cfg.Advertise
 	}
-	if cfg.Shards > 0 || isSharded(cfg.Data) {
+	// Sharded: a site created with --shards or --replicas (the default
+	// number of shards), a node of one that joins or restarts.
+	if cfg.Shards > 0 || isSharded(cfg.Data) || cfg.Replicas > 0 && !hasState && cfg.Join == "" {
 		s.joined = prev.Joined || cfg.Join != "" && !hasState
 		if err := s.startSharded(ctx, shardedStart{prev: prev, hasState: hasState, join: join, raftAddr: raftAddr,
 			advertise: advertise, tls: dbTLS, seeds: seeds, norm: norm, scope: scope}); err != nil {
@@ -430,6 +432,9 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 	if entries, err := os.ReadDir(filepath.Join(cfg.Data, "crawldb", "raftlog")); err == nil && len(entries) > 0 {
 		hasState = true // a sharded node's
 	}
+	if hasState && !isSharded(cfg.Data) && (cfg.Shards > 0 || cfg.Replicas > 0) {
+		return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a site that is not sharded (one crawl database on every node): --shards and --replicas apply when a site is created; leave them out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
+	}
 	if cfg.Join == "" || hasState {
 		return prev, hasState, nil
 	}
@@ -450,6 +455,9 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 		return prev, false, fmt.Errorf("%w: the node at %s does not say its API address (an older version?)", ErrNoSite, cfg.Join)
 	}
 	s.joinAPI = in.API
+	if in.Settings != nil && cfg.Replicas != 0 && in.Settings.Shards == 0 {
+		return prev, false, fmt.Errorf("%w: the site at %s is not sharded (one crawl database on every node): leave --replicas out", ErrWrongSite, cfg.Join)
+	}
 	if in.Settings != nil && cfg.Replicas != 0 && in.Settings.Shards > 0 && in.Settings.Replicas != cfg.Replicas {
 		return prev, false, fmt.Errorf("%w: the site at %s has --replicas %d, not %d (a joining node takes its site's: leave --replicas out)", ErrWrongSite, cfg.Join, in.Settings.Replicas, cfg.Replicas)
 	}
