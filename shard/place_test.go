@@ -388,6 +388,28 @@ func TestUnderReplicated(t *testing.T) {
 	}
 }
 
+// TestStepsForAvoidsDown: the leader's replica leaves before the target
+// leader is a voter, so a voter that stays takes the leadership in between:
+// one that can lead (not a node that is down, where the transfer would
+// wait), unless none can.
+func TestStepsForAvoidsDown(t *testing.T) {
+	cur := Placement{[]Shard{{Replicas: []string{"a", "b"}, Leader: "a"}}}
+	tgt := Placement{[]Shard{{Replicas: []string{"b", "c", "d"}, Leader: "d"}}}
+	for _, c := range []struct {
+		name    string
+		canLead func(string) bool
+		want    string
+	}{
+		{"all can lead", nil, "[add-voter shard 0 c transfer-leader shard 0 b remove-voter shard 0 a add-voter shard 0 d transfer-leader shard 0 d]"},
+		{"b is down", func(id string) bool { return id != "b" }, "[add-voter shard 0 c transfer-leader shard 0 c remove-voter shard 0 a add-voter shard 0 d transfer-leader shard 0 d]"},
+		{"none can", func(string) bool { return false }, "[add-voter shard 0 c transfer-leader shard 0 b remove-voter shard 0 a add-voter shard 0 d transfer-leader shard 0 d]"},
+	} {
+		if got := fmt.Sprint(StepsFor(cur, tgt, c.canLead)); got != c.want {
+			t.Errorf("%s: StepsFor = %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
 // TestStepsR1: with one replica a move adds the new voter, moves the
 // leadership to it, then removes the old one.
 func TestStepsR1(t *testing.T) {

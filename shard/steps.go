@@ -58,7 +58,14 @@ func (s Step) String() string { return fmt.Sprintf("%s shard %d %s", s.Op, s.Sha
 // commits wait for the new voter to catch up (its snapshot) meanwhile.
 //
 // Shards past the end of either placement count as having no replicas.
-func Steps(current, target Placement) []Step {
+func Steps(current, target Placement) []Step { return StepsFor(current, target, nil) }
+
+// StepsFor is Steps where canLead says which nodes can take a leadership
+// now (nil: all): when a leaving leader's target successor is not a voter
+// yet, the voter that stays and takes the leadership in its place is one
+// that can lead, if there is one (a node that is down keeps its replicas
+// for a while, and a transfer to it would wait until it returns).
+func StepsFor(current, target Placement, canLead func(id string) bool) []Step {
 	var moves, transfers []Step
 	n := max(len(current.Shards), len(target.Shards))
 	for i := range n {
@@ -99,9 +106,8 @@ func Steps(current, target Placement) []Step {
 				if !slices.Contains(voters, to) || to == id {
 					to = ""
 					for _, v := range voters {
-						if v != id && slices.Contains(tgt.Replicas, v) {
+						if v != id && slices.Contains(tgt.Replicas, v) && (to == "" || canLead != nil && canLead(v) && !canLead(to)) {
 							to = v
-							break
 						}
 					}
 				}

@@ -778,7 +778,10 @@ func (s *Set) reconcile(ctx context.Context, r *replica, target shard.Shard) err
 		delete(members, id)
 	}
 	cur := shard.Shard{Replicas: slices.Sorted(maps.Keys(members)), Leader: s.self}
-	steps := shard.Steps(shard.Placement{Shards: []shard.Shard{cur}}, shard.Placement{Shards: []shard.Shard{target}})
+	now := time.Now()
+	steps := shard.StepsFor(shard.Placement{Shards: []shard.Shard{cur}}, shard.Placement{Shards: []shard.Shard{target}}, func(id string) bool {
+		return s.alive(id, now) && s.fresh(id, now)
+	})
 	// A learner the target no longer wants (the placement changed while it
 	// caught up) is removed first: Steps sees voters only.
 	for _, id := range learners {
