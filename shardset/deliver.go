@@ -32,7 +32,6 @@ func (s *Set) deliverLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, r := range s.replicas() {
-			s.stepFed(ctx, r) // to other sites, in a federation
 			if !r.db.IsLeader() {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/federation"
@@ -18,7 +19,7 @@ import (
 // A sharded site in a federation (docs/sharding.md): each shard's router
 // sends the URLs of other sites' hosts through the shard's outboxes
 // (federation.Shard), which the shard's leader delivers to the other
-// sites (deliverLoop); the site's federation endpoint splits each batch it
+// sites (fedLoop); the site's federation endpoint splits each batch it
 // receives by shard and applies each part to the shard's leader
 // (ApplyPart: in process, or over the node API); and the site is passive
 // towards the federation when two state waves in a row found every shard
@@ -39,8 +40,15 @@ type fedState struct {
 
 // fedShard is a shard's sender, and the crawl database it was made for.
 type fedShard struct {
-	db *crawldb.DB
-	fs *federation.Shard
+	db   *crawldb.DB
+	fs   fedSender
+	busy atomic.Bool // a Step runs (fedLoop)
+}
+
+// fedSender moves a shard's outboxes for other sites on
+// (*federation.Shard).
+type fedSender interface {
+	Step(ctx context.Context)
 }
 
 // Federate makes the Set a federated site's (call it before Run): the
@@ -59,15 +67,37 @@ func (s *Set) NewFedRouter(sh int, db *crawldb.DB, fs *federation.Shard) *Router
 	return r
 }
 
-// stepFed moves replica r's outboxes for other sites on (on its leader;
-// elsewhere its sender forgets what it was sending).
-func (s *Set) stepFed(ctx context.Context, r *replica) {
-	v, ok := s.fed.shards.Load(r.shard)
-	if !ok {
-		return
-	}
-	if f := v.(*fedShard); f.db == r.db {
-		f.fs.Step(ctx)
+// fedLoop moves the outboxes for other sites of this node's replicas on
+// (Step: on a shard's leader; elsewhere its sender forgets what it was
+// sending) until ctx ends: each shard's Step in a goroutine of its own,
+// one at a time per shard, so that a peer site slow to answer (a call
+// waits up to the federation's Timeout) delays neither the delivery
+// between shards (deliverLoop) nor the other shards' senders.
+func (s *Set) fedLoop(ctx context.Context) {
+	t := time.NewTicker(deliverEvery)
+	defer t.Stop()
+	var steps sync.WaitGroup
+	defer steps.Wait()
+	for {
+		for _, r := range s.replicas() {
+			v, ok := s.fed.shards.Load(r.shard)
+			if !ok {
+				continue
+			}
+			f := v.(*fedShard)
+			if f.db != r.db || f.busy.Swap(true) {
+				continue
+			}
+			steps.Go(func() { // owner: fedLoop; ends with ctx (the sender's calls are bounded by its Timeout)
+				defer f.busy.Store(false)
+				f.fs.Step(ctx)
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -216,6 +216,7 @@ func (s *Set) Run(ctx context.Context) error {
 	lctx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { s.deliverLoop(lctx) }) // owner: Run; ends with lctx
+	loops.Go(func() { s.fedLoop(lctx) })     // owner: Run; ends with lctx
 	loops.Go(func() { s.stateLoop(lctx) })   // owner: Run; ends with lctx
 	sctx, stopSteps := context.WithCancel(ctx)
 	defer func() {

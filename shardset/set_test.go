@@ -87,6 +87,19 @@ type testWeb struct {
 	// routeFails, if set, is asked before each Route of shard sh's
 	// router: an error it returns is Route's (a crawler that fails).
 	routeFails func(sh int) error
+	// fedStuck, if set, gives every shard a sender to other sites whose
+	// Step does not return before its context ends (a peer that never
+	// answers); it counts the Steps that began.
+	fedStuck *atomic.Int64
+}
+
+// stuckSender is a shard's sender to other sites stuck in a call
+// (testWeb.fedStuck).
+type stuckSender struct{ began *atomic.Int64 }
+
+func (s stuckSender) Step(ctx context.Context) {
+	s.began.Add(1)
+	<-ctx.Done()
 }
 
 // failingRouter is a shard's router whose Route may fail first (testWeb.routeFails).
@@ -209,6 +222,9 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 				OnRound: func(st rounds.RoundStats) { n.mu.Lock(); n.stats = append(n.stats, st); n.mu.Unlock() }}
 		},
 		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
+			if w.fedStuck != nil {
+				n.set.fed.shards.Store(sh, &fedShard{db: db, fs: stuckSender{w.fedStuck}})
+			}
 			if w.routeFails != nil {
 				return failingRouter{Router: n.set.NewRouter(sh, db), fails: func() error { return w.routeFails(sh) }}, nil
 			}
@@ -267,9 +283,22 @@ func (n *testNode) run(ctx context.Context) error {
 // crawls a web to exhaustion. Every reachable page is fetched once, every
 // URL record is in the shard that owns its host, every round's cash check
 // holds in its shard, and the site's cash (summed over the shards) is what
-// the seeds injected: the cash that crossed between shards arrived.
+// the seeds injected: the cash that crossed between shards arrived. The
+// same holds when every shard's sender to other sites is stuck in a call
+// that never returns: delivery between shards goes on beside it (before,
+// both ran in one loop, and a peer that does not answer held every shard's
+// URLs for the others for the federation's timeout at each try).
 func TestOneNodeShards(t *testing.T) {
+	for _, stuck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sender stuck=%v", stuck), func(t *testing.T) { oneNodeShards(t, stuck) })
+	}
+}
+
+func oneNodeShards(t *testing.T, stuck bool) {
 	w := startWeb(t, 40, 10)
+	if stuck {
+		w.fedStuck = new(atomic.Int64)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -279,6 +308,9 @@ func TestOneNodeShards(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the site's crawl did not end")
+	}
+	if stuck && w.fedStuck.Load() != 4 {
+		t.Errorf("%d senders stepped, want the 4 shards' (each once: its Step never returned)", w.fedStuck.Load())
 	}
 	urls, batches, twice, checks := checkSite(t, ctx, w, n, 4, 0)
 	if d := n.set.Dropped(); d != 0 {
