@@ -101,6 +101,9 @@ type Fed struct {
 	// name is the sender's name in batches when it is not o.Self: a
 	// shard's view of its site's federation (Fed.Shard).
 	name string
+	// shards are a sharded site's shards' views made on this node, by
+	// sender name (the latest of each: Fed.Shard), for Status.
+	shards sync.Map
 }
 
 // sender is the name this Fed's batches are sent under.

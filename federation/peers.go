@@ -506,7 +506,8 @@ type PeerStatus struct {
 	LastErr  string  `json:"last_error,omitempty"`
 }
 
-// Status returns the federation's state as this node sees it.
+// Status returns the federation's state as this node sees it; on a
+// sharded site, with the figures of the shards this node leads.
 func (f *Fed) Status() Status {
 	me, _ := f.local()
 	c := f.st.Counts()
@@ -556,6 +557,9 @@ func (f *Fed) Status() Status {
 				ps.RecvURLs = in.URLs
 			}
 		}
+	}
+	if f.o.Sharded != nil {
+		f.addShards(&s)
 	}
 	return s
 }

@@ -299,7 +299,54 @@ func (f *Fed) Shard(db *crawldb.DB, name string) *Shard {
 			sf.peers[s.Name] = &peer{name: s.Name, spec: s}
 		}
 	}
-	return &Shard{site: f, f: sf}
+	sh := &Shard{site: f, f: sf}
+	f.shards.Store(name, sh)
+	return sh
+}
+
+// addShards adds to s, a sharded site's Status, the figures of the shards
+// this node leads (a shard's outboxes for other sites, URL-sent cache and
+// outbound and inbound records are in its own crawl database): on each
+// node, its share of the site's.
+func (f *Fed) addShards(s *Status) {
+	peer := make(map[string]*PeerStatus, len(s.Peers))
+	for i := range s.Peers {
+		peer[s.Peers[i].Name] = &s.Peers[i]
+	}
+	f.shards.Range(func(_, v any) bool {
+		sf := v.(*Shard).f
+		if !sf.o.DB.IsLeader() {
+			return true
+		}
+		s.SentCache += sf.st.Counts().Sent
+		s.CacheHits += sf.stats.hits.Load()
+		s.CacheLookup += sf.stats.lookups.Load()
+		s.SentURLs += sf.stats.sentURLs.Load()
+		s.SentBatches += sf.stats.sentBatches.Load()
+		for name, ps := range peer {
+			if e, err := sf.st.Outbox(name, 0, outboxScan); err == nil {
+				ps.Outbox += len(e)
+				s.Outbox += uint64(len(e))
+			}
+			if out, err := sf.outboundOf(name); err == nil {
+				ps.SentURLs += out.URLs
+			}
+			// From the peer, or from its shards.
+			sf.st.UserScan(inPrefix+name, func(k string, v []byte) error {
+				if from := k[len(inPrefix):]; from == name || SiteOfSender(from) == name {
+					if in, err := decodeInbound(v); err == nil {
+						ps.RecvURLs += in.URLs
+					}
+				}
+				return nil
+			})
+		}
+		return true
+	})
+	s.CacheRate = 0
+	if s.CacheLookup > 0 {
+		s.CacheRate = float64(s.CacheHits) / float64(s.CacheLookup)
+	}
 }
 
 // Route keeps, from urls, those of this site's hosts, and writes the

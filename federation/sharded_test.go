@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/route"
 )
 
 // testShards is a sharded site's shards for the tests: real one-node
@@ -213,5 +214,49 @@ func TestSiteOfSender(t *testing.T) {
 		if got := SiteOfSender(c.name); got != c.site {
 			t.Errorf("SiteOfSender(%q) = %q, want %q", c.name, got, c.site)
 		}
+	}
+}
+
+// TestShardedStatus: a sharded site's federation figures are its shards'
+// (their outboxes for other sites, URL-sent caches and inbound records),
+// those of the shards this node leads; before, Status read only the meta
+// group's, where none of them is, and showed 0.
+func TestShardedStatus(t *testing.T) {
+	f, sh := newShardedTestFed(t, "eu", 2)
+	ctx := context.Background()
+	views := []*Shard{f.Shard(sh.dbs[0], SenderName("eu", 0)), f.Shard(sh.dbs[1], SenderName("eu", 1))}
+	// Shard 0 routes 5 URLs of us's hosts (one twice: a cache hit).
+	var urls []route.Remote
+	for i, h := range hostsOwnedBy(t, f, "us", 4) {
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/%d", h, i), Cash: 0.25})
+	}
+	urls = append(urls, urls[0])
+	b := store.NewBatch()
+	if _, _, err := views[0].Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := views[0].f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// us sends eu 6 URLs, split over the shards.
+	hosts := hostsOwnedBy(t, f, "eu", 6)
+	if err := f.Put(ctx, "us", frameOf(t, "us", "eu", 1, 1, [][]string{hosts})); err != nil {
+		t.Fatal(err)
+	}
+	s := f.Status()
+	var us PeerStatus
+	for _, p := range s.Peers {
+		if p.Name == "us" {
+			us = p
+		}
+	}
+	if us.Outbox == 0 || s.Outbox != uint64(us.Outbox) {
+		t.Errorf("outbox entries for us %d, site %d; want the shard's (> 0), the same", us.Outbox, s.Outbox)
+	}
+	if us.RecvURLs != 6 {
+		t.Errorf("URLs received from us %d, want 6 (summed over the shards)", us.RecvURLs)
+	}
+	if s.SentCache != 4 || s.CacheLookup == 0 {
+		t.Errorf("URL-sent cache %d entries, %d lookups; want shard 0's 4, > 0", s.SentCache, s.CacheLookup)
 	}
 }
