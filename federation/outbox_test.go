@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +308,48 @@ func TestRefusedBatchRerouted(t *testing.T) {
 	}
 	if c := storeCash(t, eu); c != 0 {
 		t.Errorf("eu holds %v cash of us's URLs", c)
+	}
+}
+
+// TestDetectorCountsRounds: a peer becomes suspect, then down, only after
+// probe rounds it left unanswered, not on wall-clock silence alone: a node
+// whose probes stalled for longer than the grace period (a starved
+// process; here its clock jumps) suspects nobody on its first round after
+// the stall. Before, that round declared every peer suspect.
+func TestDetectorCountsRounds(t *testing.T) {
+	eu := newTestFed(t, "eu") // us and asia: closed ports, nothing answers
+	base := time.Now()
+	var clock atomic.Int64
+	clock.Store(base.UnixNano())
+	eu.o.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	for _, p := range []string{"us", "asia"} {
+		eu.heardFrom(p, probeMsg{Site: p}, base)
+	}
+	state := func() (suspect, down bool) {
+		eu.mu.Lock()
+		defer eu.mu.Unlock()
+		p := eu.peers["us"]
+		return p.suspect, p.down
+	}
+	ctx := context.Background()
+	grace := eu.o.File.GraceOr()
+	clock.Store(base.Add(eu.o.SuspectAfter + 10*time.Second).UnixNano()) // a stall
+	for round := 1; round <= suspectMisses; round++ {
+		eu.probeAll(ctx)
+		if s, _ := state(); s != (round == suspectMisses) {
+			t.Fatalf("round %d after the stall: suspect %v, want %v", round, s, round == suspectMisses)
+		}
+	}
+	clock.Store(base.Add(eu.o.SuspectAfter + grace + 20*time.Second).UnixNano()) // another
+	for round := 1; round <= suspectMisses; round++ {
+		eu.probeAll(ctx)
+		if _, d := state(); d != (round == suspectMisses) {
+			t.Fatalf("round %d after the second stall: down %v, want %v", round, d, round == suspectMisses)
+		}
+	}
+	// An answer clears it.
+	eu.heardFrom("us", probeMsg{Site: "us"}, eu.o.Now())
+	if s, d := state(); s || d {
+		t.Errorf("after an answer: suspect %v, down %v", s, d)
 	}
 }

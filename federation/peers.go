@@ -39,6 +39,11 @@ type peer struct {
 
 	// Detection (under Fed.mu).
 	lastOK  time.Time // its last answer
+	// missed counts the probe rounds since its last answer that it did
+	// not answer, and missedAt is missed when it became suspect: silence
+	// alone is wall-clock time, which a starved node (its probes late)
+	// would count against its peers.
+	missed, missedAt int
 	askedAt time.Time // when the probe that got its last answer was sent
 	suspect bool
 	down    bool // suspect past the grace period: its hosts have moved
@@ -263,6 +268,12 @@ func (f *Fed) setTerminated(by string) {
 	}
 }
 
+// suspectMisses is how many probe rounds in a row a peer must leave
+// unanswered, besides its silence, to become suspect, and as many more to
+// go down: a node whose probes stalled (a starved process) does not
+// count the stall against its peers.
+const suspectMisses = 3
+
 // heardFrom records a peer's state from its probe or answer.
 func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 	f.mu.Lock()
@@ -271,7 +282,7 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 	if p == nil {
 		return
 	}
-	p.lastOK, p.state, p.heard, p.lastErr = now, m, true, ""
+	p.lastOK, p.state, p.heard, p.lastErr, p.missed = now, m, true, "", 0
 	if p.down {
 		f.log.Warn("federation: site is back: its hosts are its own again", "site", name)
 		f.returned.Store(true)
@@ -336,13 +347,16 @@ func (f *Fed) probeAll(ctx context.Context) {
 	grace := f.o.File.GraceOr()
 	f.mu.Lock()
 	changed := false
-	for _, p := range peers {
+	for i, p := range peers {
+		if !answered[i] {
+			p.missed++
+		}
 		silent := now.Sub(p.lastOK)
-		if !p.suspect && silent > f.o.SuspectAfter {
-			p.suspect = true
+		if !p.suspect && silent > f.o.SuspectAfter && p.missed >= suspectMisses {
+			p.suspect, p.missedAt = true, p.missed
 			f.log.Warn("federation: site suspect", "site", p.name, "silent", silent.Round(time.Millisecond), "err", p.lastErr)
 		}
-		if p.suspect && !p.down && silent > f.o.SuspectAfter+grace {
+		if p.suspect && !p.down && silent > f.o.SuspectAfter+grace && p.missed >= p.missedAt+suspectMisses {
 			p.down, changed = true, true
 			f.log.Warn("federation: site down past the grace period: its hosts go to their next owner", "site", p.name, "grace", grace)
 			if f.o.Sharded != nil {
