@@ -38,18 +38,18 @@ type peer struct {
 	backNext                         time.Time
 
 	// Detection (under Fed.mu).
-	lastOK  time.Time // its last answer
+	lastOK time.Time // its last answer
 	// missed counts the probe rounds since its last answer that it did
 	// not answer, and missedAt is missed when it became suspect: silence
 	// alone is wall-clock time, which a starved node (its probes late)
 	// would count against its peers.
 	missed, missedAt int
-	askedAt time.Time // when the probe that got its last answer was sent
-	suspect bool
-	down    bool // suspect past the grace period: its hosts have moved
-	heard   bool // state is from its answer
-	state   probeMsg
-	lastErr string
+	askedAt          time.Time // when the probe that got its last answer was sent
+	suspect          bool
+	down             bool // suspect past the grace period: its hosts have moved
+	heard            bool // state is from its answer
+	state            probeMsg
+	lastErr          string
 }
 
 func (p *peer) backoff(now time.Time, d time.Duration) { p.nextTry = now.Add(d) }
