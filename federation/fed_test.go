@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/route"
 )
@@ -548,5 +549,50 @@ func TestHandBackFetched(t *testing.T) {
 	}
 	if eu.st.Counts().Marked != 1 || eu.Waiting(held[2]) {
 		t.Errorf("a mark of round 2, not in flight: %d marks, c waits %v", eu.st.Counts().Marked, eu.Waiting(held[2]))
+	}
+}
+
+// TestShardedPeerNotInterim: a peer whose probe answers say it is sharded
+// (it takes no other site's hosts) is nobody's interim owner: the hosts of
+// a site down all go to the next site that is not sharded, and when the
+// site is back this site knows it held them all; a sharded site's own
+// hosts stay its own. Before, about half of them went to the sharded
+// site, which refused them, and they waited for their owner.
+func TestShardedPeerNotInterim(t *testing.T) {
+	eu := newTestFed(t, "eu")
+	now := time.Now()
+	eu.heardFrom("asia", probeMsg{Site: "asia", Sharded: true}, now)
+	eu.heardFrom("us", probeMsg{Site: "us"}, now)
+	usHosts := hostsOwnedBy(t, eu, "us", 40)
+	asiaHosts := hostsOwnedBy(t, eu, "asia", 10)
+	// Without asia's flag, some of us's hosts would go to asia.
+	toAsia := 0
+	for _, h := range usHosts {
+		if eu.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "us" }) == "asia" {
+			toAsia++
+		}
+	}
+	if toAsia == 0 {
+		t.Fatal("no host of us has asia next: the test tests nothing")
+	}
+	eu.mu.Lock()
+	eu.peers["us"].down = true
+	eu.publishDown()
+	eu.mu.Unlock()
+	for _, h := range usHosts {
+		if o := eu.owner(h, location{key: h}); o != "eu" {
+			t.Errorf("%s (us's, us down): owner %q, want eu (asia is sharded)", h, o)
+		}
+	}
+	for _, h := range asiaHosts {
+		if o := eu.owner(h, location{key: h}); o != "asia" {
+			t.Errorf("%s (asia's): owner %q, want asia", h, o)
+		}
+	}
+	eu.heardFrom("us", probeMsg{Site: "us"}, now) // back
+	for _, h := range usHosts {
+		if !eu.heldFor(h, location{key: h}, "us") {
+			t.Errorf("%s: eu does not know it held it for us", h)
+		}
 	}
 }

@@ -87,6 +87,10 @@ type Fed struct {
 	mu    sync.Mutex
 	peers map[string]*peer
 	down  atomic.Pointer[map[string]bool] // sites down past their grace period
+	// sharded are the peers that said in their probe answers that they
+	// are sharded: they take no other site's hosts, so they are nobody's
+	// interim owner (Fed.interim).
+	sharded atomic.Pointer[map[string]bool]
 	// returned: a site down past its grace period came back since this
 	// site started (it may hold some of its hosts).
 	returned atomic.Bool
@@ -160,6 +164,7 @@ func New(o Options) (*Fed, error) {
 	}
 	f := &Fed{o: o, st: o.DB.Store(), part: part, log: o.Logger, peers: map[string]*peer{}, locs: locations{m: map[string]location{}}}
 	f.down.Store(&map[string]bool{})
+	f.sharded.Store(&map[string]bool{})
 	now := o.Now()
 	start := &gate{peers: map[string]bool{}} // until each peer is heard from
 	for _, s := range o.File.Sites {
@@ -193,6 +198,12 @@ func (f *Fed) CacheStats() (hits, lookups int64) { return f.stats.hits.Load(), f
 func (f *Fed) Traffic() map[string]Traffic { return f.client.Traffic() }
 
 func (f *Fed) isDown(site string) bool { return (*f.down.Load())[site] }
+
+// notInterim reports whether site cannot hold another site's hosts now:
+// it is down, or it is sharded (a sharded site takes none).
+func (f *Fed) notInterim(site string) bool {
+	return (*f.down.Load())[site] || (*f.sharded.Load())[site]
+}
 
 func (f *Fed) noteReceived(index uint64, urls int) {
 	for {

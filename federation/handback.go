@@ -187,7 +187,7 @@ func (f *Fed) heldFor(h string, l location, site string) bool {
 	if f.part.Owner(ph, f.isDown) != site {
 		return false
 	}
-	return f.part.Owner(ph, func(s string) bool { return s == site || f.isDown(s) }) == f.o.Self
+	return f.part.Owner(ph, func(s string) bool { return s == site || f.notInterim(s) }) == f.o.Self
 }
 
 // sendFetched puts in site's outbox a fetched-elsewhere record of every URL
@@ -375,7 +375,7 @@ func (f *Fed) Waiting(host string) bool {
 	if f.part.Owner(ph, f.isDown) != f.o.Self || f.part.Owner(ph, nil) != f.o.Self {
 		return false // not this site's own host
 	}
-	return g.peers[f.part.Owner(ph, func(s string) bool { return s == f.o.Self || f.isDown(s) })]
+	return g.peers[f.part.Owner(ph, func(s string) bool { return s == f.o.Self || f.notInterim(s) })]
 }
 
 // rounds reads the rounds' state (Options.Rounds); with none, round 1 is

@@ -45,6 +45,7 @@ type peer struct {
 	// would count against its peers.
 	missed, missedAt int
 	askedAt          time.Time // when the probe that got its last answer was sent
+	sharded          bool      // its answers say it is sharded (it takes no other site's hosts)
 	suspect          bool
 	down             bool // suspect past the grace period: its hosts have moved
 	heard            bool // state is from its answer
@@ -75,9 +76,11 @@ type probeMsg struct {
 	// RecvFrom is, per sender that is a shard of a peer (SenderName),
 	// the last batch applied from it (Recv sums them per site): the
 	// shard learns from it what it need not send again.
-	RecvFrom   map[string]uint64 `json:"recv_from,omitempty"`
-	Down       []string          `json:"down,omitempty"`
-	Terminated bool              `json:"terminated,omitempty"`
+	RecvFrom map[string]uint64 `json:"recv_from,omitempty"`
+	Down     []string          `json:"down,omitempty"`
+	// Sharded: the site is sharded, and takes no other site's hosts.
+	Sharded    bool `json:"sharded,omitempty"`
+	Terminated bool `json:"terminated,omitempty"`
 	// Idle is the site leader's Options.Idle (the applied index as of its
 	// last idle look), for a node of the site that asks its leader.
 	Idle uint64 `json:"idle,omitempty"`
@@ -89,7 +92,7 @@ type probeMsg struct {
 
 // local returns this node's own probe state.
 func (f *Fed) local() (probeMsg, error) {
-	m := probeMsg{Site: f.o.Self, Sent: map[string]uint64{}, Recv: map[string]uint64{}, Terminated: f.terminated.Load()}
+	m := probeMsg{Site: f.o.Self, Sent: map[string]uint64{}, Recv: map[string]uint64{}, Terminated: f.terminated.Load(), Sharded: f.o.Sharded != nil}
 	idle := uint64(0)
 	if f.o.Idle != nil {
 		idle = f.o.Idle()
@@ -290,8 +293,8 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 	if p.down {
 		p.synced = false // settle what was in doubt, and learn what it applied
 	}
-	if p.suspect || p.down {
-		p.suspect, p.down, p.reseeded = false, false, false
+	if p.suspect || p.down || p.sharded != m.Sharded {
+		p.suspect, p.down, p.reseeded, p.sharded = false, false, false, m.Sharded
 		f.publishDown()
 	}
 }
@@ -439,15 +442,19 @@ func (f *Fed) announce(ctx context.Context, peers []*peer) {
 	wg.Wait()
 }
 
-// publishDown publishes the set of sites down (under f.mu).
+// publishDown publishes the sites down and the sharded ones (under f.mu).
 func (f *Fed) publishDown() {
-	m := map[string]bool{}
+	m, sh := map[string]bool{}, map[string]bool{}
 	for name, p := range f.peers {
 		if p.down {
 			m[name] = true
 		}
+		if p.sharded {
+			sh[name] = true
+		}
 	}
 	f.down.Store(&m)
+	f.sharded.Store(&sh)
 }
 
 // wave is one round of the coordinator's termination probes.

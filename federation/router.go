@@ -330,9 +330,14 @@ func (f *Fed) primary(host string, l location) string {
 }
 
 // owner is a host's owner as this site sees the federation now: sites
-// down past their grace period own nothing.
+// down past their grace period own nothing, and the hosts of a site down
+// go to the next site that is not sharded.
 func (f *Fed) owner(host string, l location) string {
-	return f.part.Owner(partition.Host{Name: host, Key: l.key, Loc: l.loc}, f.isDown)
+	h := partition.Host{Name: host, Key: l.key, Loc: l.loc}
+	if o := f.part.Owner(h, f.isDown); o == "" || !f.isDown(f.part.Owner(h, nil)) {
+		return o // its primary owner is up (or every site is down)
+	}
+	return f.part.Owner(h, f.notInterim)
 }
 
 // entries cuts puts for owner into encoded outbox entries that the crawl

@@ -27,7 +27,8 @@ import (
 // sender answered.
 //
 // Limits: a sharded site takes over no host of a site down (it refuses
-// them: ErrNotOwner; they wait for their owner), hands over nothing of its
+// them: ErrNotOwner; its probe answers say it is sharded, and the other
+// sites pass it over when they pick a next owner), hands over nothing of its
 // own outboxes when a peer is down past its grace period (they wait for
 // it), and does not wait for a hand-back of its own hosts after it was
 // down itself.
@@ -293,6 +294,7 @@ func (f *Fed) Shard(db *crawldb.DB, name string) *Shard {
 	sf := &Fed{o: o, st: db.Store(), part: f.part, client: f.client, log: f.log.With("sender", name),
 		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name}
 	sf.down.Store(&map[string]bool{})
+	sf.sharded.Store(&map[string]bool{})
 	sf.gate.Store(&gate{peers: map[string]bool{}})
 	for _, s := range o.File.Sites {
 		if s.Name != o.Self {
