@@ -103,8 +103,10 @@ type Fed struct {
 	waves      []wave        // the coordinator's last waves
 
 	// name is the sender's name in batches when it is not o.Self: a
-	// shard's view of its site's federation (Fed.Shard).
+	// shard's view of its site's federation (Fed.Shard); site is then the
+	// site's Fed, whose view of the peers (down, sharded) it shares.
 	name string
+	site *Fed
 	// shards are a sharded site's shards' views made on this node, by
 	// sender name (the latest of each: Fed.Shard), for Status.
 	shards sync.Map
@@ -197,12 +199,21 @@ func (f *Fed) CacheStats() (hits, lookups int64) { return f.stats.hits.Load(), f
 // Traffic returns the bytes exchanged with each peer by this node's calls.
 func (f *Fed) Traffic() map[string]Traffic { return f.client.Traffic() }
 
-func (f *Fed) isDown(site string) bool { return (*f.down.Load())[site] }
+func (f *Fed) isDown(site string) bool {
+	if f.site != nil {
+		return f.site.isDown(site)
+	}
+	return (*f.down.Load())[site]
+}
 
 // notInterim reports whether site cannot hold another site's hosts now:
-// it is down, or it is sharded (a sharded site takes none).
+// it is down, or it is sharded (a sharded site takes none; this one too,
+// if it is).
 func (f *Fed) notInterim(site string) bool {
-	return (*f.down.Load())[site] || (*f.sharded.Load())[site]
+	if f.site != nil {
+		return f.site.notInterim(site)
+	}
+	return (*f.down.Load())[site] || (*f.sharded.Load())[site] || site == f.o.Self && f.o.Sharded != nil
 }
 
 func (f *Fed) noteReceived(index uint64, urls int) {

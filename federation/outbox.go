@@ -213,12 +213,8 @@ func (f *Fed) nextBatch(p *peer) (*pending, error) {
 
 // tried records, before batch pd first leaves for p, that its entries may
 // reach p (outbound.Tried), so that a hand-over after a crash or a change
-// of leader knows them in doubt. A shard hands nothing over: it records
-// nothing.
+// of leader knows them in doubt.
 func (f *Fed) tried(ctx context.Context, p *peer, pd *pending) error {
-	if f.name != "" {
-		return nil
-	}
 	out, err := f.outboundOf(p.name)
 	if err != nil || out.Tried >= pd.seq {
 		return err
@@ -239,9 +235,7 @@ func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 	b := store.NewBatch()
 	for _, e := range pd.entries {
 		b.OutboxAck(p.name, e.Seq)
-		if f.name == "" { // a shard hands nothing over: it keeps no copy
-			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
-		}
+		b.PutUser(sentKey(p.name, e.Seq), e.Payload)
 	}
 	out.Acked = max(out.Acked, pd.seq)
 	out.Batches++
@@ -278,9 +272,7 @@ func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
 				break
 			}
 			b.OutboxAck(p.name, e.Seq)
-			if f.name == "" {
-				b.PutUser(sentKey(p.name, e.Seq), e.Payload)
-			}
+			b.PutUser(sentKey(p.name, e.Seq), e.Payload)
 			n++
 		}
 		out, err := f.outboundOf(p.name)
@@ -494,6 +486,10 @@ func (f *Fed) applySelf(ctx context.Context, b *store.Batch, self inbound) error
 	return f.apply(ctx, b)
 }
 
+// errNoInterim: a shard's reroute found a URL no site takes now (every
+// site that could is down or sharded); its entry stays where it is.
+var errNoInterim = errors.New("federation: no site takes these URLs now")
+
 // rerouteMode says what of an outbox payload reroute sends on.
 type rerouteMode int
 
@@ -524,7 +520,10 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, mode rerouteMode, self *in
 		}
 		h := hostOf(p.URL)
 		o := f.owner(h, locs[h])
-		if o == "" {
+		if o == "" || o == f.o.Self && f.site != nil {
+			if f.site != nil {
+				return errNoInterim // a shard keeps it: no site takes it now
+			}
 			o = f.o.Self // every site down: keep it here
 		}
 		by[o] = append(by[o], p)

@@ -22,6 +22,9 @@ type peer struct {
 	failures int
 	synced   bool // outbox entries the peer applied are acknowledged
 	reseeded bool // its seeds this site owns while it is down are in
+	// handedOver: a shard has logged its first hand-over of the URLs
+	// for the peer in this down period (Shard.handOver).
+	handedOver bool
 	// refusedAt is when the peer last refused a batch (zero: settled):
 	// once an answer to a probe sent after it says what the peer has
 	// applied, the entries left that it will not take are re-routed
@@ -363,7 +366,7 @@ func (f *Fed) probeAll(ctx context.Context) {
 			p.down, changed = true, true
 			f.log.Warn("federation: site down past the grace period: its hosts go to their next owner", "site", p.name, "grace", grace)
 			if f.o.Sharded != nil {
-				f.log.Warn("federation: this site is sharded: it takes none of the hosts of a site down, and its shards keep their URLs for it until it is back (docs/sharding.md)", "site", p.name)
+				f.log.Warn("federation: this site is sharded: it takes none of the hosts of a site down, and its shards hand their URLs for it to a site that is not sharded (docs/sharding.md)", "site", p.name)
 			}
 		}
 	}

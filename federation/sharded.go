@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -26,12 +27,13 @@ import (
 // the sender moves on only when every part is applied; only then is the
 // sender answered.
 //
-// Limits: a sharded site takes over no host of a site down (it refuses
-// them: ErrNotOwner; its probe answers say it is sharded, and the other
-// sites pass it over when they pick a next owner), hands over nothing of its
-// own outboxes when a peer is down past its grace period (they wait for
-// it), and does not wait for a hand-back of its own hosts after it was
-// down itself.
+// Site failures: a sharded site takes over no host of a site down (it
+// refuses them: ErrNotOwner; its probe answers say it is sharded, and the
+// other sites pass it over when they pick a next owner); its shards hand
+// their outboxes for a peer down past its grace period over to the next
+// owners (Shard.Step), which are sites that are not sharded, or keep them
+// while there is none. Limit: it does not wait for a hand-back of its own
+// hosts after it was down itself.
 
 // ShardedSite is what a sharded site's Fed needs of its shards.
 type ShardedSite interface {
@@ -292,7 +294,7 @@ func (f *Fed) Shard(db *crawldb.DB, name string) *Shard {
 	o := f.o
 	o.DB, o.Sharded = db, nil
 	sf := &Fed{o: o, st: db.Store(), part: f.part, client: f.client, log: f.log.With("sender", name),
-		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name}
+		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name, site: f}
 	sf.down.Store(&map[string]bool{})
 	sf.sharded.Store(&map[string]bool{})
 	sf.gate.Store(&gate{peers: map[string]bool{}})
@@ -363,9 +365,12 @@ func (s *Shard) Finished() bool { return s.site.Finished() }
 
 // Step, on the node that leads the shard, moves each peer's outbox on:
 // entries the peer has applied (as its answers to the site's probes say)
-// acknowledged, then one batch delivered. A peer down past its grace
-// period gets nothing (its entries wait: a sharded site hands over
-// nothing). On another node it forgets what it was sending.
+// acknowledged, then one batch delivered. The outbox for a peer down past
+// its grace period, and the URLs delivered to it before, go to the next
+// owners of its hosts (Fed.handOver: never this site, which is sharded;
+// with no site to take them they wait), a batch in doubt without its cash
+// until the peer is back (then settled by sync). On another node it
+// forgets what it was sending.
 func (s *Shard) Step(ctx context.Context) {
 	if !s.f.o.DB.IsLeader() {
 		if s.lead {
@@ -384,8 +389,15 @@ func (s *Shard) Step(ctx context.Context) {
 		sp := s.site.peers[name]
 		down, heard, applied := sp.down, sp.heard, sp.state.RecvFrom[s.f.name]
 		s.site.mu.Unlock()
+		if down != p.down {
+			// Gone, or back: what it applied is learnt anew.
+			p.down, p.pend, p.synced, p.handedOver = down, nil, false, false
+		}
 		switch {
 		case down:
+			if err := s.handOver(ctx, p); err != nil && ctx.Err() == nil {
+				s.f.log.Warn("federation: shard hand-over to the next owners", "peer", name, "err", err)
+			}
 		case !p.synced:
 			if heard {
 				if err := s.f.sync(ctx, p, applied); err != nil && ctx.Err() == nil {
@@ -396,4 +408,46 @@ func (s *Shard) Step(ctx context.Context) {
 			s.f.deliver(ctx, p, now)
 		}
 	}
+}
+
+// handOver moves the shard's outbox for p, down, to the next owners, and
+// the URLs it had delivered to p, until none is left or no site takes them.
+func (s *Shard) handOver(ctx context.Context, p *peer) error {
+	steps := 0
+	defer func() {
+		if steps == 0 {
+			return
+		}
+		level := slog.LevelDebug // what the shard routes for p meanwhile follows
+		if !p.handedOver {
+			level, p.handedOver = slog.LevelInfo, true
+		}
+		s.f.log.Log(ctx, level, "federation: a shard's URLs for a site down handed over to its hosts' next owners", "site", p.name, "steps", steps)
+	}()
+	for ctx.Err() == nil {
+		did, err := s.f.handOver(ctx, p)
+		if errors.Is(err, errNoInterim) {
+			return nil // they wait for a site to take them, or for p
+		}
+		if err != nil || !did {
+			return err
+		}
+		steps++
+	}
+	return nil
+}
+
+// InDoubt reports whether the shard holds outbox entries in doubt for a
+// peer that is up (Fed.settle has not yet run): the shard is not passive.
+func (s *Shard) InDoubt() (bool, error) {
+	doubts, err := s.f.doubted()
+	if err != nil || len(doubts) == 0 {
+		return false, err
+	}
+	for name := range doubts {
+		if !s.site.isDown(name) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

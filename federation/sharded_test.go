@@ -260,3 +260,81 @@ func TestShardedStatus(t *testing.T) {
 		t.Errorf("URL-sent cache %d entries, %d lookups; want shard 0's 4, > 0", s.SentCache, s.CacheLookup)
 	}
 }
+
+// TestShardHandsOver: a shard of a sharded site hands its outbox for a
+// site down over to the next owners, which are never its own site (it is
+// sharded): an unsharded site takes them with their cash, except a batch
+// that was on its way, whose cash waits until the site is back and says
+// it did not apply it. With no site to take them they wait. Before, a
+// shard handed nothing over and its site was never passive while a site
+// was down.
+func TestShardHandsOver(t *testing.T) {
+	asia, sh := newShardedTestFed(t, "asia", 2)
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0))
+	ctx := context.Background()
+	route1 := func(first int) {
+		var urls []route.Remote
+		for i, h := range hostsOwnedBy(t, asia, "us", 6) {
+			urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/%d", h, first+i), Cash: 1})
+		}
+		b := store.NewBatch()
+		if _, _, err := view.Route(ctx, urls, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := view.f.apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDown := func(site string, down bool) {
+		asia.mu.Lock()
+		asia.peers[site].down = down
+		asia.publishDown()
+		asia.mu.Unlock()
+	}
+	now := time.Now()
+	asia.heardFrom("us", probeMsg{Site: "us"}, now)
+	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
+	route1(0)
+	view.Step(ctx) // learns what us applied (nothing)
+	view.Step(ctx) // us's endpoint refuses: the batch is in flight, in doubt
+	if p := view.f.peers["us"]; p.pend == nil {
+		t.Fatalf("no batch in flight to us (last error %q)", p.lastErr)
+	}
+	route1(100) // and a second one, never sent
+	if c := outCash(t, view.f, "us"); c != 12 {
+		t.Fatalf("shard's outbox for us: %v cash, want 12", c)
+	}
+	// eu down too: nobody can take us's hosts (asia is sharded).
+	setDown("us", true)
+	setDown("eu", true)
+	view.Step(ctx)
+	if c := outCash(t, view.f, "us"); c != 12 {
+		t.Errorf("with no site to take them, %v cash left for us, want all 12 kept", c)
+	}
+	setDown("eu", false)
+	view.Step(ctx)
+	if c := outCash(t, view.f, "us"); c != 0 {
+		t.Errorf("%v cash left in the shard's outbox for us after the hand-over", c)
+	}
+	if c, d := outCash(t, view.f, "eu"), doubtCash(t, view.f, "us"); c != 6 || d != 6 {
+		t.Errorf("handed to eu %v cash, in doubt %v; want 6 (never sent) and 6 (in flight)", c, d)
+	}
+	if n := storeCash(t, asia) + storeCash(t, view.f); n != 0 {
+		t.Errorf("the sharded site kept %v cash of us's hosts", n)
+	}
+	if in, err := view.InDoubt(); err != nil || in {
+		t.Errorf("in doubt with us down: %v, %v; want false (us may never return)", in, err)
+	}
+	// us is back, and had not applied the batch.
+	asia.heardFrom("us", probeMsg{Site: "us", RecvFrom: map[string]uint64{}}, now)
+	if in, _ := view.InDoubt(); !in {
+		t.Error("not in doubt with us back before the shard settled")
+	}
+	view.Step(ctx) // sync: settle
+	if in, _ := view.InDoubt(); in {
+		t.Error("still in doubt after the shard settled")
+	}
+	if c := outCash(t, view.f, "us"); c != 6 {
+		t.Errorf("after us's return, %v cash for us, want the 6 it did not apply", c)
+	}
+}

@@ -150,6 +150,17 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 			return err
 		}
 		pending := len(heads) // the other shards (and sites) this one has entries for
+		if v, ok := s.fed.shards.Load(r.shard); ok {
+			if d, ok := v.(*fedShard).fs.(interface{ InDoubt() (bool, error) }); ok {
+				in, err := d.InDoubt()
+				if err != nil {
+					return err
+				}
+				if in {
+					pending++ // cash in doubt to settle with a site back
+				}
+			}
+		}
 		if recv != r.recv {
 			// Batches arrived since the last look: the shard is passive
 			// only once its leader has looked at its frontier after them.

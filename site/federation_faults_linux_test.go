@@ -1,7 +1,9 @@
 package site_test
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 
 // startFederation starts three sites, each its own process, for the
 // fault tests.
-func startFedNodes(t *testing.T, w *fedWeb, grace time.Duration) ([]site.Config, map[string]*node, string) {
+func startFedNodes(t *testing.T, w *fedWeb, grace time.Duration, adjust func(*site.Config)) ([]site.Config, map[string]*node, string) {
 	t.Helper()
 	root := t.TempDir()
 	fedFile, _ := writeFedFile(t, root, "consistent", grace)
@@ -21,6 +23,9 @@ func startFedNodes(t *testing.T, w *fedWeb, grace time.Duration) ([]site.Config,
 	var cfgs []site.Config
 	for _, s := range fedSites {
 		cfg := fedConfig(w, root, fedFile, s.Name)
+		if adjust != nil {
+			adjust(&cfg)
+		}
 		cfgs = append(cfgs, cfg)
 		nodes[s.Name] = startNode(t, cfg)
 	}
@@ -83,7 +88,7 @@ func waitExit(t *testing.T, nodes ...*node) {
 // pages it had in flight may be fetched again, by itself.
 func TestFederationKillRestart(t *testing.T) {
 	w := startFedWeb(t, 60, 12, 12, 21, []string{"eu", "us", "asia"})
-	cfgs, nodes, _ := startFedNodes(t, w, 30*time.Second)
+	cfgs, nodes, _ := startFedNodes(t, w, 30*time.Second, nil)
 	waitFetched(t, nodes["us"], 150)
 	nodes["us"].kill(t)
 	time.Sleep(500 * time.Millisecond)
@@ -108,7 +113,7 @@ func TestFederationKillRestart(t *testing.T) {
 // the WARC files the dead site left (a SIGKILL loses their unwritten end).
 func TestFederationSiteGone(t *testing.T) {
 	w := startFedWeb(t, 60, 12, 12, 23, []string{"eu", "us", "asia"})
-	cfgs, nodes, _ := startFedNodes(t, w, faultGrace)
+	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, nil)
 	file := readFedFile(t, cfgs[0].Federation)
 	// The site that owns the most hosts goes.
 	count := map[string]int{}
@@ -153,7 +158,9 @@ func peerState(t *testing.T, n *node, peer string) string {
 }
 
 // TestFederationSiteReturns SIGKILLs a site, lets the others take its
-// hosts after the grace period, and restarts it: once the others see it
+// hosts after the grace period (one of the two is sharded: it takes none
+// of them and hands its own URLs for the site over to the other), and
+// restarts it: once the others see it
 // back, they give its hosts back (the frontier URLs they held for it go to
 // it with their cash, and jobs of its hosts not yet started are dropped),
 // so after a short hand-back window no other site fetches its hosts.
@@ -165,8 +172,7 @@ func peerState(t *testing.T, n *node, peer string) string {
 // before it crawls its hosts again).
 func TestFederationSiteReturns(t *testing.T) {
 	w := startFedWeb(t, 60, 16, 12, 29, []string{"eu", "us", "asia"})
-	cfgs, nodes, _ := startFedNodes(t, w, faultGrace)
-	file := readFedFile(t, cfgs[0].Federation)
+	_, file := writeFedFile(t, t.TempDir(), "consistent", faultGrace)
 	count := map[string]int{}
 	for _, o := range owners(t, w, file, "") {
 		count[o]++
@@ -177,6 +183,21 @@ func TestFederationSiteReturns(t *testing.T) {
 			back = s
 		}
 	}
+	// Of the other two, the one with more hosts is sharded: it takes none
+	// of back's hosts (the other site holds them all) and hands its own
+	// URLs for back over to it.
+	sharded := ""
+	for _, s := range fedSites {
+		if s.Name != back && (sharded == "" || count[s.Name] > count[sharded]) {
+			sharded = s.Name
+		}
+	}
+	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, func(c *site.Config) {
+		if c.Region == sharded {
+			c.Shards, c.Replicas = 4, 1
+		}
+	})
+	file = readFedFile(t, cfgs[0].Federation)
 	var rest []*node
 	for s, n := range nodes {
 		if s != back {
@@ -216,8 +237,8 @@ func TestFederationSiteReturns(t *testing.T) {
 	checkFederation(t, w, file, cfgs, fedFaults{returned: back, back: seenBack})
 	handed := uint64(0)
 	for _, c := range cfgs {
-		if c.Region == back {
-			continue
+		if c.Region == back || c.Region == sharded {
+			continue // the sharded site held none of back's hosts
 		}
 		st, err := crawldb.OpenStore(filepath.Join(c.Data, "crawldb"), store.Options{})
 		if err != nil {
@@ -231,4 +252,15 @@ func TestFederationSiteReturns(t *testing.T) {
 		handed += s.HandedBack
 	}
 	t.Logf("frontier URLs handed back to %s: %d", back, handed)
+	// The sharded site's shards handed their URLs for back over while it
+	// was down (they had some: back's hosts are linked from everywhere).
+	b, err := os.ReadFile(nodes[sharded].log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "a shard's URLs for a site down handed over"); n == 0 {
+		t.Errorf("the sharded site %s handed none of its shards' URLs for %s over", sharded, back)
+	} else {
+		t.Logf("hand-overs by %s's shards: %d", sharded, n)
+	}
 }

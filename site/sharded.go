@@ -233,6 +233,10 @@ func (s *Site) shardedStatus() Status {
 		Shards: shards, Sharding: &settings}
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
+	if s.fed != nil {
+		fs := s.fed.Status()
+		st.Federation = &fs
+	}
 	s.mu.Lock()
 	st.Stopped = s.stopped
 	s.mu.Unlock()
