@@ -334,8 +334,8 @@ func (f *Fed) primary(host string, l location) string {
 // go to the next site that is not sharded.
 func (f *Fed) owner(host string, l location) string {
 	h := partition.Host{Name: host, Key: l.key, Loc: l.loc}
-	if o := f.part.Owner(h, f.isDown); o == "" || !f.isDown(f.part.Owner(h, nil)) {
-		return o // its primary owner is up (or every site is down)
+	if o := f.part.Owner(h, nil); !f.isDown(o) {
+		return o // its primary owner, up
 	}
 	return f.part.Owner(h, f.notInterim)
 }
