@@ -336,31 +336,15 @@ func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
 			f.mu.Unlock()
 		}
 	case !synced:
-		f.mu.Lock()
-		refused, asked := p.refusedAt, p.askedAt
-		f.mu.Unlock()
-		if !known || (!refused.IsZero() && !asked.After(refused)) {
-			return // wait for an answer (after the refusal) to say what it applied
+		if !known {
+			return // wait for its first answer
 		}
-		if err := f.sync(ctx, p, applied); err != nil {
+		f.mu.Lock()
+		asked := p.askedAt
+		f.mu.Unlock()
+		if err := f.resync(ctx, p, applied, asked); err != nil {
 			f.log.Error("federation: sync with peer", "peer", p.name, "err", err)
-			return
 		}
-		if refused.IsZero() {
-			return
-		}
-		n, err := f.rerouteStray(ctx, p, applied)
-		if err != nil {
-			f.log.Error("federation: re-route what a peer refused", "peer", p.name, "err", err)
-			p.synced = false
-			return
-		}
-		if n > 0 {
-			f.log.Info("federation: outbox entries the peer refused re-routed", "peer", p.name, "entries", n)
-		}
-		f.mu.Lock()
-		p.refusedAt = time.Time{}
-		f.mu.Unlock()
 	default:
 		f.deliver(ctx, p, now)
 	}

@@ -295,6 +295,34 @@ func (f *Fed) sync(ctx context.Context, p *peer, applied uint64) error {
 	}
 }
 
+// resync syncs with p (sync) once an answer to a probe sent after its last
+// refusal (asked: when the probe that got its last answer was sent) says
+// what it applied, and then re-routes what it refused that it will not
+// take (rerouteStray). Before such an answer it does nothing.
+func (f *Fed) resync(ctx context.Context, p *peer, applied uint64, asked time.Time) error {
+	f.mu.Lock()
+	refused := p.refusedAt
+	f.mu.Unlock()
+	if !refused.IsZero() && !asked.After(refused) {
+		return nil // wait for an answer after the refusal
+	}
+	if err := f.sync(ctx, p, applied); err != nil || refused.IsZero() {
+		return err
+	}
+	n, err := f.rerouteStray(ctx, p, applied)
+	if err != nil {
+		p.synced = false
+		return fmt.Errorf("re-route what %s refused: %w", p.name, err)
+	}
+	if n > 0 {
+		f.log.Info("federation: outbox entries the peer refused re-routed", "peer", p.name, "entries", n)
+	}
+	f.mu.Lock()
+	p.refusedAt = time.Time{}
+	f.mu.Unlock()
+	return nil
+}
+
 // rerouteStray re-routes, with their cash, the outbox entries for p after
 // applied (what p has applied, as an answer to a probe sent after its last
 // refusal says: none of them is at p) that hold URLs p will not take as

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/route"
 )
@@ -351,5 +352,93 @@ func TestDetectorCountsRounds(t *testing.T) {
 	eu.heardFrom("us", probeMsg{Site: "us"}, eu.o.Now())
 	if s, d := state(); s || d {
 		t.Errorf("after an answer: suspect %v, down %v", s, d)
+	}
+}
+
+// TestRefusedBatchReroutedByShard is TestRefusedBatchRerouted for a shard
+// of a sharded site: its shard handed URLs of us's hosts over to eu while
+// us was down, us came back, eu refuses them over the real endpoint, and
+// the shard re-routes them to us once an answer to a probe the site sent
+// after the refusal says what eu applied. Before, the shard retried the
+// refused batch every second until the crawl's time ran out (seen in
+// TestFederationSiteReturns under the race detector in a 0.7-core
+// cgroup).
+func TestRefusedBatchReroutedByShard(t *testing.T) {
+	d := newDeployment(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := testFile()
+	for i := range file.Sites {
+		if file.Sites[i].Name == "eu" {
+			file.Sites[i].Endpoint = ln.Addr().String()
+		}
+	}
+	srv, cli := load(t, d.dir, "eu")
+	eu := newFedOf(t, "eu", file, srv, cli)
+	done := make(chan error, 1)
+	go func() { done <- eu.Serve(ln) }() // owner: the test; ends with eu.Shutdown
+	t.Cleanup(func() {
+		eu.Shutdown(context.Background())
+		<-done
+	})
+	srv, cli = load(t, d.dir, "asia")
+	sh := &testShards{dbs: []*crawldb.DB{openTestDB(t, "asia-s0")}}
+	asia, err := New(Options{File: file, Self: "asia", DB: openTestDB(t, "asia-meta"), Sharded: sh, ServerTLS: srv, ClientTLS: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { asia.Shutdown(context.Background()) })
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0))
+	ctx := context.Background()
+	now := time.Now()
+	setDown := func(f *Fed, down bool) {
+		f.mu.Lock()
+		f.peers["us"].down = down
+		f.publishDown()
+		f.mu.Unlock()
+	}
+	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
+	asia.heardFrom("us", probeMsg{Site: "us"}, now)
+	setDown(asia, true)
+	setDown(eu, true)
+	var urls []route.Remote
+	for i := 0; len(urls) < 6 && i < 10000; i++ {
+		h := fmt.Sprintf("h%d.example.test", i)
+		if l := (location{key: h}); asia.primary(h, l) == "us" && asia.owner(h, l) == "eu" {
+			urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/", h), Cash: 1})
+		}
+	}
+	b := store.NewBatch()
+	if _, _, err := view.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	view.Step(ctx) // us down: hand-over to eu
+	if c := outCash(t, view.f, "eu"); c != 6 {
+		t.Fatalf("the shard's outbox for eu holds %v cash, want 6", c)
+	}
+	setDown(eu, false) // us is back
+	setDown(asia, false)
+	for range 3 { // sync with eu, then deliver: refused
+		view.Step(ctx)
+	}
+	if p := view.f.peers["eu"]; p.refusedAt.IsZero() {
+		t.Fatalf("no refusal recorded (last error %q)", p.lastErr)
+	}
+	view.Step(ctx) // no answer since the refusal: waits
+	if c := outCash(t, view.f, "eu"); c != 6 {
+		t.Fatalf("entries moved before an answer said what eu applied: %v cash left for eu", c)
+	}
+	asia.probeAll(ctx)
+	view.Step(ctx)
+	if c := outCash(t, view.f, "eu"); c != 0 {
+		t.Errorf("%v cash still in the shard's outbox for eu after the refusal", c)
+	}
+	if c := outCash(t, view.f, "us"); c != 6 {
+		t.Errorf("the shard's outbox for us holds %v cash, want the 6 eu refused", c)
 	}
 }

@@ -387,7 +387,7 @@ func (s *Shard) Step(ctx context.Context) {
 		p := s.f.peers[name]
 		s.site.mu.Lock()
 		sp := s.site.peers[name]
-		down, heard, applied := sp.down, sp.heard, sp.state.RecvFrom[s.f.name]
+		down, heard, applied, asked := sp.down, sp.heard, sp.state.RecvFrom[s.f.name], sp.askedAt
 		s.site.mu.Unlock()
 		if down != p.down {
 			// Gone, or back: what it applied is learnt anew.
@@ -400,7 +400,7 @@ func (s *Shard) Step(ctx context.Context) {
 			}
 		case !p.synced:
 			if heard {
-				if err := s.f.sync(ctx, p, applied); err != nil && ctx.Err() == nil {
+				if err := s.f.resync(ctx, p, applied, asked); err != nil && ctx.Err() == nil {
 					s.f.log.Warn("federation: shard sync with peer", "peer", name, "err", err)
 				}
 			}
