@@ -517,7 +517,7 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 				for _, l := range readRoundsFile(t, f) {
 					n++
 					if l.CashError == nil || math.Abs(*l.CashError) > 1e-9 {
-						t.Errorf("%s round %d: cash check %v", f, l.Round, l.CashError)
+						t.Errorf("%s round %d: cash check %s", f, l.Round, fmtCashError(l.CashError))
 					}
 				}
 			}
@@ -776,4 +776,12 @@ func watchFederation(t *testing.T, cfg site.Config) func() {
 			t.Errorf("%s's dashboard logged %d errors or warnings: %v", cfg.Region, len(errs), errs)
 		}
 	}
+}
+
+// fmtCashError formats a round's cash check: its value, or "missing".
+func fmtCashError(e *float64) string {
+	if e == nil {
+		return "missing"
+	}
+	return fmt.Sprint(*e)
 }
