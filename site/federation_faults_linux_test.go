@@ -1,9 +1,7 @@
 package site_test
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -158,9 +156,7 @@ func peerState(t *testing.T, n *node, peer string) string {
 }
 
 // TestFederationSiteReturns SIGKILLs a site, lets the others take its
-// hosts after the grace period (one of the two is sharded: it takes none
-// of them and hands its own URLs for the site over to the other), and
-// restarts it: once the others see it
+// hosts after the grace period, and restarts it: once the others see it
 // back, they give its hosts back (the frontier URLs they held for it go to
 // it with their cash, and jobs of its hosts not yet started are dropped),
 // so after a short hand-back window no other site fetches its hosts.
@@ -183,20 +179,7 @@ func TestFederationSiteReturns(t *testing.T) {
 			back = s
 		}
 	}
-	// Of the other two, the one with more hosts is sharded: it takes none
-	// of back's hosts (the other site holds them all) and hands its own
-	// URLs for back over to it.
-	sharded := ""
-	for _, s := range fedSites {
-		if s.Name != back && (sharded == "" || count[s.Name] > count[sharded]) {
-			sharded = s.Name
-		}
-	}
-	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, func(c *site.Config) {
-		if c.Region == sharded {
-			c.Shards, c.Replicas = 4, 1
-		}
-	})
+	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, nil)
 	file = readFedFile(t, cfgs[0].Federation)
 	var rest []*node
 	for s, n := range nodes {
@@ -237,8 +220,8 @@ func TestFederationSiteReturns(t *testing.T) {
 	checkFederation(t, w, file, cfgs, fedFaults{returned: back, back: seenBack})
 	handed := uint64(0)
 	for _, c := range cfgs {
-		if c.Region == back || c.Region == sharded {
-			continue // the sharded site held none of back's hosts
+		if c.Region == back {
+			continue
 		}
 		st, err := crawldb.OpenStore(filepath.Join(c.Data, "crawldb"), store.Options{})
 		if err != nil {
@@ -252,15 +235,4 @@ func TestFederationSiteReturns(t *testing.T) {
 		handed += s.HandedBack
 	}
 	t.Logf("frontier URLs handed back to %s: %d", back, handed)
-	// The sharded site's shards handed their URLs for back over while it
-	// was down (they had some: back's hosts are linked from everywhere).
-	b, err := os.ReadFile(nodes[sharded].log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(b), "a shard's URLs for a site down handed over"); n == 0 {
-		t.Errorf("the sharded site %s handed none of its shards' URLs for %s over", sharded, back)
-	} else {
-		t.Logf("hand-overs by %s's shards: %d", sharded, n)
-	}
 }
