@@ -575,10 +575,7 @@ func TestShardedPeerNotInterim(t *testing.T) {
 	if toAsia == 0 {
 		t.Fatal("no host of us has asia next: the test tests nothing")
 	}
-	eu.mu.Lock()
-	eu.peers["us"].down = true
-	eu.publishDown()
-	eu.mu.Unlock()
+	setPeerDown(eu, "us", true)
 	for _, h := range usHosts {
 		if o := eu.owner(h, location{key: h}); o != "eu" {
 			t.Errorf("%s (us's, us down): owner %q, want eu (asia is sharded)", h, o)

@@ -340,9 +340,6 @@ func (f *Fed) rerouteStray(ctx context.Context, p *peer, applied uint64) (int, e
 		b := store.NewBatch()
 		for _, e := range entries {
 			after = e.Seq
-			if e.Seq <= applied {
-				continue
-			}
 			stray, err := f.strayFor(p.name, e.Payload)
 			if err != nil {
 				return moved, fmt.Errorf("outbox entry %d for %s: %w", e.Seq, p.name, err)
@@ -365,8 +362,7 @@ func (f *Fed) rerouteStray(ctx context.Context, p *peer, applied uint64) (int, e
 }
 
 // strayFor reports whether an outbox payload for site holds a URL that
-// site would refuse as this site sees the federation (it is neither the
-// host's owner now nor its primary owner: Fed.mine).
+// site would refuse as this site sees the federation (Fed.takes).
 func (f *Fed) strayFor(site string, payload []byte) (bool, error) {
 	eb, err := Decode(payload, Limits{})
 	if err != nil {
@@ -376,17 +372,13 @@ func (f *Fed) strayFor(site string, payload []byte) (bool, error) {
 	for _, h := range eb.Hosts {
 		locs[h.Host] = location{key: h.Key, loc: locOf(h)}
 	}
-	takes := func(u string) bool {
-		h := hostOf(u)
-		return f.owner(h, locs[h]) == site || f.primary(h, locs[h]) == site
-	}
 	for _, p := range eb.Puts {
-		if !takes(p.URL) {
+		if h := hostOf(p.URL); !f.takes(site, h, locs[h]) {
 			return true, nil
 		}
 	}
 	for _, r := range eb.Fetched {
-		if !takes(r.URL) {
+		if h := hostOf(r.URL); !f.takes(site, h, locs[h]) {
 			return true, nil
 		}
 	}

@@ -55,10 +55,7 @@ func TestBatchInDoubtAtHandOver(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eu.mu.Lock()
-			p.down = true
-			eu.mu.Unlock()
-			eu.publishDown()
+			setPeerDown(eu, "us", true)
 			eu.tend(ctx, p, now) // hand-over
 			if n := eu.st.Counts().Outbox; n == 0 {
 				t.Fatalf("nothing rerouted to the next owners")
@@ -235,37 +232,13 @@ func TestDecodeOutbound(t *testing.T) {
 // fix they stayed in the outbox for eu, refused on every retry, and the
 // federation's crawl never ended.
 func TestRefusedBatchRerouted(t *testing.T) {
-	d := newDeployment(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := testFile()
-	for i := range file.Sites {
-		if file.Sites[i].Name == "eu" {
-			file.Sites[i].Endpoint = ln.Addr().String()
-		}
-	}
-	srv, cli := load(t, d.dir, "eu")
-	eu := newFedOf(t, "eu", file, srv, cli)
-	done := make(chan error, 1)
-	go func() { done <- eu.Serve(ln) }() // owner: the test; ends with eu.Shutdown
-	t.Cleanup(func() {
-		eu.Shutdown(context.Background())
-		<-done
-	})
-	srv, cli = load(t, d.dir, "asia")
+	eu, file, d := servedEU(t)
+	srv, cli := load(t, d.dir, "asia")
 	asia := newFedOf(t, "asia", file, srv, cli)
 	ctx := context.Background()
 	now := time.Now()
-	setDown := func(f *Fed, down bool) {
-		f.mu.Lock()
-		f.peers["us"].down = down
-		f.mu.Unlock()
-		f.publishDown()
-	}
-	setDown(asia, true)
-	setDown(eu, true)
+	setPeerDown(asia, "us", true)
+	setPeerDown(eu, "us", true)
 	// URLs of us's hosts that eu holds while us is down.
 	var urls []route.Remote
 	for i := 0; len(urls) < 6 && i < 10000; i++ {
@@ -286,8 +259,8 @@ func TestRefusedBatchRerouted(t *testing.T) {
 	if c := outCash(t, asia, "eu"); c != 6 {
 		t.Fatalf("asia's outbox for eu holds %v cash, want 6", c)
 	}
-	setDown(eu, false) // us is back: eu sees it first
-	setDown(asia, false)
+	setPeerDown(eu, "us", false) // us is back: eu sees it first
+	setPeerDown(asia, "us", false)
 	p := asia.peers["eu"]
 	if asia.deliver(ctx, p, now) {
 		t.Fatal("eu took URLs of us's hosts with us up")
@@ -364,6 +337,66 @@ func TestDetectorCountsRounds(t *testing.T) {
 // TestFederationSiteReturns under the race detector in a 0.7-core
 // cgroup).
 func TestRefusedBatchReroutedByShard(t *testing.T) {
+	eu, file, d := servedEU(t)
+	srv, cli := load(t, d.dir, "asia")
+	sh := &testShards{dbs: []*crawldb.DB{openTestDB(t, "asia-s0")}}
+	asia, err := New(Options{File: file, Self: "asia", DB: openTestDB(t, "asia-meta"), Sharded: sh, ServerTLS: srv, ClientTLS: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { asia.Shutdown(context.Background()) })
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0))
+	ctx := context.Background()
+	now := time.Now()
+	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
+	asia.heardFrom("us", probeMsg{Site: "us"}, now)
+	setPeerDown(asia, "us", true)
+	setPeerDown(eu, "us", true)
+	var urls []route.Remote
+	for i := 0; len(urls) < 6 && i < 10000; i++ {
+		h := fmt.Sprintf("h%d.example.test", i)
+		if l := (location{key: h}); asia.primary(h, l) == "us" && asia.owner(h, l) == "eu" {
+			urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/", h), Cash: 1})
+		}
+	}
+	b := store.NewBatch()
+	if _, _, err := view.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	view.Step(ctx) // us down: hand-over to eu
+	if c := outCash(t, view.f, "eu"); c != 6 {
+		t.Fatalf("the shard's outbox for eu holds %v cash, want 6", c)
+	}
+	setPeerDown(eu, "us", false) // us is back
+	setPeerDown(asia, "us", false)
+	for range 3 { // sync with eu, then deliver: refused
+		view.Step(ctx)
+	}
+	if p := view.f.peers["eu"]; p.refusedAt.IsZero() {
+		t.Fatalf("no refusal recorded (last error %q)", p.lastErr)
+	}
+	view.Step(ctx) // no answer since the refusal: waits
+	if c := outCash(t, view.f, "eu"); c != 6 {
+		t.Fatalf("entries moved before an answer said what eu applied: %v cash left for eu", c)
+	}
+	asia.probeAll(ctx)
+	view.Step(ctx)
+	if c := outCash(t, view.f, "eu"); c != 0 {
+		t.Errorf("%v cash still in the shard's outbox for eu after the refusal", c)
+	}
+	if c := outCash(t, view.f, "us"); c != 6 {
+		t.Errorf("the shard's outbox for us holds %v cash, want the 6 eu refused", c)
+	}
+}
+
+// servedEU starts site eu of the test federation, its endpoint served over
+// mutual TLS on loopback, and returns it with the federation file that
+// names its endpoint and the certificates' deployment.
+func servedEU(t *testing.T) (*Fed, File, *deployment) {
+	t.Helper()
 	d := newDeployment(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -383,62 +416,14 @@ func TestRefusedBatchReroutedByShard(t *testing.T) {
 		eu.Shutdown(context.Background())
 		<-done
 	})
-	srv, cli = load(t, d.dir, "asia")
-	sh := &testShards{dbs: []*crawldb.DB{openTestDB(t, "asia-s0")}}
-	asia, err := New(Options{File: file, Self: "asia", DB: openTestDB(t, "asia-meta"), Sharded: sh, ServerTLS: srv, ClientTLS: cli})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { asia.Shutdown(context.Background()) })
-	view := asia.Shard(sh.dbs[0], SenderName("asia", 0))
-	ctx := context.Background()
-	now := time.Now()
-	setDown := func(f *Fed, down bool) {
-		f.mu.Lock()
-		f.peers["us"].down = down
-		f.publishDown()
-		f.mu.Unlock()
-	}
-	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
-	asia.heardFrom("us", probeMsg{Site: "us"}, now)
-	setDown(asia, true)
-	setDown(eu, true)
-	var urls []route.Remote
-	for i := 0; len(urls) < 6 && i < 10000; i++ {
-		h := fmt.Sprintf("h%d.example.test", i)
-		if l := (location{key: h}); asia.primary(h, l) == "us" && asia.owner(h, l) == "eu" {
-			urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/", h), Cash: 1})
-		}
-	}
-	b := store.NewBatch()
-	if _, _, err := view.Route(ctx, urls, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := view.f.apply(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	view.Step(ctx) // us down: hand-over to eu
-	if c := outCash(t, view.f, "eu"); c != 6 {
-		t.Fatalf("the shard's outbox for eu holds %v cash, want 6", c)
-	}
-	setDown(eu, false) // us is back
-	setDown(asia, false)
-	for range 3 { // sync with eu, then deliver: refused
-		view.Step(ctx)
-	}
-	if p := view.f.peers["eu"]; p.refusedAt.IsZero() {
-		t.Fatalf("no refusal recorded (last error %q)", p.lastErr)
-	}
-	view.Step(ctx) // no answer since the refusal: waits
-	if c := outCash(t, view.f, "eu"); c != 6 {
-		t.Fatalf("entries moved before an answer said what eu applied: %v cash left for eu", c)
-	}
-	asia.probeAll(ctx)
-	view.Step(ctx)
-	if c := outCash(t, view.f, "eu"); c != 0 {
-		t.Errorf("%v cash still in the shard's outbox for eu after the refusal", c)
-	}
-	if c := outCash(t, view.f, "us"); c != 6 {
-		t.Errorf("the shard's outbox for us holds %v cash, want the 6 eu refused", c)
-	}
+	return eu, file, d
+}
+
+// setPeerDown marks peer down (past its grace period) or up in f's view,
+// as its failure detector would.
+func setPeerDown(f *Fed, peer string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.peers[peer].down = down
+	f.publishDown()
 }

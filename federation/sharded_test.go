@@ -285,12 +285,6 @@ func TestShardHandsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setDown := func(site string, down bool) {
-		asia.mu.Lock()
-		asia.peers[site].down = down
-		asia.publishDown()
-		asia.mu.Unlock()
-	}
 	now := time.Now()
 	asia.heardFrom("us", probeMsg{Site: "us"}, now)
 	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
@@ -305,13 +299,13 @@ func TestShardHandsOver(t *testing.T) {
 		t.Fatalf("shard's outbox for us: %v cash, want 12", c)
 	}
 	// eu down too: nobody can take us's hosts (asia is sharded).
-	setDown("us", true)
-	setDown("eu", true)
+	setPeerDown(asia, "us", true)
+	setPeerDown(asia, "eu", true)
 	view.Step(ctx)
 	if c := outCash(t, view.f, "us"); c != 12 {
 		t.Errorf("with no site to take them, %v cash left for us, want all 12 kept", c)
 	}
-	setDown("eu", false)
+	setPeerDown(asia, "eu", false)
 	view.Step(ctx)
 	if c := outCash(t, view.f, "us"); c != 0 {
 		t.Errorf("%v cash left in the shard's outbox for us after the hand-over", c)
