@@ -261,7 +261,10 @@ type Crawler struct {
 	// afterCommand, if set (tests), runs after each update command is
 	// applied (i counts from 1); an error stops the update there.
 	afterCommand func(round uint64, i int) error
-	statsF       *os.File
+	// beforeSeed, if set (tests), runs between Seed's check of which URLs
+	// are new and its command.
+	beforeSeed func()
+	statsF     *os.File
 
 	closeOnce sync.Once
 	closeErr  error

@@ -20,6 +20,11 @@ const fetchFile = "fetched"
 // Seed adds urls (normalised) to the frontier with the seed cash, skipping
 // those already known. It returns how many were new. On a site of several
 // nodes only the leader seeds (Options.Seeds).
+//
+// A URL can arrive (from another shard or site) between the check that it
+// is new and the command that seeds it: the command adds the seed cash to
+// it (UpsertCash) rather than leaving it untouched, so that the cash the
+// state counts as injected is always in a page.
 func (c *Crawler) Seed(ctx context.Context, urls []string) (int, error) {
 	b := c.newBatch()
 	added := 0
@@ -36,11 +41,14 @@ func (c *Crawler) Seed(ctx context.Context, urls []string) (int, error) {
 		if ok {
 			continue
 		}
-		b.PutIfAbsent(u, opic.SeedCash, 0)
+		b.UpsertCash(u, opic.SeedCash, 0)
 		added++
 	}
 	if added == 0 {
 		return 0, nil
+	}
+	if c.beforeSeed != nil {
+		c.beforeSeed()
 	}
 	c.stateMu.Lock() // held until the new state is written: writers take turns
 	defer c.stateMu.Unlock()

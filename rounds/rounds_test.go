@@ -214,6 +214,45 @@ func TestConservationEveryRound(t *testing.T) {
 	}
 }
 
+// TestSeedRacesDelivery delivers a seed URL (as another shard or site
+// does, with its cash) between Seed's check that the URL is new and its
+// command: the seed's cash must still be in a page, as the state counts it
+// injected. Seeding with PutIfAbsent lost it (a sharded site in a
+// federation did: its shards seed while the others deliver).
+func TestSeedRacesDelivery(t *testing.T) {
+	ts := startSite(t, synth.Clean, 4, 4)
+	newCrawler(t, ts, Options{Width: 10, PerHost: 2})
+	defer ts.c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seeds := ts.seeds()
+	const delivered = 0.25
+	ts.c.beforeSeed = func() {
+		b := store.NewBatch()
+		b.UpsertCash(seeds[0], delivered, 3)
+		if _, err := ts.db.Apply(ctx, b); err != nil {
+			t.Error(err)
+		}
+	}
+	n, err := ts.c.Seed(ctx, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(seeds) {
+		t.Fatalf("seeded %d of %d new URLs", n, len(seeds))
+	}
+	rec, ok, err := ts.db.Store().Get(seeds[0])
+	if err != nil || !ok {
+		t.Fatalf("seed %s: %v, found %v", seeds[0], err, ok)
+	}
+	if want := opic.SeedCash + delivered; math.Abs(rec.Cash-want) > 1e-12 || rec.Depth != 0 {
+		t.Errorf("seed delivered during Seed: cash %v depth %d, want %v at depth 0", rec.Cash, rec.Depth, want)
+	}
+	if cashOff, _ := conservation(t, ts.c); math.Abs(cashOff-delivered) > 1e-9 {
+		t.Errorf("cash off by %g after seeding, want the %g delivered", cashOff, delivered)
+	}
+}
+
 // TestUpdateResumes stops an update after its first command, as a crash
 // would, and checks that a new crawler applies each command exactly once.
 func TestUpdateResumes(t *testing.T) {
