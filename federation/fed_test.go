@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -398,7 +399,11 @@ func TestHandBackFetched(t *testing.T) {
 	var held []string
 	for i := 0; len(held) < 3 && i < 10000; i++ {
 		h := fmt.Sprintf("h%d.example.test", i)
-		if l := us.locate(ctx, h); us.heldFor(h, l, "eu") {
+		l, err := us.locate(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if us.heldFor(h, l, "eu") {
 			held = append(held, h)
 		}
 	}
@@ -591,5 +596,37 @@ func TestShardedPeerNotInterim(t *testing.T) {
 		if !eu.heldFor(h, location{key: h}, "us") {
 			t.Errorf("%s: eu does not know it held it for us", h)
 		}
+	}
+}
+
+// TestLocateFailurePlacesNothing checks that a host whose lookup failed is
+// neither placed nor recorded: placed by its name, it would have another
+// owner here than at the sites that resolved it (a seed crawled nowhere).
+func TestLocateFailurePlacesNothing(t *testing.T) {
+	ctx := context.Background()
+	f := newTestFed(t, "us")
+	addr := netip.MustParseAddr("127.0.0.9")
+	var failing atomic.Bool
+	failing.Store(true)
+	f.o.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		if failing.Load() {
+			return nil, errors.New("lookup timed out")
+		}
+		return []netip.Addr{addr}, nil
+	}
+	const h = "www.example.test"
+	if _, err := f.Owners(ctx, []string{h}); err == nil {
+		t.Fatal("Owners placed a host whose lookup failed")
+	}
+	if v, err := f.o.DB.Store().User(locPrefix + h); err != nil || v != nil {
+		t.Fatalf("a failed lookup recorded a location %q (%v)", v, err)
+	}
+	failing.Store(false)
+	if _, err := f.Owners(ctx, []string{h}); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := f.cachedLoc(h)
+	if want := partition.Key(h, []netip.Addr{addr}); err != nil || !ok || l.key != want {
+		t.Errorf("location %+v (%v, recorded %v), want key %q", l, err, ok, want)
 	}
 }

@@ -28,7 +28,11 @@ type Options struct {
 	// this site's calls to its peers (certs.Load).
 	ServerTLS, ClientTLS *tls.Config
 	// Resolve gives a host's addresses (the partition key, the GeoIP
-	// location); nil: hosts are keyed by name.
+	// location): none for a name that does not exist, an error when it
+	// cannot tell now (the host is not placed then; the call that placed
+	// it fails and is tried again). Every site must get the same answer
+	// for a host, so Resolve should wait out a lookup that failed
+	// (dnscache.Resolver.Settled). nil: hosts are keyed by name.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// GeoIP locates addresses for the distance partitioner; nil: no host
 	// is located (the consistent ring decides).

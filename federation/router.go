@@ -104,12 +104,18 @@ func (f *Fed) remember(host string, l location) {
 
 // locate finds where host is: its addresses (the partition key is the
 // smallest) and the GeoIP location of that address. A host that does not
-// resolve is keyed by its name, at no known location.
-func (f *Fed) locate(ctx context.Context, host string) location {
+// resolve (Resolve gives no addresses) is keyed by its name, at no known
+// location; a lookup that failed places nothing (its error is returned):
+// the location is recorded for good, and the other sites place the host by
+// the addresses they see.
+func (f *Fed) locate(ctx context.Context, host string) (location, error) {
 	name := host
 	var ips []netip.Addr
 	if f.o.Resolve != nil {
-		ips, _ = f.o.Resolve(ctx, name)
+		var err error
+		if ips, err = f.o.Resolve(ctx, name); err != nil {
+			return location{}, fmt.Errorf("federation: locate %s: %w", host, err)
+		}
 	} else if ip, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
 		ips = []netip.Addr{ip}
 	}
@@ -118,7 +124,7 @@ func (f *Fed) locate(ctx context.Context, host string) location {
 		ip := slices.MinFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
 		l.loc = f.o.GeoIP.Locate(ip)
 	}
-	return l
+	return l, nil
 }
 
 // Owners returns the owner of each host that another site owns, as Route
@@ -157,12 +163,13 @@ func (f *Fed) locateAll(ctx context.Context, hosts []string) (map[string]locatio
 	}
 	if len(todo) > 0 {
 		found := make([]location, len(todo))
+		errs := make([]error, len(todo))
 		var wg sync.WaitGroup
 		next := make(chan int)
 		for range min(locateWorkers, len(todo)) {
 			wg.Go(func() { // owner: Owners; ends when next closes
 				for i := range next {
-					found[i] = f.locate(ctx, todo[i])
+					found[i], errs[i] = f.locate(ctx, todo[i])
 				}
 			})
 		}
@@ -173,6 +180,11 @@ func (f *Fed) locateAll(ctx context.Context, hosts []string) (map[string]locatio
 		wg.Wait()
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		for _, err := range errs {
+			if err != nil {
+				return nil, err // the first: the others are alike
+			}
 		}
 		b := store.NewBatch()
 		for i, h := range todo {

@@ -130,7 +130,9 @@ func (r *Router) key(ctx context.Context, host string, b *store.Batch) (string, 
 	if v != nil {
 		k = string(v)
 	} else {
-		k = r.set.locate(ctx, host)
+		if k, err = r.set.locate(ctx, host); err != nil {
+			return "", fmt.Errorf("shardset: key of %s: %w", host, err)
+		}
 		b.PutUser(keyPrefix+host, []byte(k))
 	}
 	r.mu.Lock()

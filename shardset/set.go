@@ -66,8 +66,11 @@ type Options struct {
 	// Rounds is the rounds of each shard (0: until the crawl ends).
 	Rounds int
 	// Locate gives a host's politeness key (partition.Key of its
-	// addresses); nil: the host's name.
-	Locate func(ctx context.Context, host string) string
+	// addresses); nil: the host's name. An error (a lookup that failed)
+	// places nothing: the call that needed the key fails and is tried
+	// again, as a key recorded from a failed lookup would put the host in
+	// another shard than its key from its addresses.
+	Locate func(ctx context.Context, host string) (string, error)
 	// Client and Scheme ("http" or "https") call the other nodes' APIs
 	// (delivery between shards); Client nil: shards on other nodes are
 	// unreachable.
@@ -868,9 +871,9 @@ func (s *Set) replicas() []*replica {
 }
 
 // locate returns host's politeness key.
-func (s *Set) locate(ctx context.Context, host string) string {
+func (s *Set) locate(ctx context.Context, host string) (string, error) {
 	if s.o.Locate == nil {
-		return host
+		return host, nil
 	}
 	return s.o.Locate(ctx, host)
 }

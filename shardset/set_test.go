@@ -143,9 +143,19 @@ func startWeb(t *testing.T, hosts, pages int) *testWeb {
 }
 
 // locate is the politeness key of a host of the test web.
-func (w *testWeb) locate(ctx context.Context, host string) string {
-	ips, _, _ := w.res.Lookup(ctx, host)
-	return partition.Key(host, ips)
+func (w *testWeb) locate(ctx context.Context, host string) (string, error) {
+	ips, err := w.res.Settled(ctx, host)
+	return partition.Key(host, ips), err
+}
+
+// mustLocate is locate for a test's own checks.
+func (w *testWeb) mustLocate(t *testing.T, ctx context.Context, host string) string {
+	t.Helper()
+	k, err := w.locate(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // startNode opens a node's Host (its node API serving the crawl
@@ -233,7 +243,11 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 		Seeds: func(ctx context.Context, sh int) ([]string, error) {
 			var out []string
 			for _, u := range w.seeds {
-				if shard.Of(w.locate(ctx, crawl.HostOf(u)), n.set.Settings().Shards) == sh {
+				k, err := w.locate(ctx, crawl.HostOf(u))
+				if err != nil {
+					return nil, err
+				}
+				if shard.Of(k, n.set.Settings().Shards) == sh {
 					out = append(out, u)
 				}
 			}
@@ -433,7 +447,7 @@ func checkSiteLost(t *testing.T, ctx context.Context, w *testWeb, n *testNode, s
 		if err := db.Store().ScanURLs(func(r store.URLRecord) error {
 			urls++
 			cash.Add(r.Cash)
-			if got := shard.Of(w.locate(ctx, crawl.HostOf(r.URL)), shards); got != sh {
+			if got := shard.Of(w.mustLocate(t, ctx, crawl.HostOf(r.URL)), shards); got != sh {
 				t.Errorf("%s in shard %d, its host's shard is %d", r.URL, sh, got)
 			}
 			return nil

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/meridian-crawler/meridian/certs"
@@ -56,11 +55,8 @@ func (s *Site) startFederationOf(res *dnscache.Resolver, seeds []string, sharded
 	}
 	s.fed, err = federation.New(federation.Options{
 		File: file, Self: cfg.Region, DB: s.db, ServerTLS: serverTLS, ClientTLS: clientTLS,
-		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
-			ips, _, err := res.Lookup(ctx, host)
-			return ips, err
-		},
-		GeoIP: s.geo, Seeds: seeds, LeaderState: s.leaderFedState, Rounds: func() (route.Rounds, error) { return roundsInFlight(s.db) },
+		Resolve: res.Settled,
+		GeoIP:   s.geo, Seeds: seeds, LeaderState: s.leaderFedState, Rounds: func() (route.Rounds, error) { return roundsInFlight(s.db) },
 		Sharded: sharded,
 		Idle: func() uint64 {
 			if c := s.crawlerReady.Load(); c != nil {

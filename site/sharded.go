@@ -139,9 +139,11 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	if err != nil {
 		return fmt.Errorf("site: resolver: %w", err)
 	}
-	locate := func(ctx context.Context, host string) string {
-		ips, _, _ := res.Lookup(ctx, host)
-		return partition.Key(host, ips)
+	// A host's shard is from its addresses, or its name when it has none;
+	// a lookup that failed places it nowhere (dnscache's Settled).
+	locate := func(ctx context.Context, host string) (string, error) {
+		ips, err := res.Settled(ctx, host)
+		return partition.Key(host, ips), err
 	}
 	var set *shardset.Set
 	set, err = shardset.New(shardset.Options{
@@ -170,7 +172,11 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 		Seeds: func(ctx context.Context, sh int) ([]string, error) {
 			var out []string
 			for _, u := range seeds {
-				if shard.Of(locate(ctx, crawl.HostOf(u)), st.Shards) == sh {
+				k, err := locate(ctx, crawl.HostOf(u))
+				if err != nil {
+					return nil, fmt.Errorf("site: place the seeds: %w", err)
+				}
+				if shard.Of(k, st.Shards) == sh {
 					out = append(out, u)
 				}
 			}

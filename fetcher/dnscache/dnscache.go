@@ -255,6 +255,35 @@ func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr,
 	}
 }
 
+// Settled returns host's addresses where two lookups of one name must
+// agree, as when a host is placed at a site or in a shard by its addresses:
+// a name that does not exist has no addresses (and no error), and a lookup
+// that fails otherwise (a timeout, a server failure) is tried again, after
+// a back-off from 100 ms doubling to 5 s, until it is answered or ctx ends
+// (its last error is returned then). A lookup that failed gives no answer,
+// so it must not place a host: it would place it by its name alone, and
+// elsewhere the same host is placed by its addresses.
+func (r *Resolver) Settled(ctx context.Context, host string) ([]netip.Addr, error) {
+	wait := 100 * time.Millisecond
+	for {
+		addrs, _, err := r.Lookup(ctx, host)
+		switch {
+		case err == nil:
+			return addrs, nil
+		case errors.Is(err, ErrNotFound):
+			return nil, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("dnscache: no settled answer for %s: %w", truncate(host), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
 // result turns an entry into Lookup's results and counts its outcome.
 func (r *Resolver) result(e entry) ([]netip.Addr, time.Time, error) {
 	switch {

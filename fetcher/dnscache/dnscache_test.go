@@ -341,6 +341,49 @@ func TestServerErrorsNotCached(t *testing.T) {
 	}
 }
 
+// TestSettled checks the lookup that places hosts: it waits out server
+// failures, takes a name that does not exist as no addresses, and gives up
+// only when its context ends.
+func TestSettled(t *testing.T) {
+	var fails atomic.Int64
+	fails.Store(2)
+	s := startServer(t, func(n string, req *dns.Msg) *dns.Msg {
+		switch name := req.Question[0].Name; {
+		case name == "gone.example.test.":
+			m := new(dns.Msg)
+			m.SetRcode(req, dns.RcodeNameError)
+			return m
+		case name == "down.example.test." || fails.Add(-1) >= 0:
+			m := new(dns.Msg)
+			m.SetRcode(req, dns.RcodeServerFailure)
+			return m
+		}
+		return answerA("127.0.0.7", 60)(n, req)
+	})
+	r := newResolver(t, Options{Server: s.addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := r.Settled(ctx, "up.example.test")
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("127.0.0.7") {
+		t.Fatalf("after two server failures: %v %v, want 127.0.0.7", addrs, err)
+	}
+	if n := s.queries(); n != 3 {
+		t.Errorf("%d queries, want 3 (two failures, then the answer)", n)
+	}
+	if addrs, err := r.Settled(ctx, "gone.example.test"); err != nil || addrs != nil {
+		t.Errorf("a name that does not exist: %v %v, want no addresses and no error", addrs, err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	before := s.queries()
+	if _, err := r.Settled(short, "down.example.test"); !errors.Is(err, ErrServer) {
+		t.Errorf("a server that keeps failing: %v, want ErrServer once the context ends", err)
+	}
+	if n := s.queries() - before; n < 2 {
+		t.Errorf("%d queries for a failing name, want it tried again", n)
+	}
+}
+
 func TestWrongQuestionRejected(t *testing.T) {
 	s := startServer(t, func(n string, req *dns.Msg) *dns.Msg {
 		req.Question[0].Name = "other.test."
