@@ -345,7 +345,7 @@ func TestRefusedBatchReroutedByShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { asia.Shutdown(context.Background()) })
-	view := asia.Shard(sh.dbs[0], SenderName("asia", 0))
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0), nil)
 	ctx := context.Background()
 	now := time.Now()
 	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)

@@ -32,8 +32,9 @@ import (
 // other sites pass it over when they pick a next owner); its shards hand
 // their outboxes for a peer down past its grace period over to the next
 // owners (Shard.Step), which are sites that are not sharded, or keep them
-// while there is none. Limit: it does not wait for a hand-back of its own
-// hosts after it was down itself.
+// while there is none. A sharded site back from a failure waits, as an
+// unsharded one does, for the interim owners to hand its hosts back: each
+// shard's router asks its site's gate (Shard.Waiting).
 
 // ShardedSite is what a sharded site's Fed needs of its shards.
 type ShardedSite interface {
@@ -289,10 +290,11 @@ type Shard struct {
 }
 
 // Shard returns shard db's part in f's federation (f a sharded site's),
-// sending under name (SenderName).
-func (f *Fed) Shard(db *crawldb.DB, name string) *Shard {
+// sending under name (SenderName); rounds reads the shard's rounds (nil:
+// none in flight).
+func (f *Fed) Shard(db *crawldb.DB, name string, rounds func() (route.Rounds, error)) *Shard {
 	o := f.o
-	o.DB, o.Sharded = db, nil
+	o.DB, o.Sharded, o.Rounds = db, nil, rounds
 	sf := &Fed{o: o, st: db.Store(), part: f.part, client: f.client, log: f.log.With("sender", name),
 		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name, site: f}
 	sf.down.Store(&map[string]bool{})
@@ -363,6 +365,22 @@ func (s *Shard) Route(ctx context.Context, urls []route.Remote, b *store.Batch) 
 // Finished reports whether the federation's crawl has ended.
 func (s *Shard) Finished() bool { return s.site.Finished() }
 
+// Waiting reports whether host, this site's, waits for a hand-back (see
+// route.Router): while a peer that may hold it has not handed it back (the
+// site's gate, fed by the probes), or while URLs of it that this shard
+// generated in a round in flight are marked as fetched elsewhere (the
+// shard's own, looked at by Step).
+func (s *Shard) Waiting(host string) bool { return s.f.Waiting(host) }
+
+// Away reports Waiting: a sharded site holds no other site's hosts, so no
+// host is away for another reason.
+func (s *Shard) Away(host string) bool { return s.f.Waiting(host) }
+
+// Returned names no host: a sharded site holds no other site's hosts.
+func (s *Shard) Returned(context.Context, []string) (map[string]route.Owner, error) {
+	return nil, nil
+}
+
 // Step, on the node that leads the shard, moves each peer's outbox on:
 // entries the peer has applied (as its answers to the site's probes say)
 // acknowledged, then one batch delivered. The outbox for a peer down past
@@ -382,6 +400,11 @@ func (s *Shard) Step(ctx context.Context) {
 		return
 	}
 	s.lead = true
+	if hosts, err := s.f.markedHosts(); err != nil {
+		s.f.log.Warn("federation: shard's hosts marked as fetched elsewhere", "err", err)
+	} else {
+		s.f.gate.Store(&gate{hosts: hosts})
+	}
 	now := time.Now()
 	for _, name := range slices.Sorted(maps.Keys(s.f.peers)) {
 		p := s.f.peers[name]

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/route"
 )
 
@@ -224,7 +225,7 @@ func TestSiteOfSender(t *testing.T) {
 func TestShardedStatus(t *testing.T) {
 	f, sh := newShardedTestFed(t, "eu", 2)
 	ctx := context.Background()
-	views := []*Shard{f.Shard(sh.dbs[0], SenderName("eu", 0)), f.Shard(sh.dbs[1], SenderName("eu", 1))}
+	views := []*Shard{f.Shard(sh.dbs[0], SenderName("eu", 0), nil), f.Shard(sh.dbs[1], SenderName("eu", 1), nil)}
 	// Shard 0 routes 5 URLs of us's hosts (one twice: a cache hit).
 	var urls []route.Remote
 	for i, h := range hostsOwnedBy(t, f, "us", 4) {
@@ -270,7 +271,7 @@ func TestShardedStatus(t *testing.T) {
 // was down.
 func TestShardHandsOver(t *testing.T) {
 	asia, sh := newShardedTestFed(t, "asia", 2)
-	view := asia.Shard(sh.dbs[0], SenderName("asia", 0))
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0), nil)
 	ctx := context.Background()
 	route1 := func(first int) {
 		var urls []route.Remote
@@ -330,5 +331,88 @@ func TestShardHandsOver(t *testing.T) {
 	}
 	if c := outCash(t, view.f, "us"); c != 6 {
 		t.Errorf("after us's return, %v cash for us, want the 6 it did not apply", c)
+	}
+}
+
+// TestShardWaitsForHandBack: a sharded site back after a failure leaves
+// its own hosts alone, in every shard, until the interim owner that held
+// them has handed them back (the site's gate, fed by the probes), and a
+// shard's host whose URL, generated in a round in flight, was marked as
+// fetched elsewhere waits until that round is over. Before, a shard's
+// router never waited: a sharded site back fetched again what its interim
+// owners had fetched.
+func TestShardWaitsForHandBack(t *testing.T) {
+	asia, sh := newShardedTestFed(t, "asia", 1)
+	ctx := context.Background()
+	var inFlight atomic.Bool // round 4 of the shard
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0), func() (route.Rounds, error) {
+		if inFlight.Load() {
+			return route.Rounds{Next: 5, Active: []uint64{4}}, nil
+		}
+		return route.Rounds{Next: 5}, nil
+	})
+	// asia's hosts, by the site that holds them while asia is down.
+	byHolder := map[string][]string{}
+	mine := hostsOwnedBy(t, asia, "asia", 40)
+	for _, h := range mine {
+		holder := asia.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "asia" })
+		byHolder[holder] = append(byHolder[holder], h)
+	}
+	if len(byHolder["us"]) == 0 || len(byHolder["eu"]) == 0 {
+		t.Fatalf("asia's hosts by holder: %v", byHolder)
+	}
+	if _, err := view.f.locateAll(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	waits := func(when string, want map[string]bool) {
+		t.Helper()
+		if err := asia.updateGate(); err != nil {
+			t.Fatal(err)
+		}
+		for holder, hosts := range byHolder {
+			for _, h := range hosts {
+				if view.Waiting(h) != want[holder] || view.Away(h) != want[holder] {
+					t.Errorf("%s: %s (held by %s) waits %v, away %v; want %v", when, h, holder, view.Waiting(h), view.Away(h), want[holder])
+				}
+			}
+		}
+	}
+	waits("no peer heard yet", map[string]bool{"us": true, "eu": true})
+	now := time.Now()
+	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
+	asia.heardFrom("us", probeMsg{Site: "us", HandBack: map[string]handBackMsg{"asia": {Pending: true}}}, now)
+	waits("us's hand-back pending", map[string]bool{"us": true})
+	asia.heardFrom("us", probeMsg{Site: "us", HandBack: map[string]handBackMsg{"asia": {Seq: 3}}}, now)
+	setInbound := func(seq uint64) {
+		b := store.NewBatch()
+		b.PutUser(inPrefix+"us", inbound{Seq: seq}.encode())
+		if err := asia.apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setInbound(2)
+	waits("us's hand-back done at 3, 2 applied", map[string]bool{"us": true})
+	setInbound(3)
+	waits("us's hand-back applied", nil)
+
+	// A URL the shard generated in round 4, marked as fetched at us.
+	h := byHolder["us"][0]
+	u := "http://" + h + "/p"
+	b := store.NewBatch()
+	b.UpsertCash(u, 0.5, 1)
+	b.MarkGenerated(u, 4)
+	b.FetchedElsewhere(u, store.StatusFetched)
+	if err := view.f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	inFlight.Store(true)
+	view.Step(ctx)
+	if !view.Waiting(h) || view.Waiting(byHolder["us"][1]) {
+		t.Errorf("round 4 in flight: %s (marked) waits %v, %s (not) waits %v", h, view.Waiting(h), byHolder["us"][1], view.Waiting(byHolder["us"][1]))
+	}
+	inFlight.Store(false)
+	view.Step(ctx)
+	if view.Waiting(h) {
+		t.Errorf("%s still waits once round 4 is over", h)
 	}
 }

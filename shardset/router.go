@@ -182,12 +182,15 @@ func (r *Router) Finished() bool {
 	return r.set.finished()
 }
 
-// Returned names no host: a site without a federation holds no other
-// site's hosts.
+// Returned names no host: a sharded site holds no other site's hosts.
 func (r *Router) Returned(context.Context, []string) (map[string]route.Owner, error) { return nil, nil }
 
-// Away reports false: no host of this site is another's.
-func (r *Router) Away(string) bool { return false }
+// Away reports whether the fetcher drops host's jobs: in a federation,
+// while it waits for a hand-back (Waiting); no host of this site is
+// another's.
+func (r *Router) Away(host string) bool { return r.fed != nil && r.fed.Away(host) }
 
-// Waiting reports false: no other site holds this site's hosts.
-func (r *Router) Waiting(string) bool { return false }
+// Waiting reports whether host, this site's, waits for another site to
+// hand it back after this site was down (federation.Shard.Waiting); never
+// without a federation.
+func (r *Router) Waiting(host string) bool { return r.fed != nil && r.fed.Waiting(host) }

@@ -1,7 +1,9 @@
 package site_test
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,17 +157,19 @@ func peerState(t *testing.T, n *node, peer string) string {
 	return ""
 }
 
-// TestFederationSiteReturns SIGKILLs a site, lets the others take its
-// hosts after the grace period, and restarts it: once the others see it
-// back, they give its hosts back (the frontier URLs they held for it go to
-// it with their cash, and jobs of its hosts not yet started are dropped),
-// so after a short hand-back window no other site fetches its hosts.
+// TestFederationSiteReturns SIGKILLs a site (sharded), lets the others
+// take its hosts after the grace period (one of the two is sharded too: it
+// takes none of them and hands its own URLs for the site over to the
+// other), and restarts it: once the others see it back, they give its
+// hosts back (the frontier URLs they held for it go to it with their cash,
+// and jobs of its hosts not yet started are dropped), so after a short
+// hand-back window no other site fetches its hosts.
 // Nothing is lost (coverage, cash conserved federation-wide), politeness
 // holds, and URLs fetched by both the returning site and an interim owner
 // are counted and bounded by what the interim owners fetched for it; the
 // returning site fetches none that an interim owner had fetched (they send
-// it fetched-elsewhere records with the hand-back, and it waits for them
-// before it crawls its hosts again).
+// it fetched-elsewhere records with the hand-back, and each of its shards
+// waits for them before it crawls its hosts again).
 func TestFederationSiteReturns(t *testing.T) {
 	w := startFedWeb(t, 60, 16, 12, 29, []string{"eu", "us", "asia"})
 	_, file := writeFedFile(t, t.TempDir(), "consistent", faultGrace)
@@ -179,7 +183,20 @@ func TestFederationSiteReturns(t *testing.T) {
 			back = s
 		}
 	}
-	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, nil)
+	// Of the other two, the one with more hosts is sharded: it takes none
+	// of back's hosts (the other site holds them all) and hands its own
+	// URLs for back over to it.
+	sharded := ""
+	for _, s := range fedSites {
+		if s.Name != back && (sharded == "" || count[s.Name] > count[sharded]) {
+			sharded = s.Name
+		}
+	}
+	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, func(c *site.Config) {
+		if c.Region == sharded || c.Region == back {
+			c.Shards, c.Replicas = 4, 1
+		}
+	})
 	file = readFedFile(t, cfgs[0].Federation)
 	var rest []*node
 	for s, n := range nodes {
@@ -220,8 +237,8 @@ func TestFederationSiteReturns(t *testing.T) {
 	checkFederation(t, w, file, cfgs, fedFaults{returned: back, back: seenBack})
 	handed := uint64(0)
 	for _, c := range cfgs {
-		if c.Region == back {
-			continue
+		if c.Region == back || c.Region == sharded {
+			continue // a sharded site holds none of back's hosts
 		}
 		st, err := crawldb.OpenStore(filepath.Join(c.Data, "crawldb"), store.Options{})
 		if err != nil {
@@ -235,4 +252,15 @@ func TestFederationSiteReturns(t *testing.T) {
 		handed += s.HandedBack
 	}
 	t.Logf("frontier URLs handed back to %s: %d", back, handed)
+	// The sharded site's shards handed their URLs for back over while it
+	// was down (they had some: back's hosts are linked from everywhere).
+	b, err := os.ReadFile(nodes[sharded].log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "a shard's URLs for a site down handed over"); n == 0 {
+		t.Errorf("the sharded site %s handed none of its shards' URLs for %s over", sharded, back)
+	} else {
+		t.Logf("hand-overs by %s's shards: %d", sharded, n)
+	}
 }

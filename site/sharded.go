@@ -165,7 +165,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 		},
 		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
 			if s.fed != nil {
-				return set.NewFedRouter(sh, db, s.fed.Shard(db, federation.SenderName(cfg.Region, sh))), nil
+				return set.NewFedRouter(sh, db, s.fed.Shard(db, federation.SenderName(cfg.Region, sh), func() (route.Rounds, error) { return roundsInFlight(db) })), nil
 			}
 			return set.NewRouter(sh, db), nil
 		},
