@@ -24,8 +24,8 @@ const (
 	// doubtPrefix keys the outbox entries of a batch that was on its way
 	// to a peer when the peer went down (fed/doubt/PEER/SEQ): the peer may
 	// have applied them. Their URLs went to the next owners without cash;
-	// the cash waits here until the peer, back, says whether it applied
-	// them (Fed.settle).
+	// the cash waits here until the peer is back: those it applied are
+	// delivered, the others go to it again, with their cash (Fed.settle).
 	doubtPrefix = "fed/doubt/"
 	// maxBatchPuts bounds a batch on the wire (several outbox entries).
 	maxBatchPuts = 16384
@@ -101,7 +101,8 @@ type pending struct {
 	frame      []byte // AppendFrame of the entries
 	seq, first uint64
 	entries    []store.OutboxEntry
-	urls       int // puts in the entries
+	urls       int  // puts in the entries
+	doubt      bool // the entries are in doubt (fed/doubt/), not in the outbox
 }
 
 // deliver sends one batch of peer p's outbox, if it has one and its
@@ -185,11 +186,25 @@ func (f *Fed) deliver(ctx context.Context, p *peer, now time.Time) bool {
 // (AppendFrame): at most maxBatchPuts records and about maxFrameBytes.
 // The URL-sent cache was applied when they were enqueued (Route).
 func (f *Fed) nextBatch(p *peer) (*pending, error) {
-	entries, err := f.st.Outbox(p.name, 0, outboxScan)
-	if err != nil || len(entries) == 0 {
+	// Entries in doubt since p went down go again first (settle), in a
+	// batch of their own: sequence numbers in a frame follow each other.
+	entries, err := f.doubts(p.name)
+	if err != nil {
 		return nil, err
 	}
-	pd := &pending{first: entries[0].Seq}
+	doubt := len(entries) > 0
+	for i := 1; i < len(entries); i++ {
+		if entries[i].Seq != entries[i-1].Seq+1 {
+			entries = entries[:i]
+			break
+		}
+	}
+	if !doubt {
+		if entries, err = f.st.Outbox(p.name, 0, outboxScan); err != nil || len(entries) == 0 {
+			return nil, err
+		}
+	}
+	pd := &pending{first: entries[0].Seq, doubt: doubt}
 	payloads := make([][]byte, 0, len(entries))
 	records, size := 0, 64
 	for _, e := range entries {
@@ -234,7 +249,11 @@ func (f *Fed) acked(ctx context.Context, p *peer, pd *pending) error {
 	}
 	b := store.NewBatch()
 	for _, e := range pd.entries {
-		b.OutboxAck(p.name, e.Seq)
+		if pd.doubt {
+			b.PutUser(doubtKey(p.name, e.Seq), nil)
+		} else {
+			b.OutboxAck(p.name, e.Seq)
+		}
 		b.PutUser(sentKey(p.name, e.Seq), e.Payload)
 	}
 	out.Acked = max(out.Acked, pd.seq)
@@ -388,46 +407,50 @@ func (f *Fed) strayFor(site string, payload []byte) (bool, error) {
 // settle ends the doubt over the entries that were on their way to p when
 // it went down (handOver), now that p, back, says it has applied its
 // batches up to applied: the cash of those it applied is at p, and they
-// are kept as delivered (for a later hand-over); the cash of the others
-// goes to the owners of their URLs now (their URLs went there without it).
+// are kept as delivered (for a later hand-over). The others stay in doubt
+// and are delivered to p again, first, with their own sequence numbers
+// (nextBatch): p applies each entry once, so an entry it applied in part
+// (a sharded site applies a batch shard by shard, and its record of the
+// sender moves on only when every part is applied: a site killed in
+// between says it applied none of it) is completed, not doubled. Their
+// URLs went to the next owners without cash; now p gets them with it.
 func (f *Fed) settle(ctx context.Context, p *peer, applied uint64) error {
-	type doubt struct {
-		key     string
-		seq     uint64
-		payload []byte
+	ds, err := f.doubts(p.name)
+	if err != nil || len(ds) == 0 {
+		return err
 	}
-	var ds []doubt
-	prefix := doubtPrefix + p.name + "/"
+	b := store.NewBatch()
+	done := 0
+	for _, d := range ds {
+		if d.Seq <= applied {
+			b.PutUser(doubtKey(p.name, d.Seq), nil)
+			b.PutUser(sentKey(p.name, d.Seq), d.Payload)
+			done++
+		}
+	}
+	if done == 0 {
+		return nil
+	}
+	if err := f.apply(ctx, b); err != nil {
+		return err
+	}
+	f.log.Info("federation: entries in doubt when the peer went down settled", "peer", p.name, "entries", len(ds), "applied_there", done, "to_deliver_again", len(ds)-done)
+	return nil
+}
+
+// doubts returns the entries in doubt for peer (handOver), oldest first.
+func (f *Fed) doubts(peer string) ([]store.OutboxEntry, error) {
+	var ds []store.OutboxEntry
+	prefix := doubtPrefix + peer + "/"
 	err := f.st.UserScan(prefix, func(k string, v []byte) error {
 		seq, err := strconv.ParseUint(strings.TrimPrefix(k, prefix), 10, 64)
 		if err != nil {
 			return fmt.Errorf("federation: bad key %q: %w", k, err)
 		}
-		ds = append(ds, doubt{k, seq, append([]byte(nil), v...)})
+		ds = append(ds, store.OutboxEntry{Seq: seq, Payload: append([]byte(nil), v...)})
 		return nil
 	})
-	if err != nil || len(ds) == 0 {
-		return err
-	}
-	var self inbound
-	b := store.NewBatch()
-	released := 0
-	for _, d := range ds {
-		b.PutUser(d.key, nil)
-		if d.seq <= applied {
-			b.PutUser(sentKey(p.name, d.seq), d.payload)
-			continue
-		}
-		if err := f.reroute(b, d.payload, cashOnly, &self); err != nil {
-			return fmt.Errorf("settle entry %d in doubt for %s: %w", d.seq, p.name, err)
-		}
-		released++
-	}
-	if err := f.applySelf(ctx, b, self); err != nil {
-		return err
-	}
-	f.log.Info("federation: entries in doubt when the peer went down settled", "peer", p.name, "entries", len(ds), "applied_there", len(ds)-released, "cash_sent_on", released)
-	return nil
+	return ds, err
 }
 
 // handOver moves p's outbox, and the URLs delivered to it before, to the
@@ -435,8 +458,8 @@ func (f *Fed) settle(ctx context.Context, p *peer, applied uint64) error {
 // delivered before go with no cash (p had it); they are new to their next
 // owner unless it found them itself. Entries that were on their way to p
 // (up to outbound.Tried) may have been applied there: their URLs go
-// without cash, and the cash waits under doubtPrefix until p returns
-// (settle).
+// without cash, and the entries wait under doubtPrefix until p returns
+// (settle: delivered again, with their cash, unless p applied them).
 func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 	entries, err := f.st.Outbox(p.name, 0, 16)
 	if err != nil {
@@ -516,7 +539,6 @@ type rerouteMode int
 const (
 	withCash rerouteMode = iota // URLs, their cash, fetched-elsewhere records
 	noCash                      // URLs and fetched-elsewhere records: the cash was delivered, or is in doubt
-	cashOnly                    // the cash of URLs sent before without it
 )
 
 // reroute adds to b what re-sends an outbox payload to its hosts' owners
@@ -556,7 +578,7 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, mode rerouteMode, self *in
 	done := map[string][]FetchedURL{}
 	for _, r := range eb.Fetched {
 		h := hostOf(r.URL)
-		if o := f.owner(h, locs[h]); o != "" && o != f.o.Self && mode != cashOnly {
+		if o := f.owner(h, locs[h]); o != "" && o != f.o.Self {
 			done[o] = append(done[o], r)
 		}
 	}

@@ -18,7 +18,8 @@ import (
 // never comes, declares us down (eu hands its hosts over), and brings us
 // back. Whether or not us applied the batch, the federation holds its
 // cash once: the batch's URLs go to the next owners without cash, the
-// cash waits at eu until us, back, says what it applied, and eu's count
+// batch waits at eu until us, back, says what it applied (if not, eu
+// delivers it again, as it was, before anything else), and eu's count
 // of what us acknowledged meets us's count of what it applied (the
 // termination waves' counters). Before the fix the hand-over rerouted the
 // batch with its cash (12 units for 6 sent when us had applied it) and
@@ -81,11 +82,11 @@ func TestBatchInDoubtAtHandOver(t *testing.T) {
 				t.Fatalf("doubt settled before eu heard from us")
 			}
 			eu.tend(ctx, p, now) // sync: settle
-			if doubts, _ := eu.doubted(); doubts["us"] {
-				t.Errorf("doubt over us's entries not settled: %v", doubts)
+			if doubts, _ := eu.doubted(); doubts["us"] == applied {
+				t.Errorf("after settling, entries in doubt for us: %v; want them only if us did not apply them (to deliver again)", doubts["us"])
 			}
-			if got := fedCash(t, eu, us); got != 6 {
-				t.Errorf("after us's return: cash %v federation-wide, want the 6 sent", got)
+			if got := fedCash(t, eu, us) + doubtCash(t, eu, "us"); got != 6 {
+				t.Errorf("after us's return: cash %v federation-wide (in doubt included), want the 6 sent", got)
 			}
 			out, err := eu.outboundOf("us")
 			if err != nil {
@@ -94,15 +95,19 @@ func TestBatchInDoubtAtHandOver(t *testing.T) {
 			if want := st.Recv["eu"]; out.Acked != want {
 				t.Errorf("eu's acknowledged count for us %d, us applied up to %d: the counters disagree", out.Acked, want)
 			}
-			// What eu sends us now (the cash not applied, the hand-back)
-			// is applied in order.
-			for range 5 {
+			// What eu sends us now (the batch not applied, the
+			// hand-back) is applied in order: first the batch in doubt,
+			// as it was.
+			for i := range 5 {
 				pd, err := eu.nextBatch(p)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if pd == nil {
 					break
+				}
+				if i == 0 && pd.doubt == applied {
+					t.Errorf("first batch after the return: in doubt %v, want %v", pd.doubt, !applied)
 				}
 				dec, err := Decode(pd.frame, Limits{})
 				if err != nil {
@@ -114,6 +119,9 @@ func TestBatchInDoubtAtHandOver(t *testing.T) {
 				if err := eu.acked(ctx, p, pd); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if doubts, _ := eu.doubted(); doubts["us"] {
+				t.Error("entries still in doubt for us after the deliveries")
 			}
 			if got := storeCash(t, us); got != 6-outCash(t, eu, "asia")-storeCash(t, eu) {
 				t.Errorf("us holds %v of the 6 (eu %v, eu's outbox for asia %v)", got, storeCash(t, eu), outCash(t, eu, "asia"))

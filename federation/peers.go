@@ -116,7 +116,7 @@ func (f *Fed) local() (probeMsg, error) {
 			m.Sent[name] = p.pend.seq
 		}
 		if doubts[name] && !p.down {
-			pending = true // cash to settle with a site back
+			pending = true // entries to settle with, or deliver again to, a site back
 		}
 		if p.down {
 			m.Down = append(m.Down, name)
@@ -165,7 +165,7 @@ func (f *Fed) local() (probeMsg, error) {
 }
 
 // doubted returns the peers for which outbox entries are in doubt
-// (handOver): their cash is settled when they are back.
+// (handOver): settled, or delivered again, when they are back.
 func (f *Fed) doubted() (map[string]bool, error) {
 	var m map[string]bool
 	err := f.st.UserScan(doubtPrefix, func(k string, _ []byte) error {

@@ -326,11 +326,18 @@ func TestShardHandsOver(t *testing.T) {
 		t.Error("not in doubt with us back before the shard settled")
 	}
 	view.Step(ctx) // sync: settle
-	if in, _ := view.InDoubt(); in {
-		t.Error("still in doubt after the shard settled")
+	if c := doubtCash(t, view.f, "us"); c != 6 {
+		t.Errorf("after us's return, %v cash in doubt for us, want the 6 it did not apply (delivered again)", c)
 	}
-	if c := outCash(t, view.f, "us"); c != 6 {
-		t.Errorf("after us's return, %v cash for us, want the 6 it did not apply", c)
+	pd, err := view.f.nextBatch(view.f.peers["us"])
+	if err != nil || pd == nil || !pd.doubt || pd.urls != 6 {
+		t.Fatalf("the shard's next batch for us: %+v, %v; want the 6 URLs in doubt, as they were", pd, err)
+	}
+	if err := view.f.acked(ctx, view.f.peers["us"], pd); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := view.InDoubt(); in {
+		t.Error("still in doubt after the shard delivered them again")
 	}
 }
 
@@ -414,5 +421,109 @@ func TestShardWaitsForHandBack(t *testing.T) {
 	view.Step(ctx)
 	if view.Waiting(h) {
 		t.Errorf("%s still waits once round 4 is over", h)
+	}
+}
+
+// TestBatchInDoubtPartlyApplied: a batch from eu reaches us, sharded, and
+// only one shard's part is applied before us dies (its record of eu does
+// not move until every part is): us, back, says it applied none of it.
+// eu, which handed the batch over while us was down, delivers it again as
+// it was (its own sequence numbers), so the part applied is not applied
+// twice and us ends with the batch's cash once. Before, eu sent the cash
+// on in new entries, and the part applied got it twice.
+func TestBatchInDoubtPartlyApplied(t *testing.T) {
+	ctx := context.Background()
+	eu := newTestFed(t, "eu")
+	us, sh := newShardedTestFed(t, "us", 2)
+	var hosts []string
+	inShard := map[int]int{}
+	for _, h := range hostsOwnedBy(t, eu, "us", 40) {
+		if s := sh.ShardOf(h); inShard[s] < 3 {
+			inShard[s]++
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) != 6 {
+		t.Fatalf("hosts of us by shard: %v", inShard)
+	}
+	var urls []route.Remote
+	for i, h := range hosts {
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
+	}
+	b := store.NewBatch()
+	if _, _, err := eu.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	p := eu.peers["us"]
+	now := time.Now()
+	if eu.deliver(ctx, p, now) || p.pend == nil {
+		t.Fatalf("delivery to a closed port: pending %v", p.pend)
+	}
+	dec, err := Decode(p.pend.frame, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usCash := func() float64 {
+		c := 0.0
+		for _, db := range sh.dbs {
+			if err := db.Store().ScanURLs(func(r store.URLRecord) error { c += r.Cash; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	sh.down.Store(2) // shard 1's part fails: us dies between the parts
+	if err := us.Put(ctx, "eu", dec); err == nil {
+		t.Fatal("the batch applied whole with a shard failing")
+	}
+	if c := usCash(); c != 3 {
+		t.Fatalf("us's shards hold %v cash after the part applied, want 3", c)
+	}
+	setPeerDown(eu, "us", true)
+	eu.tend(ctx, p, now) // hand-over: the batch in doubt
+	if c := doubtCash(t, eu, "us"); c != 6 {
+		t.Fatalf("in doubt %v, want the batch's 6", c)
+	}
+	sh.down.Store(0)
+	st, err := us.local()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Recv["eu"] != 0 {
+		t.Fatalf("us says it applied up to %d of eu's, want none", st.Recv["eu"])
+	}
+	eu.heardFrom("us", st, now)
+	eu.tend(ctx, p, now) // sync: settle
+	for range 5 {
+		pd, err := eu.nextBatch(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pd == nil {
+			break
+		}
+		dec, err := Decode(pd.frame, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := us.Put(ctx, "eu", dec); err != nil {
+			t.Fatalf("batch %d..%d after the return: %v", pd.first, pd.seq, err)
+		}
+		if err := eu.acked(ctx, p, pd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := usCash(); c != 6 {
+		t.Errorf("us's shards hold %v cash, want the batch's 6 once", c)
+	}
+	if c := doubtCash(t, eu, "us") + outCash(t, eu, "us"); c != 0 {
+		t.Errorf("%v cash still at eu for us", c)
+	}
+	st, _ = us.local()
+	if out, _ := eu.outboundOf("us"); out.Acked != st.Recv["eu"] {
+		t.Errorf("eu's acknowledged count for us %d, us applied up to %d", out.Acked, st.Recv["eu"])
 	}
 }
