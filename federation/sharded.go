@@ -330,22 +330,11 @@ func (f *Fed) addShards(s *Status) {
 		s.SentURLs += sf.stats.sentURLs.Load()
 		s.SentBatches += sf.stats.sentBatches.Load()
 		for name, ps := range peer {
-			if e, err := sf.st.Outbox(name, 0, outboxScan); err == nil {
-				ps.Outbox += len(e)
-				s.Outbox += uint64(len(e))
-			}
-			if out, err := sf.outboundOf(name); err == nil {
-				ps.SentURLs += out.URLs
-			}
-			// From the peer, or from its shards.
-			sf.st.UserScan(inPrefix+name, func(k string, v []byte) error {
-				if from := k[len(inPrefix):]; from == name || SiteOfSender(from) == name {
-					if in, err := decodeInbound(v); err == nil {
-						ps.RecvURLs += in.URLs
-					}
-				}
-				return nil
-			})
+			outbox, sent, recv := sf.peerFigures(name)
+			ps.Outbox += outbox
+			s.Outbox += uint64(outbox)
+			ps.SentURLs += sent
+			ps.RecvURLs += recv
 		}
 		return true
 	})
@@ -353,6 +342,69 @@ func (f *Fed) addShards(s *Status) {
 	if s.CacheLookup > 0 {
 		s.CacheRate = float64(s.CacheHits) / float64(s.CacheLookup)
 	}
+}
+
+// peerFigures returns a shard's durable counters for peer (its crawl
+// database's, the same on every replica): outbox entries waiting (up to a
+// scan's worth), URLs delivered to it and applied from it (or from its
+// shards), in all. A record that cannot be read counts nothing.
+func (sf *Fed) peerFigures(peer string) (outbox int, sent, recv uint64) {
+	if e, err := sf.st.Outbox(peer, 0, outboxScan); err == nil {
+		outbox = len(e)
+	}
+	if out, err := sf.outboundOf(peer); err == nil {
+		sent = out.URLs
+	}
+	sf.st.UserScan(inPrefix+peer, func(k string, v []byte) error {
+		if from := k[len(inPrefix):]; from == peer || SiteOfSender(from) == peer {
+			if in, err := decodeInbound(v); err == nil {
+				recv += in.URLs
+			}
+		}
+		return nil
+	})
+	return outbox, sent, recv
+}
+
+// ShardFigures are a shard's durable federation counters, from its crawl
+// database (the same on every replica), for a site-wide view that sums
+// them over the shards: unlike a node's Status, which counts the shards
+// it leads, with its own process's counters.
+type ShardFigures struct {
+	Outbox    uint64 `json:"outbox_entries"` // entries waiting for other sites (a scan's worth per peer at most)
+	SentCache uint64 `json:"sent_cache_size"`
+	SentURLs  uint64 `json:"sent_urls"`     // delivered to other sites, in all
+	RecvURLs  uint64 `json:"received_urls"` // applied from other sites, in all
+}
+
+// Add adds o's counters to s's.
+func (s *ShardFigures) Add(o ShardFigures) {
+	s.Outbox += o.Outbox
+	s.SentCache += o.SentCache
+	s.SentURLs += o.SentURLs
+	s.RecvURLs += o.RecvURLs
+}
+
+// ShardFigures returns the figures of the shard that sends under name
+// (SenderName) from this node's replica of it; false when this node has
+// none.
+func (f *Fed) ShardFigures(name string) (ShardFigures, bool) {
+	v, ok := f.shards.Load(name)
+	if !ok {
+		return ShardFigures{}, false
+	}
+	sf := v.(*Shard).f
+	fig := ShardFigures{SentCache: sf.st.Counts().Sent}
+	for _, p := range f.o.File.Sites {
+		if p.Name == f.o.Self {
+			continue
+		}
+		outbox, sent, recv := sf.peerFigures(p.Name)
+		fig.Outbox += uint64(outbox)
+		fig.SentURLs += sent
+		fig.RecvURLs += recv
+	}
+	return fig, true
 }
 
 // Route keeps, from urls, those of this site's hosts, and writes the

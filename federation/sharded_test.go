@@ -424,6 +424,59 @@ func TestShardWaitsForHandBack(t *testing.T) {
 	}
 }
 
+// TestShardFigures: a shard's federation figures come from its crawl
+// database (outbox entries for other sites, the URL-sent cache, URLs
+// received from other sites, not from the site's other shards), so that a
+// site-wide view can sum them over the shards; the shards' sum is what the
+// site received.
+func TestShardFigures(t *testing.T) {
+	asia, sh := newShardedTestFed(t, "asia", 2)
+	views := []*Shard{asia.Shard(sh.dbs[0], SenderName("asia", 0), nil), asia.Shard(sh.dbs[1], SenderName("asia", 1), nil)}
+	ctx := context.Background()
+	var urls []route.Remote
+	for i, h := range hostsOwnedBy(t, asia, "us", 5) {
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/%d", h, i), Cash: 1})
+	}
+	b := store.NewBatch()
+	if _, _, err := views[0].Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := views[0].f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	in := batchFor("us", "asia", hostsOwnedBy(t, asia, "asia", 7), 1)
+	if err := asia.Put(ctx, "us", in); err != nil {
+		t.Fatal(err)
+	}
+	// Between shards (not another site's): not counted as received.
+	if _, err := ApplyFrame(ctx, sh.dbs[1], "s000", AppendFrame(nil, "s000", "s001", 1, 1, [][]byte{batchFor("s000", "s001", hostsOwnedBy(t, asia, "asia", 2), 0).Append(nil)})); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Applied(sh.dbs[1].Store(), "s000"); err != nil || n != 1 {
+		t.Fatalf("the frame between shards: applied %d, %v", n, err)
+	}
+	var sum ShardFigures
+	for i, v := range views {
+		fig, ok := asia.ShardFigures(v.f.name)
+		if !ok {
+			t.Fatalf("no figures for shard %d", i)
+		}
+		if i == 0 && (fig.Outbox == 0 || fig.SentCache != 5) {
+			t.Errorf("shard 0 routed 5 URLs to us: %+v, want outbox entries and 5 URLs in the sent cache", fig)
+		}
+		if i == 1 && (fig.Outbox != 0 || fig.SentCache != 0) {
+			t.Errorf("shard 1 routed nothing: %+v", fig)
+		}
+		sum.Add(fig)
+	}
+	if sum.RecvURLs != 7 || sum.SentURLs != 0 {
+		t.Errorf("summed over the shards: %+v; want the 7 URLs us sent, none delivered yet", sum)
+	}
+	if _, ok := asia.ShardFigures(SenderName("asia", 9)); ok {
+		t.Error("figures for a shard this node has no replica of")
+	}
+}
+
 // TestBatchInDoubtPartlyApplied: a batch from eu reaches us, sharded, and
 // only one shard's part is applied before us dies (its record of eu does
 // not move until every part is): us, back, says it applied none of it.

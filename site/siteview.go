@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/shardset"
 )
 
@@ -49,6 +50,10 @@ type SiteView struct {
 	NotAnswering int        `json:"shards_not_answering"`
 	Rows         []SiteRow  `json:"rows"`
 	Nodes        []SiteNode `json:"nodes"`
+	// Federation sums the rows' federation figures (in a federation), over
+	// FederationShards rows: those whose replica answered with them.
+	Federation       *federation.ShardFigures `json:"federation,omitempty"`
+	FederationShards int                      `json:"federation_shards,omitempty"`
 }
 
 // SiteRow is one shard of the site: as the replica of node From has it
@@ -58,6 +63,9 @@ type SiteRow struct {
 	// Pages is the URLs whose result the shard recorded per second, as
 	// From's dashboard measures it (DashShard.Pages).
 	Pages float64 `json:"pages_s"`
+	// Federation is the shard's federation figures (in a federation), from
+	// From's replica of its crawl database.
+	Federation *federation.ShardFigures `json:"federation,omitempty"`
 	// From is the node whose replica gave the row; "" when no node
 	// holding the shard answered: the row is the meta group's records
 	// (Target, TargetLeader; Leader is then "").
@@ -101,7 +109,13 @@ func (s *Site) localRows() nodeRows {
 	rates, _ := s.dash.shardRates()
 	out := nodeRows{Node: s.cfg.Node, Rows: []SiteRow{}}
 	for _, sh := range s.set.Status() {
-		out.Rows = append(out.Rows, SiteRow{ShardStatus: sh, Pages: rates[sh.Shard], From: s.cfg.Node})
+		row := SiteRow{ShardStatus: sh, Pages: rates[sh.Shard], From: s.cfg.Node}
+		if s.fed != nil {
+			if fig, ok := s.fed.ShardFigures(federation.SenderName(s.cfg.Region, sh.Shard)); ok {
+				row.Federation = &fig
+			}
+		}
+		out.Rows = append(out.Rows, row)
 	}
 	return out
 }
@@ -249,6 +263,13 @@ func mergeSite(self string, settings shardset.Settings, voters []crawldb.Member,
 		}
 		slices.Sort(row.NotAnswering)
 		v.Rows = append(v.Rows, *row)
+		if row.Federation != nil {
+			if v.Federation == nil {
+				v.Federation = &federation.ShardFigures{}
+			}
+			v.Federation.Add(*row.Federation)
+			v.FederationShards++
+		}
 	}
 	for _, m := range voters {
 		n := SiteNode{ID: m.ID, API: m.APIAddr, Raft: m.RaftAddr, Self: m.ID == self, Up: !silent[m.ID]}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/shardset"
 )
 
@@ -161,6 +162,42 @@ func TestMergeSite(t *testing.T) {
 				t.Errorf("nodes %v, want %v", got, ids)
 			}
 		})
+	}
+}
+
+// TestMergeSiteFederation: the site-wide view's federation figures sum the
+// picked rows' (each shard once, from the replica whose row is shown),
+// say over how many shards, and are absent without a federation; the
+// status summary prints them.
+func TestMergeSiteFederation(t *testing.T) {
+	voters := []crawldb.Member{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}
+	row := func(from string, sh int, leader string, fig *federation.ShardFigures) SiteRow {
+		return SiteRow{ShardStatus: shardset.ShardStatus{Shard: sh, Leader: leader, Term: 1, Replicas: []string{"n1", "n2"}}, From: from, Federation: fig}
+	}
+	answers := map[string]nodeAnswer{
+		"n1": {rows: []SiteRow{row("n1", 0, "n1", &federation.ShardFigures{SentURLs: 10, RecvURLs: 1, Outbox: 2, SentCache: 5})}},
+		"n2": {rows: []SiteRow{
+			row("n2", 0, "n1", &federation.ShardFigures{SentURLs: 9}), // a follower's, behind
+			row("n2", 1, "n2", &federation.ShardFigures{SentURLs: 20, RecvURLs: 3}),
+		}},
+		"n3": {err: errors.New("refused")},
+	}
+	v := mergeSite("n1", shardset.Settings{Shards: 3, Replicas: 2}, voters, nil, answers)
+	want := federation.ShardFigures{SentURLs: 30, RecvURLs: 4, Outbox: 2, SentCache: 5}
+	if v.Federation == nil || *v.Federation != want || v.FederationShards != 2 {
+		t.Fatalf("site-wide federation %+v over %d shards; want %+v over 2", v.Federation, v.FederationShards, want)
+	}
+	var b strings.Builder
+	writeSite(&b, v)
+	if line := "site-wide federation (2 of 3 shards): sent 30 URLs, received 4; outboxes 2 entries; URL-sent cache 5\n"; !strings.Contains(b.String(), line) {
+		t.Errorf("summary lacks %q:\n%s", line, b.String())
+	}
+	for i := range answers["n1"].rows {
+		answers["n1"].rows[i].Federation = nil
+	}
+	answers["n2"] = nodeAnswer{rows: []SiteRow{row("n2", 1, "n2", nil)}}
+	if v := mergeSite("n1", shardset.Settings{Shards: 3, Replicas: 2}, voters, nil, answers); v.Federation != nil || v.FederationShards != 0 {
+		t.Errorf("without a federation: %+v over %d shards", v.Federation, v.FederationShards)
 	}
 }
 

@@ -223,6 +223,10 @@ func writeSite(b *strings.Builder, v *SiteView) {
 		fmt.Fprintf(b, "; %d with no answering replica", v.NotAnswering)
 	}
 	b.WriteString("\n")
+	if f := v.Federation; f != nil {
+		fmt.Fprintf(b, "site-wide federation (%d of %d shards): sent %d URLs, received %d; outboxes %d entries; URL-sent cache %d\n",
+			v.FederationShards, v.Shards, f.SentURLs, f.RecvURLs, f.Outbox, f.SentCache)
+	}
 	tw := tabwriter.NewWriter(b, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  shard\tleader\treplicas\tlearners\tfrontier\tfetched\tpages/s\tfrom\tstate")
 	dash := func(s []string) string {

@@ -496,7 +496,9 @@
     const silent = nodes.filter((n) => !n.up).map((n) => String(n.id));
     setText('site-sub', `(${fmtInt(site.shards)} shards; gathered by ${String(site.by || '–')} from ` +
       `${fmtInt(nodes.length - silent.length)} of ${fmtInt(nodes.length)} nodes` +
-      (silent.length ? `; not answering within ${fmtDur(site.wait_s)}: ${silent.join(', ')}` : '') + ')');
+      (silent.length ? `; not answering within ${fmtDur(site.wait_s)}: ${silent.join(', ')}` : '') +
+      (site.federation ? `; federation, summed over ${fmtInt(site.federation_shards)} shards: sent ${fmtInt(site.federation.sent_urls)} URLs, ` +
+        `received ${fmtInt(site.federation.received_urls)}, outboxes ${fmtInt(site.federation.outbox_entries)} entries` : '') + ')');
     fillTable('site-shards', rows.map((r) => {
       const na = arr(r.not_answering).map(String);
       if (!r.from) {
