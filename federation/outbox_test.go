@@ -98,27 +98,9 @@ func TestBatchInDoubtAtHandOver(t *testing.T) {
 			// What eu sends us now (the batch not applied, the
 			// hand-back) is applied in order: first the batch in doubt,
 			// as it was.
-			for i := range 5 {
-				pd, err := eu.nextBatch(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if pd == nil {
-					break
-				}
-				if i == 0 && pd.doubt == applied {
-					t.Errorf("first batch after the return: in doubt %v, want %v", pd.doubt, !applied)
-				}
-				dec, err := Decode(pd.frame, Limits{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := us.Put(ctx, "eu", dec); err != nil {
-					t.Fatalf("batch %d..%d after the return: %v", pd.first, pd.seq, err)
-				}
-				if err := eu.acked(ctx, p, pd); err != nil {
-					t.Fatal(err)
-				}
+			pds := deliverAll(t, eu, us)
+			if inDoubt := len(pds) > 0 && pds[0].doubt; inDoubt == applied {
+				t.Errorf("after the return, the first of %d batches in doubt: %v; want it only if us did not apply it (%v)", len(pds), inDoubt, !applied)
 			}
 			if doubts, _ := eu.doubted(); doubts["us"] {
 				t.Error("entries still in doubt for us after the deliveries")
@@ -128,6 +110,37 @@ func TestBatchInDoubtAtHandOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deliverAll delivers from's outbox for to (at most 5 batches, as the
+// delivery loop would, without the endpoint): each batch is applied by
+// to.Put and acknowledged. It returns the batches.
+func deliverAll(t *testing.T, from, to *Fed) []*pending {
+	t.Helper()
+	ctx := context.Background()
+	p := from.peers[to.o.Self]
+	var pds []*pending
+	for range 5 {
+		pd, err := from.nextBatch(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pd == nil {
+			break
+		}
+		dec, err := Decode(pd.frame, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := to.Put(ctx, from.o.Self, dec); err != nil {
+			t.Fatalf("batch %d..%d from %s: %v", pd.first, pd.seq, from.o.Self, err)
+		}
+		if err := from.acked(ctx, p, pd); err != nil {
+			t.Fatal(err)
+		}
+		pds = append(pds, pd)
+	}
+	return pds
 }
 
 // usCash is what us holds before its return: the batch's cash if it

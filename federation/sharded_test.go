@@ -550,24 +550,8 @@ func TestBatchInDoubtPartlyApplied(t *testing.T) {
 	}
 	eu.heardFrom("us", st, now)
 	eu.tend(ctx, p, now) // sync: settle
-	for range 5 {
-		pd, err := eu.nextBatch(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pd == nil {
-			break
-		}
-		dec, err := Decode(pd.frame, Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := us.Put(ctx, "eu", dec); err != nil {
-			t.Fatalf("batch %d..%d after the return: %v", pd.first, pd.seq, err)
-		}
-		if err := eu.acked(ctx, p, pd); err != nil {
-			t.Fatal(err)
-		}
+	if pds := deliverAll(t, eu, us); len(pds) == 0 || !pds[0].doubt {
+		t.Fatalf("%d batches after the return, want the batch in doubt first", len(pds))
 	}
 	if c := usCash(); c != 6 {
 		t.Errorf("us's shards hold %v cash, want the batch's 6 once", c)
