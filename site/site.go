@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/meridian-crawler/meridian/certs"
@@ -619,13 +618,13 @@ func freeAddr(what string) (string, error) {
 	return addr, nil
 }
 
-// lockData takes an exclusive lock on the data directory.
+// lockData takes an exclusive lock on the data directory (lockFile).
 func (s *Site) lockData() error {
 	f, err := os.OpenFile(filepath.Join(s.cfg.Data, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("site: lock data directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
 		return fmt.Errorf("%w: %s (%v)", ErrLocked, s.cfg.Data, err)
 	}

@@ -260,7 +260,7 @@ func leaveCmd(stdout io.Writer) *cobra.Command {
 			for time.Now().Before(deadline) {
 				time.Sleep(200 * time.Millisecond)
 				if pid > 0 {
-					if syscall.Kill(pid, 0) != nil {
+					if !alive(pid) {
 						fmt.Fprintln(stdout, "left")
 						return nil
 					}
