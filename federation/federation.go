@@ -111,6 +111,9 @@ type Fed struct {
 	// site's Fed, whose view of the peers (down, sharded) it shares.
 	name string
 	site *Fed
+	// keep, on a shard's view (Shard.Keep), routes URLs of this site's
+	// own hosts between its shards.
+	keep Local
 	// shards are a sharded site's shards' views made on this node, by
 	// sender name (the latest of each: Fed.Shard), for Status.
 	shards sync.Map
@@ -250,6 +253,7 @@ func (f *Fed) Run(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var lastProbe time.Time
+	forgot := false // forgetRemoved done
 	probes := make(chan struct{}, 1)
 	probes <- struct{}{}
 	var wg sync.WaitGroup
@@ -277,6 +281,13 @@ func (f *Fed) Run(ctx context.Context) error {
 		}
 		if !f.o.DB.IsLeader() || f.o.Sharded != nil {
 			continue // a sharded site's shards deliver their own outboxes
+		}
+		if !forgot {
+			if err := f.forgetRemoved(ctx); err != nil {
+				f.log.Error("federation: hand over what is held for sites removed from the federation file", "err", err)
+			} else {
+				forgot = true
+			}
 		}
 		f.mu.Lock()
 		peers := make([]*peer, 0, len(f.peers))

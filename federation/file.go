@@ -134,6 +134,9 @@ func (f *File) check() error {
 		if s.Name == "" || seen[s.Name] {
 			errs = append(errs, fmt.Errorf("%s: the name is empty or repeated", where))
 		}
+		if strings.HasPrefix(s.Name, LocalOutboxPrefix) {
+			errs = append(errs, fmt.Errorf("%s: a site's name may not begin with %q", where, LocalOutboxPrefix))
+		}
 		seen[s.Name] = true
 		if !(s.Lat >= -90 && s.Lat <= 90 && s.Lon >= -180 && s.Lon <= 180) {
 			errs = append(errs, fmt.Errorf("%s: coordinates %v,%v out of range", where, s.Lat, s.Lon))

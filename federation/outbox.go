@@ -5,8 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"math"
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
@@ -366,7 +365,7 @@ func (f *Fed) rerouteStray(ctx context.Context, p *peer, applied uint64) (int, e
 			if !stray {
 				continue
 			}
-			if err := f.reroute(b, e.Payload, withCash, &self); err != nil {
+			if err := f.reroute(ctx, b, e.Payload, withCash, &self); err != nil {
 				return moved, fmt.Errorf("re-route outbox entry %d for %s: %w", e.Seq, p.name, err)
 			}
 			b.OutboxAck(p.name, e.Seq)
@@ -440,17 +439,7 @@ func (f *Fed) settle(ctx context.Context, p *peer, applied uint64) error {
 
 // doubts returns the entries in doubt for peer (handOver), oldest first.
 func (f *Fed) doubts(peer string) ([]store.OutboxEntry, error) {
-	var ds []store.OutboxEntry
-	prefix := doubtPrefix + peer + "/"
-	err := f.st.UserScan(prefix, func(k string, v []byte) error {
-		seq, err := strconv.ParseUint(strings.TrimPrefix(k, prefix), 10, 64)
-		if err != nil {
-			return fmt.Errorf("federation: bad key %q: %w", k, err)
-		}
-		ds = append(ds, store.OutboxEntry{Seq: seq, Payload: append([]byte(nil), v...)})
-		return nil
-	})
-	return ds, err
+	return f.records(doubtPrefix+peer+"/", math.MaxInt)
 }
 
 // handOver moves p's outbox, and the URLs delivered to it before, to the
@@ -478,7 +467,7 @@ func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 				mode = noCash
 				b.PutUser(doubtKey(p.name, e.Seq), e.Payload)
 			}
-			if err := f.reroute(b, e.Payload, mode, &self); err != nil {
+			if err := f.reroute(ctx, b, e.Payload, mode, &self); err != nil {
 				return false, fmt.Errorf("hand over outbox entry %d of %s: %w", e.Seq, p.name, err)
 			}
 			b.OutboxAck(p.name, e.Seq)
@@ -499,7 +488,7 @@ func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 	}
 	b := store.NewBatch()
 	for i, k := range keys {
-		if err := f.reroute(b, payloads[i], noCash, &self); err != nil {
+		if err := f.reroute(ctx, b, payloads[i], noCash, &self); err != nil {
 			return false, fmt.Errorf("hand over %s: %w", k, err)
 		}
 		b.PutUser(k, nil)
@@ -544,8 +533,10 @@ const (
 // reroute adds to b what re-sends an outbox payload to its hosts' owners
 // as this site sees the federation now (what of it: mode): new outbox
 // entries, or puts into this site's own crawl database for hosts it now
-// owns. The virtual page's share goes with the cash, and stays here.
-func (f *Fed) reroute(b *store.Batch, payload []byte, mode rerouteMode, self *inbound) error {
+// owns (a shard's: those of the shard; those of its other shards go to
+// their outboxes, Shard.Keep). The virtual page's share goes with the
+// cash, and stays here.
+func (f *Fed) reroute(ctx context.Context, b *store.Batch, payload []byte, mode rerouteMode, self *inbound) error {
 	eb, err := Decode(payload, Limits{})
 	if err != nil {
 		return err
@@ -562,10 +553,10 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, mode rerouteMode, self *in
 		}
 		h := hostOf(p.URL)
 		o := f.owner(h, locs[h])
-		if o == "" || o == f.o.Self && f.site != nil {
-			if f.site != nil {
-				return errNoInterim // a shard keeps it: no site takes it now
-			}
+		switch {
+		case o == "" && f.site != nil, o == f.o.Self && f.site != nil && f.keep == nil:
+			return errNoInterim // a shard keeps it: no site takes it now
+		case o == "":
 			o = f.o.Self // every site down: keep it here
 		}
 		by[o] = append(by[o], p)
@@ -589,6 +580,22 @@ func (f *Fed) reroute(b *store.Batch, payload []byte, mode rerouteMode, self *in
 	}
 	for o, puts := range by {
 		if o == f.o.Self {
+			if f.keep != nil {
+				// A shard: the URLs of its own, the others to their
+				// shards (still sent, by this shard's count).
+				urls := make([]route.Remote, len(puts))
+				for i, p := range puts {
+					urls[i] = route.Remote{URL: p.URL, Cash: p.Cash, Depth: p.Depth}
+				}
+				kept, err := f.keep(ctx, urls, b)
+				if err != nil {
+					return err
+				}
+				puts = puts[:0]
+				for _, u := range kept {
+					puts = append(puts, Put{URL: u.URL, Cash: u.Cash, Depth: u.Depth})
+				}
+			}
 			for _, p := range puts {
 				b.UpsertCash(p.URL, p.Cash, p.Depth)
 				self.Cash += p.Cash

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,4 +448,81 @@ func setPeerDown(f *Fed, peer string, down bool) {
 	defer f.mu.Unlock()
 	f.peers[peer].down = down
 	f.publishDown()
+}
+
+// TestForgetRemoved: eu holds an outbox for us, an entry in doubt and one
+// delivered to it; us is then removed from the federation file. At its
+// next start eu hands them to us's hosts' owners now: the outbox and the
+// entry in doubt with their cash, the delivered URLs without, and keeps
+// no record of us, so nothing of us keeps the federation from ending.
+// Before, they stayed for ever (and the outbox kept eu from being passive).
+func TestForgetRemoved(t *testing.T) {
+	ctx := context.Background()
+	eu := newTestFed(t, "eu")
+	hosts := hostsOwnedBy(t, eu, "us", 6)
+	var urls []route.Remote
+	for i, h := range hosts {
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
+	}
+	b := store.NewBatch()
+	if _, _, err := eu.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := eu.st.Outbox("us", 0, 10)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("eu's outbox for us: %d entries, %v", len(entries), err)
+	}
+	b = store.NewBatch()
+	b.PutUser(doubtKey("us", 100), entries[0].Payload)
+	b.PutUser(sentKey("us", 101), entries[0].Payload)
+	b.PutUser(outPrefix+"us", outbound{Acked: 101, Tried: 101}.encode())
+	if err := eu.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	held := outCash(t, eu, "us") + doubtCash(t, eu, "us")
+	if held != 12 {
+		t.Fatalf("held for us: %v cash, want 12", held)
+	}
+
+	file := testFile()
+	file.Sites = slices.DeleteFunc(file.Sites, func(s SiteSpec) bool { return s.Name == "us" })
+	eu2, err := New(Options{File: file, Self: "eu", DB: eu.o.DB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eu2.Shutdown(ctx) })
+	if gone, err := eu2.removedSites(); err != nil || !slices.Equal(gone, []string{"us"}) {
+		t.Fatalf("removed sites %v, %v; want [us]", gone, err)
+	}
+	if err := eu2.forgetRemoved(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gone, err := eu2.removedSites(); err != nil || len(gone) != 0 {
+		t.Errorf("after the hand-over, records of %v (%v)", gone, err)
+	}
+	if c := storeCash(t, eu2) + outCash(t, eu2, "asia"); c != held {
+		t.Errorf("cash at eu and in its outbox for asia %v, want the %v held for us", c, held)
+	}
+	// The delivered URLs went too (without cash): every URL is at eu or
+	// in its outbox for asia.
+	seen := map[string]int{}
+	eu2.st.ScanURLs(func(r store.URLRecord) error { seen[r.URL]++; return nil })
+	out, _ := eu2.st.Outbox("asia", 0, 100)
+	for _, e := range out {
+		dec, err := Decode(e.Payload, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range dec.Puts {
+			seen[p.URL]++
+		}
+	}
+	for _, u := range urls {
+		if seen[u.URL] == 0 {
+			t.Errorf("%s neither at eu nor sent to asia", u.URL)
+		}
+	}
 }

@@ -284,9 +284,10 @@ func SentTotals(st *store.Store) (map[string]uint64, error) {
 // for the URLs of other sites (Route: located, the URL-sent cache in the
 // shard's crawl database, the shard's outbox) and its sender (Step).
 type Shard struct {
-	site *Fed // the site's (on the meta group): the peers, the end
-	f    *Fed // the shard's view: its crawl database, its sender name
-	lead bool // Step: this node led the shard at the last step
+	site   *Fed // the site's (on the meta group): the peers, the end
+	f      *Fed // the shard's view: its crawl database, its sender name
+	lead   bool // Step: this node led the shard at the last step
+	forgot bool // Step: forgetRemoved done
 }
 
 // Shard returns shard db's part in f's federation (f a sharded site's),
@@ -309,6 +310,16 @@ func (f *Fed) Shard(db *crawldb.DB, name string, rounds func() (route.Rounds, er
 	f.shards.Store(name, sh)
 	return sh
 }
+
+// Local routes URLs of a sharded site's own hosts between its shards for
+// one shard (shardset's Router): it returns those of the shard and writes
+// the others into b as entries for their shards.
+type Local func(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, error)
+
+// Keep sets how the shard keeps URLs that a re-route finds its own site
+// owns (a site removed from the federation file: its hosts' new owner may
+// be this one); without it they wait in the outbox. Call it before Step.
+func (s *Shard) Keep(local Local) { s.f.keep = local }
 
 // addShards adds to s, a sharded site's Status, the figures of the shards
 // this node leads (a shard's outboxes for other sites, URL-sent cache and
@@ -452,6 +463,13 @@ func (s *Shard) Step(ctx context.Context) {
 		return
 	}
 	s.lead = true
+	if !s.forgot {
+		if err := s.f.forgetRemoved(ctx); err != nil {
+			s.f.log.Error("federation: hand over what the shard holds for sites removed from the federation file", "err", err)
+		} else {
+			s.forgot = true
+		}
+	}
 	if hosts, err := s.f.markedHosts(); err != nil {
 		s.f.log.Warn("federation: shard's hosts marked as fetched elsewhere", "err", err)
 	} else {

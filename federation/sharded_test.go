@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -562,5 +563,64 @@ func TestBatchInDoubtPartlyApplied(t *testing.T) {
 	st, _ = us.local()
 	if out, _ := eu.outboundOf("us"); out.Acked != st.Recv["eu"] {
 		t.Errorf("eu's acknowledged count for us %d, us applied up to %d", out.Acked, st.Recv["eu"])
+	}
+}
+
+// TestShardForgetsRemoved: a shard's outbox for a site removed from the
+// federation file goes to its hosts' owners now; those its own site now
+// owns are kept through the site's routing between shards (Shard.Keep),
+// and without that routing they wait rather than go astray.
+func TestShardForgetsRemoved(t *testing.T) {
+	ctx := context.Background()
+	asia, sh := newShardedTestFed(t, "asia", 1)
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0), nil)
+	file := testFile()
+	file.Sites = slices.DeleteFunc(file.Sites, func(s SiteSpec) bool { return s.Name == "us" })
+	next, err := New(Options{File: file, Self: "asia", DB: openTestDB(t, "asia-meta2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { next.Shutdown(ctx) })
+	// us's hosts, some of them asia's once us is gone.
+	var urls []route.Remote
+	toAsia := 0
+	for i, h := range hostsOwnedBy(t, asia, "us", 12) {
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
+		if next.primary(h, location{key: h}) == "asia" {
+			toAsia++
+		}
+	}
+	if toAsia == 0 || toAsia == len(urls) {
+		t.Fatalf("%d of %d hosts go to asia without us: want some, not all", toAsia, len(urls))
+	}
+	b := store.NewBatch()
+	if _, _, err := view.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	after := next.Shard(sh.dbs[0], SenderName("asia", 0), nil)
+	if err := after.f.forgetRemoved(ctx); !errors.Is(err, errNoInterim) {
+		t.Fatalf("without routing between shards: %v, want errNoInterim", err)
+	}
+	if c := outCash(t, after.f, "us"); c != 12 {
+		t.Fatalf("%v cash left for us, want all 12 waiting", c)
+	}
+	var kept []string
+	after.Keep(func(_ context.Context, urls []route.Remote, _ *store.Batch) ([]route.Remote, error) {
+		for _, u := range urls {
+			kept = append(kept, u.URL)
+		}
+		return urls, nil // all of this shard's
+	})
+	if err := after.f.forgetRemoved(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != toAsia {
+		t.Errorf("kept %d URLs through the shards' routing, want the %d asia now owns", len(kept), toAsia)
+	}
+	if c := storeCash(t, after.f) + outCash(t, after.f, "eu"); c != 12 || outCash(t, after.f, "us") != 0 {
+		t.Errorf("cash in the shard and its outbox for eu %v, for us %v; want 12 and 0", c, outCash(t, after.f, "us"))
 	}
 }

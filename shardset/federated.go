@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/route"
 	"github.com/meridian-crawler/meridian/shard"
 )
 
@@ -63,6 +65,10 @@ func (s *Set) Federate() { s.fed.on.Store(true) }
 func (s *Set) NewFedRouter(sh int, db *crawldb.DB, fs *federation.Shard) *Router {
 	r := s.NewRouter(sh, db)
 	r.fed = fs
+	fs.Keep(func(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, error) {
+		local, _, err := r.route(ctx, urls, b)
+		return local, err
+	})
 	s.fed.shards.Store(sh, &fedShard{db: db, fs: fs})
 	return r
 }

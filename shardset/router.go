@@ -24,8 +24,9 @@ const keyPrefix = "shardset/key/"
 // outboxOwner names shard t in a shard's outbox.
 func outboxOwner(t int) string { return outboxPrefix + GroupID(t) }
 
-// outboxPrefix begins the outbox owner of every other shard.
-const outboxPrefix = "~"
+// outboxPrefix begins the outbox owner of every other shard (no site's
+// name begins with it).
+const outboxPrefix = federation.LocalOutboxPrefix
 
 // Maximum records per outbox entry and per delivered frame.
 const (
