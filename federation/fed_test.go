@@ -557,44 +557,35 @@ func TestHandBackFetched(t *testing.T) {
 	}
 }
 
-// TestShardedPeerNotInterim: a peer whose probe answers say it is sharded
-// (it takes no other site's hosts) is nobody's interim owner: the hosts of
-// a site down all go to the next site that is not sharded, and when the
-// site is back this site knows it held them all; a sharded site's own
-// hosts stay its own. Before, about half of them went to the sharded
-// site, which refused them, and they waited for their owner.
-func TestShardedPeerNotInterim(t *testing.T) {
+// TestShardedPeerInterim: a sharded peer is an interim owner as any other
+// (docs/sharding.md, step 4): the hosts of a site down go to the next site
+// up on the ring, sharded or not, and when the site is back each site
+// knows which of them it held. (Before step 4, sharded sites were passed
+// over and took none.)
+func TestShardedPeerInterim(t *testing.T) {
 	eu := newTestFed(t, "eu")
 	now := time.Now()
 	eu.heardFrom("asia", probeMsg{Site: "asia", Sharded: true}, now)
 	eu.heardFrom("us", probeMsg{Site: "us"}, now)
 	usHosts := hostsOwnedBy(t, eu, "us", 40)
-	asiaHosts := hostsOwnedBy(t, eu, "asia", 10)
-	// Without asia's flag, some of us's hosts would go to asia.
-	toAsia := 0
-	for _, h := range usHosts {
-		if eu.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "us" }) == "asia" {
-			toAsia++
-		}
-	}
-	if toAsia == 0 {
-		t.Fatal("no host of us has asia next: the test tests nothing")
-	}
 	setPeerDown(eu, "us", true)
+	held := map[string]int{}
 	for _, h := range usHosts {
-		if o := eu.owner(h, location{key: h}); o != "eu" {
-			t.Errorf("%s (us's, us down): owner %q, want eu (asia is sharded)", h, o)
+		next := eu.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "us" })
+		o := eu.owner(h, location{key: h})
+		if o != next {
+			t.Errorf("%s (us's, us down): owner %q, want the next on the ring, %q", h, o, next)
 		}
+		held[o]++
 	}
-	for _, h := range asiaHosts {
-		if o := eu.owner(h, location{key: h}); o != "asia" {
-			t.Errorf("%s (asia's): owner %q, want asia", h, o)
-		}
+	if held["asia"] == 0 || held["eu"] == 0 {
+		t.Fatalf("us's hosts by interim owner %v: want some at the sharded asia and some at eu", held)
 	}
 	eu.heardFrom("us", probeMsg{Site: "us"}, now) // back
 	for _, h := range usHosts {
-		if !eu.heldFor(h, location{key: h}, "us") {
-			t.Errorf("%s: eu does not know it held it for us", h)
+		want := eu.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "us" }) == "eu"
+		if got := eu.heldFor(h, location{key: h}, "us"); got != want {
+			t.Errorf("%s: eu held it for us: %v, want %v", h, got, want)
 		}
 	}
 }

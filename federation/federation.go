@@ -91,10 +91,6 @@ type Fed struct {
 	mu    sync.Mutex
 	peers map[string]*peer
 	down  atomic.Pointer[map[string]bool] // sites down past their grace period
-	// sharded are the peers that said in their probe answers that they
-	// are sharded: they take no other site's hosts, so they are nobody's
-	// interim owner (Fed.interim).
-	sharded atomic.Pointer[map[string]bool]
 	// returned: a site down past its grace period came back since this
 	// site started (it may hold some of its hosts).
 	returned atomic.Bool
@@ -111,6 +107,8 @@ type Fed struct {
 	// site's Fed, whose view of the peers (down, sharded) it shares.
 	name string
 	site *Fed
+	// shardNo is a shard's view's shard (from its sender name).
+	shardNo int
 	// keep, on a shard's view (Shard.Keep), routes URLs of this site's
 	// own hosts between its shards.
 	keep Local
@@ -173,7 +171,6 @@ func New(o Options) (*Fed, error) {
 	}
 	f := &Fed{o: o, st: o.DB.Store(), part: part, log: o.Logger, peers: map[string]*peer{}, locs: locations{m: map[string]location{}}}
 	f.down.Store(&map[string]bool{})
-	f.sharded.Store(&map[string]bool{})
 	now := o.Now()
 	start := &gate{peers: map[string]bool{}} // until each peer is heard from
 	for _, s := range o.File.Sites {
@@ -211,16 +208,6 @@ func (f *Fed) isDown(site string) bool {
 		return f.site.isDown(site)
 	}
 	return (*f.down.Load())[site]
-}
-
-// notInterim reports whether site cannot hold another site's hosts now:
-// it is down, or it is sharded (a sharded site takes none; this one too,
-// if it is).
-func (f *Fed) notInterim(site string) bool {
-	if f.site != nil {
-		return f.site.notInterim(site)
-	}
-	return (*f.down.Load())[site] || (*f.sharded.Load())[site] || site == f.o.Self && f.o.Sharded != nil
 }
 
 func (f *Fed) noteReceived(index uint64, urls int) {
@@ -367,8 +354,13 @@ func (f *Fed) tend(ctx context.Context, p *peer, now time.Time) {
 
 // reseed adds to this site's frontier the seeds of p's hosts that this
 // site owns while p is down (with no cash: the seeds' cash was injected at
-// p).
+// p). A shard's view adds those of its own shard's hosts (located by its
+// site, and recorded in the shard: their fetched URLs go back to p).
 func (f *Fed) reseed(ctx context.Context, p *peer) error {
+	at := f // where the seeds' hosts are located
+	if f.site != nil {
+		at = f.site
+	}
 	hosts := map[string]bool{}
 	var list []string
 	for _, u := range f.o.Seeds {
@@ -377,18 +369,28 @@ func (f *Fed) reseed(ctx context.Context, p *peer) error {
 			list = append(list, h)
 		}
 	}
-	if _, err := f.Owners(ctx, list); err != nil { // locate them
+	if _, err := at.Owners(ctx, list); err != nil { // locate them
 		return err
 	}
 	b := store.NewBatch()
 	n := 0
 	for _, u := range f.o.Seeds {
 		h := hostOf(u)
-		l, ok, err := f.cachedLoc(h)
+		l, ok, err := at.cachedLoc(h)
 		if err != nil || !ok {
 			return err
 		}
+		if f.site != nil && f.site.o.Sharded.ShardOf(l.key) != f.shardNo {
+			continue // another shard's
+		}
 		if f.primary(h, l) == p.name && f.owner(h, l) == f.o.Self {
+			if at != f {
+				if _, known, err := f.cachedLoc(h); err != nil {
+					return err
+				} else if !known {
+					b.PutUser(locPrefix+h, encodeLocation(l))
+				}
+			}
 			b.PutIfAbsent(u, 0, 0)
 			n++
 		}

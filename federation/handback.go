@@ -91,10 +91,15 @@ func decodeBack(b []byte) (backRecord, error) {
 	return backRecord{Pending: b[0] == 1, Seq: seq}, nil
 }
 
-// handBackMsg is a hand-back in a probe's state.
-type handBackMsg struct {
-	Pending bool   `json:"pending,omitempty"`
-	Seq     uint64 `json:"seq,omitempty"`
+// HandBack is a site's hand-back of another site's hosts, as its probe
+// answers say: pending, or done up to its last outbox entry, Seq; a
+// sharded site's shards each send under their own name and numbers, so
+// its hand-back done gives each shard's last entry (Senders, by sender
+// name; Seq is then 0).
+type HandBack struct {
+	Pending bool              `json:"pending,omitempty"`
+	Seq     uint64            `json:"seq,omitempty"`
+	Senders map[string]uint64 `json:"senders,omitempty"`
 }
 
 // backRecords returns this site's hand-back records, by site.
@@ -187,7 +192,7 @@ func (f *Fed) heldFor(h string, l location, site string) bool {
 	if f.part.Owner(ph, f.isDown) != site {
 		return false
 	}
-	return f.part.Owner(ph, func(s string) bool { return s == site || f.notInterim(s) }) == f.o.Self
+	return f.part.Owner(ph, func(s string) bool { return s == site || f.isDown(s) }) == f.o.Self
 }
 
 // sendFetched puts in site's outbox a fetched-elsewhere record of every URL
@@ -280,7 +285,7 @@ func (f *Fed) updateGate() error {
 	g := &gate{peers: map[string]bool{}, hosts: map[string]bool{}}
 	type view struct {
 		name string
-		hb   handBackMsg
+		hb   HandBack
 		has  bool
 	}
 	var check []view
@@ -295,23 +300,34 @@ func (f *Fed) updateGate() error {
 			hb, ok := p.state.HandBack[f.o.Self]
 			if ok && hb.Pending {
 				g.peers[name] = true
-			} else if ok && hb.Seq > 0 {
+			} else if ok && (hb.Seq > 0 || len(hb.Senders) > 0) {
 				check = append(check, view{name, hb, ok})
 			}
 		}
 	}
 	f.mu.Unlock()
 	for _, v := range check {
-		raw, err := f.st.User(inPrefix + v.name)
-		if err != nil {
-			return err
+		// What the peer (or each of its shards) queued for this site up
+		// to the end of its hand-back must be applied here.
+		upTo := v.hb.Senders
+		if v.hb.Seq > 0 {
+			upTo = map[string]uint64{v.name: v.hb.Seq}
 		}
-		in, err := decodeInbound(raw)
-		if err != nil {
-			return err
-		}
-		if in.Seq < v.hb.Seq {
-			g.peers[v.name] = true
+		for sender, seq := range upTo {
+			if SiteOfSender(sender) != v.name && sender != v.name {
+				continue // not the peer's: ignored
+			}
+			raw, err := f.st.User(inPrefix + sender)
+			if err != nil {
+				return err
+			}
+			in, err := decodeInbound(raw)
+			if err != nil {
+				return err
+			}
+			if in.Seq < seq {
+				g.peers[v.name] = true
+			}
 		}
 	}
 	var err error
@@ -384,7 +400,7 @@ func (f *Fed) Waiting(host string) bool {
 	if f.part.Owner(ph, f.isDown) != f.o.Self || f.part.Owner(ph, nil) != f.o.Self {
 		return false // not this site's own host
 	}
-	return peers[f.part.Owner(ph, func(s string) bool { return s == f.o.Self || f.notInterim(s) })]
+	return peers[f.part.Owner(ph, func(s string) bool { return s == f.o.Self || f.isDown(s) })]
 }
 
 // rounds reads the rounds' state (Options.Rounds); with none, round 1 is

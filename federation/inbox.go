@@ -199,17 +199,13 @@ func (f *Fed) mine(locs map[string]location, what string, i int, u string) error
 	if !ok {
 		return fmt.Errorf("%w: %s %d (%.200s): no location for host %q in the batch", ErrRefused, what, i, u, h)
 	}
-	if f.o.Sharded != nil && f.primary(h, l) != f.o.Self {
-		// A sharded site takes no host of a site down (docs/sharding.md).
-		return fmt.Errorf("%w: %s %d: %.200s belongs to site %s (a sharded site takes no other site's hosts)", ErrNotOwner, what, i, u, f.primary(h, l))
-	}
 	if !f.takes(f.o.Self, h, l) {
 		return fmt.Errorf("%w: %s %d: %.200s belongs to site %s", ErrNotOwner, what, i, u, f.owner(h, l))
 	}
 	return nil
 }
 
-// takes reports whether site, unsharded, takes URLs of host h (located at
+// takes reports whether site takes URLs of host h (located at
 // l) as this site sees the federation: it owns h now, or is its primary
 // owner (a batch sent before the sites' views of who is down agreed).
 func (f *Fed) takes(site, h string, l location) bool {

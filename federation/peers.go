@@ -48,7 +48,6 @@ type peer struct {
 	// would count against its peers.
 	missed, missedAt int
 	askedAt          time.Time // when the probe that got its last answer was sent
-	sharded          bool      // its answers say it is sharded (it takes no other site's hosts)
 	suspect          bool
 	down             bool // suspect past the grace period: its hosts have moved
 	heard            bool // state is from its answer
@@ -81,7 +80,8 @@ type probeMsg struct {
 	// shard learns from it what it need not send again.
 	RecvFrom map[string]uint64 `json:"recv_from,omitempty"`
 	Down     []string          `json:"down,omitempty"`
-	// Sharded: the site is sharded, and takes no other site's hosts.
+	// Sharded: the site is sharded (for the record: a sharded site takes a
+	// down site's hosts as any other does).
 	Sharded    bool `json:"sharded,omitempty"`
 	Terminated bool `json:"terminated,omitempty"`
 	// Idle is the site leader's Options.Idle (the applied index as of its
@@ -90,7 +90,7 @@ type probeMsg struct {
 	// HandBack is, per site whose hosts this site took over while it was
 	// down, this site's hand-back of the URLs it fetched of them: pending,
 	// or done up to an outbox entry (handback.go).
-	HandBack map[string]handBackMsg `json:"hand_back,omitempty"`
+	HandBack map[string]HandBack `json:"hand_back,omitempty"`
 }
 
 // local returns this node's own probe state.
@@ -126,11 +126,24 @@ func (f *Fed) local() (probeMsg, error) {
 		}
 	}
 	f.mu.Unlock()
+	if f.o.Sharded != nil {
+		// The shards hold the hosts, and their hand-back records.
+		for name, hb := range f.o.Sharded.HandBacks() {
+			if !backs[name].Pending {
+				if m.HandBack == nil {
+					m.HandBack = map[string]HandBack{}
+				}
+				m.HandBack[name] = hb
+			}
+		}
+	}
 	for name, r := range backs {
 		if m.HandBack == nil {
-			m.HandBack = map[string]handBackMsg{}
+			m.HandBack = map[string]HandBack{}
 		}
-		m.HandBack[name] = handBackMsg{Pending: r.Pending, Seq: r.Seq}
+		if _, ok := m.HandBack[name]; !ok || r.Pending {
+			m.HandBack[name] = HandBack{Pending: r.Pending, Seq: r.Seq}
+		}
 	}
 	for _, s := range f.o.File.Sites {
 		if s.Name == f.o.Self {
@@ -296,8 +309,8 @@ func (f *Fed) heardFrom(name string, m probeMsg, now time.Time) {
 	if p.down {
 		p.synced = false // settle what was in doubt, and learn what it applied
 	}
-	if p.suspect || p.down || p.sharded != m.Sharded {
-		p.suspect, p.down, p.reseeded, p.sharded = false, false, false, m.Sharded
+	if p.suspect || p.down {
+		p.suspect, p.down, p.reseeded = false, false, false
 		f.publishDown()
 	}
 }
@@ -365,9 +378,6 @@ func (f *Fed) probeAll(ctx context.Context) {
 		if p.suspect && !p.down && silent > f.o.SuspectAfter+grace && p.missed >= p.missedAt+suspectMisses {
 			p.down, changed = true, true
 			f.log.Warn("federation: site down past the grace period: its hosts go to their next owner", "site", p.name, "grace", grace)
-			if f.o.Sharded != nil {
-				f.log.Warn("federation: this site is sharded: it takes none of the hosts of a site down, and its shards hand their URLs for it to a site that is not sharded (docs/sharding.md)", "site", p.name)
-			}
 		}
 	}
 	if changed {
@@ -445,19 +455,15 @@ func (f *Fed) announce(ctx context.Context, peers []*peer) {
 	wg.Wait()
 }
 
-// publishDown publishes the sites down and the sharded ones (under f.mu).
+// publishDown publishes the sites down (under f.mu).
 func (f *Fed) publishDown() {
-	m, sh := map[string]bool{}, map[string]bool{}
+	m := map[string]bool{}
 	for name, p := range f.peers {
 		if p.down {
 			m[name] = true
 		}
-		if p.sharded {
-			sh[name] = true
-		}
 	}
 	f.down.Store(&m)
-	f.sharded.Store(&sh)
 }
 
 // wave is one round of the coordinator's termination probes.

@@ -325,7 +325,7 @@ func (f *Fed) Away(host string) bool {
 	if f.Waiting(host) {
 		return true
 	}
-	if !f.returned.Load() {
+	if !f.returned.Load() && (f.site == nil || !f.site.returned.Load()) {
 		return false
 	}
 	l, ok, err := f.cachedLoc(host)
@@ -343,13 +343,13 @@ func (f *Fed) primary(host string, l location) string {
 
 // owner is a host's owner as this site sees the federation now: sites
 // down past their grace period own nothing, and the hosts of a site down
-// go to the next site that is not sharded.
+// go to the next site up (sharded or not).
 func (f *Fed) owner(host string, l location) string {
 	h := partition.Host{Name: host, Key: l.key, Loc: l.loc}
 	if o := f.part.Owner(h, nil); !f.isDown(o) {
 		return o // its primary owner, up
 	}
-	return f.part.Owner(h, f.notInterim)
+	return f.part.Owner(h, f.isDown)
 }
 
 // entries cuts puts for owner into encoded outbox entries that the crawl

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,14 +28,20 @@ import (
 // the sender moves on only when every part is applied; only then is the
 // sender answered.
 //
-// Site failures: a sharded site takes over no host of a site down (it
-// refuses them: ErrNotOwner; its probe answers say it is sharded, and the
-// other sites pass it over when they pick a next owner); its shards hand
-// their outboxes for a peer down past its grace period over to the next
-// owners (Shard.Step), which are sites that are not sharded, or keep them
-// while there is none. A sharded site back from a failure waits, as an
-// unsharded one does, for the interim owners to hand its hosts back: each
-// shard's router asks its site's gate (Shard.Waiting).
+// Site failures: a sharded site is an interim owner as any other. It takes
+// a down site's hosts (each in its shard); each shard (Shard.Step, on its
+// leader) records that it may hold them (fed/back/SITE in its own crawl
+// database), reseeds the down site's seeds of its hosts, and hands its
+// outbox for the down site over to the next owners, keeping those its own
+// site now owns through the site's routing between shards (Shard.Keep).
+// When the site is back each shard hands back what it held (frontier URLs
+// through generate, Shard.Returned; fetched-elsewhere records, under its
+// own sender name) and records it done; the site's probe answer merges
+// the shards' records (ShardedSite.HandBacks: pending while any shard's
+// is, else each shard's last entry by sender, HandBack.Senders). A sharded
+// site back from a failure waits, as an unsharded one does, for the
+// interim owners to hand its hosts back: each shard's router asks its
+// site's gate (Shard.Waiting).
 
 // ShardedSite is what a sharded site's Fed needs of its shards.
 type ShardedSite interface {
@@ -53,6 +60,11 @@ type ShardedSite interface {
 	// a batch received whose site record is at a later index may not be
 	// in them, and the site is not passive.
 	Quiet() (passive bool, sent map[string]uint64, since uint64)
+	// HandBacks returns the site's hand-backs of other sites' hosts its
+	// shards held, by site, as the last state waves found the shards'
+	// records (Shard.HandBacks): pending while any shard's is (or while
+	// some shard's is not known), else each shard's last entry.
+	HandBacks() map[string]HandBack
 }
 
 // shardSep separates a site's name from its shard's in a sender's name.
@@ -60,6 +72,19 @@ const shardSep = "--s"
 
 // SenderName is the name shard sh of site sends its batches under.
 func SenderName(site string, sh int) string { return fmt.Sprintf("%s%s%03d", site, shardSep, sh) }
+
+// shardOfSender returns the shard a sender name (SenderName) is of, or -1.
+func shardOfSender(name string) int {
+	i := strings.LastIndex(name, shardSep)
+	if i <= 0 {
+		return -1
+	}
+	n, err := strconv.Atoi(name[i+len(shardSep):])
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
 
 // SiteOfSender returns the site a shard's sender name (SenderName) is of,
 // or "" if name names no shard.
@@ -297,9 +322,8 @@ func (f *Fed) Shard(db *crawldb.DB, name string, rounds func() (route.Rounds, er
 	o := f.o
 	o.DB, o.Sharded, o.Rounds = db, nil, rounds
 	sf := &Fed{o: o, st: db.Store(), part: f.part, client: f.client, log: f.log.With("sender", name),
-		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name, site: f}
+		peers: map[string]*peer{}, locs: locations{m: map[string]location{}}, name: name, site: f, shardNo: shardOfSender(name)}
 	sf.down.Store(&map[string]bool{})
-	sf.sharded.Store(&map[string]bool{})
 	sf.gate.Store(&gate{peers: map[string]bool{}})
 	for _, s := range o.File.Sites {
 		if s.Name != o.Self {
@@ -435,13 +459,47 @@ func (s *Shard) Finished() bool { return s.site.Finished() }
 // shard's own, looked at by Step).
 func (s *Shard) Waiting(host string) bool { return s.f.Waiting(host) }
 
-// Away reports Waiting: a sharded site holds no other site's hosts, so no
-// host is away for another reason.
-func (s *Shard) Away(host string) bool { return s.f.Waiting(host) }
+// Away reports whether the fetcher drops host's jobs (Fed.Away): a host of
+// a site back that the shard held, or one of this site's that waits.
+func (s *Shard) Away(host string) bool { return s.f.Away(host) }
 
-// Returned names no host: a sharded site holds no other site's hosts.
-func (s *Shard) Returned(context.Context, []string) (map[string]route.Owner, error) {
-	return nil, nil
+// Returned names, among hosts, those the shard held for a site that is
+// back (see route.Router, Fed.Returned).
+func (s *Shard) Returned(ctx context.Context, hosts []string) (map[string]route.Owner, error) {
+	return s.f.Returned(ctx, hosts)
+}
+
+// HandBacks returns the shard's hand-back records, by site: pending, or
+// done up to the shard's last entry (under its sender name, Senders).
+func (s *Shard) HandBacks() (map[string]HandBack, error) {
+	backs, err := s.f.backRecords()
+	if err != nil || len(backs) == 0 {
+		return nil, err
+	}
+	out := make(map[string]HandBack, len(backs))
+	for site, r := range backs {
+		hb := HandBack{Pending: r.Pending}
+		if !r.Pending && r.Seq > 0 {
+			hb.Senders = map[string]uint64{s.f.name: r.Seq}
+		}
+		out[site] = hb
+	}
+	return out, nil
+}
+
+// BackPending reports whether the shard has a hand-back to do to a site
+// that is up: work left, so the shard is not passive.
+func (s *Shard) BackPending() (bool, error) {
+	backs, err := s.f.backRecords()
+	if err != nil {
+		return false, err
+	}
+	for site, r := range backs {
+		if r.Pending && !s.site.isDown(site) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Step, on the node that leads the shard, moves each peer's outbox on:
@@ -457,6 +515,7 @@ func (s *Shard) Step(ctx context.Context) {
 		if s.lead {
 			for _, p := range s.f.peers {
 				p.pend, p.synced = nil, false
+				p.holding, p.backLoaded, p.backAfter = false, false, 0 // read again by the next leadership
 			}
 			s.lead = false
 		}
@@ -484,12 +543,32 @@ func (s *Shard) Step(ctx context.Context) {
 		s.site.mu.Unlock()
 		if down != p.down {
 			// Gone, or back: what it applied is learnt anew.
-			p.down, p.pend, p.synced, p.handedOver = down, nil, false, false
+			p.down, p.pend, p.synced, p.handedOver, p.reseeded = down, nil, false, false, false
+		}
+		if !down {
+			// The hand-back of its hosts, if it returned, goes on beside
+			// the deliveries (as Fed.tend's).
+			if err := s.f.handBackStep(ctx, p, now); err != nil && ctx.Err() == nil {
+				s.f.log.Warn("federation: shard's hand-back", "peer", name, "err", err)
+			}
 		}
 		switch {
 		case down:
+			// This site may hold its hosts now (the shard writes its own
+			// record of it), and its seeds of this shard's hosts.
+			if err := s.f.holding(ctx, p); err != nil {
+				s.f.log.Warn("federation: shard's hand-over", "peer", name, "err", err)
+				continue
+			}
 			if err := s.handOver(ctx, p); err != nil && ctx.Err() == nil {
 				s.f.log.Warn("federation: shard hand-over to the next owners", "peer", name, "err", err)
+			}
+			if !p.reseeded && ctx.Err() == nil {
+				if err := s.f.reseed(ctx, p); err != nil {
+					s.f.log.Warn("federation: shard's seeds of a site down", "peer", name, "err", err)
+				} else {
+					p.reseeded = true
+				}
 			}
 		case !p.synced:
 			if heard {

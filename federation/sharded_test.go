@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -22,8 +23,9 @@ import (
 // crawl databases, a host's shard by a hash of its key, and a shard that
 // can be made to fail its parts.
 type testShards struct {
-	dbs  []*crawldb.DB
-	down atomic.Int32 // 1 + the shard whose parts fail; 0: none
+	dbs   []*crawldb.DB
+	down  atomic.Int32 // 1 + the shard whose parts fail; 0: none
+	backs atomic.Pointer[map[string]HandBack]
 }
 
 func (s *testShards) ShardOf(key string) int {
@@ -40,6 +42,13 @@ func (s *testShards) ApplyPart(ctx context.Context, sh int, from string, part []
 }
 
 func (s *testShards) Quiet() (bool, map[string]uint64, uint64) { return false, nil, 0 }
+
+func (s *testShards) HandBacks() map[string]HandBack {
+	if b := s.backs.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
 
 func openTestDB(t *testing.T, id string) *crawldb.DB {
 	t.Helper()
@@ -264,19 +273,36 @@ func TestShardedStatus(t *testing.T) {
 }
 
 // TestShardHandsOver: a shard of a sharded site hands its outbox for a
-// site down over to the next owners, which are never its own site (it is
-// sharded): an unsharded site takes them with their cash, except a batch
-// that was on its way, whose cash waits until the site is back and says
-// it did not apply it. With no site to take them they wait. Before, a
-// shard handed nothing over and its site was never passive while a site
-// was down.
+// site down over to the next owners: another site takes them with their
+// cash, except a batch that was on its way, whose cash waits until the
+// site is back and says it did not apply it; when the next owner is the
+// shard's own site (every other site down), the shard keeps them through
+// its site's routing between shards (Keep). Before, a shard handed
+// nothing over and its site was never passive while a site was down.
 func TestShardHandsOver(t *testing.T) {
 	asia, sh := newShardedTestFed(t, "asia", 2)
 	view := asia.Shard(sh.dbs[0], SenderName("asia", 0), nil)
+	var kept []string
+	view.Keep(func(_ context.Context, urls []route.Remote, _ *store.Batch) ([]route.Remote, error) {
+		for _, u := range urls {
+			kept = append(kept, u.URL)
+		}
+		return urls, nil
+	})
 	ctx := context.Background()
+	// us's hosts whose next owner, us down, is eu.
+	var hosts []string
+	for _, h := range hostsOwnedBy(t, asia, "us", 40) {
+		if len(hosts) < 6 && asia.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "us" }) == "eu" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) < 6 {
+		t.Fatalf("%d of us's hosts go to eu next", len(hosts))
+	}
 	route1 := func(first int) {
 		var urls []route.Remote
-		for i, h := range hostsOwnedBy(t, asia, "us", 6) {
+		for i, h := range hosts {
 			urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/%d", h, first+i), Cash: 1})
 		}
 		b := store.NewBatch()
@@ -300,14 +326,7 @@ func TestShardHandsOver(t *testing.T) {
 	if c := outCash(t, view.f, "us"); c != 12 {
 		t.Fatalf("shard's outbox for us: %v cash, want 12", c)
 	}
-	// eu down too: nobody can take us's hosts (asia is sharded).
 	setPeerDown(asia, "us", true)
-	setPeerDown(asia, "eu", true)
-	view.Step(ctx)
-	if c := outCash(t, view.f, "us"); c != 12 {
-		t.Errorf("with no site to take them, %v cash left for us, want all 12 kept", c)
-	}
-	setPeerDown(asia, "eu", false)
 	view.Step(ctx)
 	if c := outCash(t, view.f, "us"); c != 0 {
 		t.Errorf("%v cash left in the shard's outbox for us after the hand-over", c)
@@ -315,8 +334,8 @@ func TestShardHandsOver(t *testing.T) {
 	if c, d := outCash(t, view.f, "eu"), doubtCash(t, view.f, "us"); c != 6 || d != 6 {
 		t.Errorf("handed to eu %v cash, in doubt %v; want 6 (never sent) and 6 (in flight)", c, d)
 	}
-	if n := storeCash(t, asia) + storeCash(t, view.f); n != 0 {
-		t.Errorf("the sharded site kept %v cash of us's hosts", n)
+	if n := storeCash(t, asia) + storeCash(t, view.f); n != 0 || len(kept) != 0 {
+		t.Errorf("the sharded site kept %v cash, %d URLs of us's hosts that eu owns now", n, len(kept))
 	}
 	if in, err := view.InDoubt(); err != nil || in {
 		t.Errorf("in doubt with us down: %v, %v; want false (us may never return)", in, err)
@@ -339,6 +358,22 @@ func TestShardHandsOver(t *testing.T) {
 	}
 	if in, _ := view.InDoubt(); in {
 		t.Error("still in doubt after the shard delivered them again")
+	}
+
+	// Every other site down: the shard's own site is the next owner, and
+	// the shard keeps what it has for us (and, without cash, the URLs it
+	// had delivered to us).
+	route1(200)
+	setPeerDown(asia, "us", true)
+	setPeerDown(asia, "eu", true)
+	view.Step(ctx)
+	if c := outCash(t, view.f, "us"); c != 0 || storeCash(t, view.f) != 6 {
+		t.Errorf("every other site down: %v cash left for us, %v cash in the shard; want 0 and 6", c, storeCash(t, view.f))
+	}
+	for i, h := range hosts {
+		if u := fmt.Sprintf("http://%s/%d", h, 200+i); !slices.Contains(kept, u) {
+			t.Errorf("%s not kept by the shard", u)
+		}
 	}
 }
 
@@ -388,9 +423,9 @@ func TestShardWaitsForHandBack(t *testing.T) {
 	waits("no peer heard yet", map[string]bool{"us": true, "eu": true})
 	now := time.Now()
 	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
-	asia.heardFrom("us", probeMsg{Site: "us", HandBack: map[string]handBackMsg{"asia": {Pending: true}}}, now)
+	asia.heardFrom("us", probeMsg{Site: "us", HandBack: map[string]HandBack{"asia": {Pending: true}}}, now)
 	waits("us's hand-back pending", map[string]bool{"us": true})
-	asia.heardFrom("us", probeMsg{Site: "us", HandBack: map[string]handBackMsg{"asia": {Seq: 3}}}, now)
+	asia.heardFrom("us", probeMsg{Site: "us", HandBack: map[string]HandBack{"asia": {Seq: 3}}}, now)
 	setInbound := func(seq uint64) {
 		b := store.NewBatch()
 		b.PutUser(inPrefix+"us", inbound{Seq: seq}.encode())
@@ -622,5 +657,105 @@ func TestShardForgetsRemoved(t *testing.T) {
 	}
 	if c := storeCash(t, after.f) + outCash(t, after.f, "eu"); c != 12 || outCash(t, after.f, "us") != 0 {
 		t.Errorf("cash in the shard and its outbox for eu %v, for us %v; want 12 and 0", c, outCash(t, after.f, "us"))
+	}
+}
+
+// TestShardHoldsAndHandsBack: a shard of a sharded site is an interim
+// owner (step 4): with us down it records that it may hold us's hosts and
+// reseeds us's seeds of its hosts; when us is back it hands back the
+// fetched URLs of those hosts (its outbox for us, under its own sender
+// name) and records the hand-back done; its HandBacks say so per sender,
+// the site's probe answer carries them (the shards' merged record), and a
+// site waiting for it (an unsharded us) waits until it has applied up to
+// that sender's number.
+func TestShardHoldsAndHandsBack(t *testing.T) {
+	ctx := context.Background()
+	asia, sh := newShardedTestFed(t, "asia", 1)
+	var held []string
+	for _, h := range hostsOwnedBy(t, asia, "us", 40) {
+		if asia.part.Owner(partition.Host{Name: h, Key: h}, func(s string) bool { return s == "us" }) == "asia" {
+			held = append(held, h)
+		}
+	}
+	if len(held) < 2 {
+		t.Fatalf("%d of us's hosts go to asia next", len(held))
+	}
+	asia.o.Seeds = []string{"http://" + held[0] + "/", "http://" + held[1] + "/"}
+	view := asia.Shard(sh.dbs[0], SenderName("asia", 0), nil)
+	view.Keep(func(_ context.Context, urls []route.Remote, _ *store.Batch) ([]route.Remote, error) { return urls, nil })
+	now := time.Now()
+	asia.heardFrom("eu", probeMsg{Site: "eu"}, now)
+	asia.heardFrom("us", probeMsg{Site: "us"}, now)
+	setPeerDown(asia, "us", true)
+	view.Step(ctx)
+	backs, err := view.HandBacks()
+	if err != nil || !backs["us"].Pending {
+		t.Fatalf("the shard's hand-backs with us down: %+v, %v; want us pending", backs, err)
+	}
+	if busy, _ := view.BackPending(); busy {
+		t.Error("a hand-back to us, down, counted as work to do")
+	}
+	for _, u := range asia.o.Seeds {
+		if ok, _ := view.f.st.Contains(u); !ok {
+			t.Errorf("seed %s of us's host held here not reseeded in the shard", u)
+		}
+	}
+	// The shard fetched a seed meanwhile.
+	b := store.NewBatch()
+	b.RecordFetch(store.FetchResult{URL: asia.o.Seeds[0], Status: store.StatusFetched, HTTPStatus: 200})
+	if err := view.f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// us is back: the shard hands back (no round of its in flight).
+	asia.heardFrom("us", probeMsg{Site: "us", RecvFrom: map[string]uint64{}}, now)
+	if busy, _ := view.BackPending(); !busy {
+		t.Error("the hand-back to us, back, not counted as work to do")
+	}
+	view.Step(ctx)
+	backs, _ = view.HandBacks()
+	seq := backs["us"].Senders[view.f.name]
+	if backs["us"].Pending || seq == 0 {
+		t.Fatalf("the shard's hand-back after us's return: %+v", backs["us"])
+	}
+	pd, err := view.f.nextBatch(view.f.peers["us"])
+	if err != nil || pd == nil || pd.seq != seq {
+		t.Fatalf("the shard's batch for us: %+v, %v; want its hand-back up to %d", pd, err, seq)
+	}
+	dec, err := Decode(pd.frame, Limits{})
+	if err != nil || len(dec.Fetched) != 1 || dec.Fetched[0].URL != asia.o.Seeds[0] {
+		t.Fatalf("hand-back batch: %+v, %v; want the fetched seed", dec, err)
+	}
+	// The site's probe answer merges the shards' (here, what the waves
+	// found: testShards.backs).
+	sh.backs.Store(&map[string]HandBack{"us": backs["us"]})
+	m, err := asia.local()
+	if err != nil || !maps.Equal(m.HandBack["us"].Senders, backs["us"].Senders) {
+		t.Fatalf("asia's probe answer: hand-back to us %+v, %v; want the shard's", m.HandBack["us"], err)
+	}
+	// us waits for asia until it has applied the shard's entries up to seq.
+	us := newTestFed(t, "us")
+	us.mu.Lock()
+	for _, p := range us.peers {
+		p.heard = true
+	}
+	us.peers["asia"].state = m
+	us.mu.Unlock()
+	if _, err := us.locateAll(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	if !us.Waiting(held[0]) {
+		t.Fatalf("%s does not wait for asia's shard's hand-back", held[0])
+	}
+	if err := us.Put(ctx, "asia", dec); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.updateGate(); err != nil {
+		t.Fatal(err)
+	}
+	if us.Waiting(held[0]) {
+		t.Errorf("%s still waits once the shard's hand-back is applied", held[0])
 	}
 }

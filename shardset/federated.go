@@ -38,6 +38,9 @@ type fedState struct {
 	quiet bool
 	sent  map[string]uint64
 	since uint64
+	// backs and allBacks: the last wave's hand-backs (HandBacks).
+	backs    map[string]federation.HandBack
+	allBacks bool
 }
 
 // fedShard is a shard's sender, and the crawl database it was made for.
@@ -119,6 +122,31 @@ func (s *Set) Quiet() (bool, map[string]uint64, uint64) {
 	s.fed.mu.Lock()
 	defer s.fed.mu.Unlock()
 	return s.fed.quiet, s.fed.sent, s.fed.since
+}
+
+// HandBacks returns the site's hand-backs as the meta leader's last wave
+// merged them (federation.ShardedSite): with a shard's state missing from
+// it, every site any shard has a record for is pending (the missing shard
+// may hold its hosts). nil on another node.
+func (s *Set) HandBacks() map[string]federation.HandBack {
+	s.fed.mu.Lock()
+	defer s.fed.mu.Unlock()
+	if s.fed.allBacks {
+		return s.fed.backs
+	}
+	out := make(map[string]federation.HandBack, len(s.fed.backs))
+	for site := range s.fed.backs {
+		out[site] = federation.HandBack{Pending: true}
+	}
+	return out
+}
+
+// setBacks publishes a wave's merged hand-backs (all: every shard's
+// state was in it).
+func (s *Set) setBacks(backs map[string]federation.HandBack, all bool) {
+	s.fed.mu.Lock()
+	s.fed.backs, s.fed.allBacks = backs, all
+	s.fed.mu.Unlock()
 }
 
 // setQuiet publishes a wave's verdict.

@@ -183,12 +183,18 @@ func (r *Router) Finished() bool {
 	return r.set.finished()
 }
 
-// Returned names no host: a sharded site holds no other site's hosts.
-func (r *Router) Returned(context.Context, []string) (map[string]route.Owner, error) { return nil, nil }
+// Returned names, among hosts, those the shard held for another site
+// that is back (federation.Shard.Returned); none without a federation.
+func (r *Router) Returned(ctx context.Context, hosts []string) (map[string]route.Owner, error) {
+	if r.fed == nil {
+		return nil, nil
+	}
+	return r.fed.Returned(ctx, hosts)
+}
 
 // Away reports whether the fetcher drops host's jobs: in a federation,
-// while it waits for a hand-back (Waiting); no host of this site is
-// another's.
+// a host the shard held for a site that is back, or one of this site's
+// that waits for a hand-back (federation.Shard.Away).
 func (r *Router) Away(host string) bool { return r.fed != nil && r.fed.Away(host) }
 
 // Waiting reports whether host, this site's, waits for another site to

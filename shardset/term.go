@@ -46,6 +46,9 @@ type shardState struct {
 	// Sites is, in a federation, per other site, the last outbox entry
 	// of this shard's that it acknowledged.
 	Sites map[string]uint64 `json:"sites,omitempty"`
+	// Backs is, in a federation, the shard's hand-backs of other sites'
+	// hosts it held (federation.Shard.HandBacks).
+	Backs map[string]federation.HandBack `json:"backs,omitempty"`
 }
 
 // nodeState is a node's record: the states of the shards it leads.
@@ -86,6 +89,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 					since = min(since, prev.meta)
 				}
 				s.setQuiet(quiet, w.sent, since)
+				s.setBacks(w.backs, w.allBacks)
 				prev = &w
 			case w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w):
 				if err := s.markFinished(ctx); err != nil {
@@ -97,6 +101,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 		} else {
 			prev = nil
 			s.setQuiet(false, nil, 0)
+			s.setBacks(nil, true)
 		}
 		select {
 		case <-ctx.Done():
@@ -150,14 +155,24 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 			return err
 		}
 		pending := len(heads) // the other shards (and sites) this one has entries for
+		var backs map[string]federation.HandBack
 		if v, ok := s.fed.shards.Load(r.shard); ok {
-			if d, ok := v.(*fedShard).fs.(interface{ InDoubt() (bool, error) }); ok {
+			if d, ok := v.(*fedShard).fs.(backer); ok {
 				in, err := d.InDoubt()
 				if err != nil {
 					return err
 				}
 				if in {
-					pending++ // cash in doubt to settle with a site back
+					pending++ // entries in doubt to settle with a site back
+				}
+				if in, err = d.BackPending(); err != nil {
+					return err
+				}
+				if in {
+					pending++ // a hand-back to a site back
+				}
+				if backs, err = d.HandBacks(); err != nil {
+					return err
 				}
 			}
 		}
@@ -174,7 +189,7 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 		if m, err := r.db.Members(); err == nil {
 			voters = slices.Sorted(maps.Keys(m))
 		}
-		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load(), Voters: voters, Sites: sites}
+		ns.Shards[r.shard] = shardState{Term: r.db.Term(), Passive: passive, Recv: recv, Pending: pending, Acked: r.acked.Load(), Voters: voters, Sites: sites, Backs: backs}
 	}
 	v, err := json.Marshal(ns)
 	if err != nil {
@@ -185,6 +200,14 @@ func (s *Set) writeState(ctx context.Context, seq uint64) error {
 	return apply(ctx, s.o.Meta, b)
 }
 
+// backer is a shard's sender's part in site failures
+// (*federation.Shard): its entries in doubt and its hand-backs.
+type backer interface {
+	InDoubt() (bool, error)
+	BackPending() (bool, error)
+	HandBacks() (map[string]federation.HandBack, error)
+}
+
 // wave is one reading of every node's record.
 type wave struct {
 	quiet bool              // every shard reported, passive, nothing pending
@@ -192,6 +215,10 @@ type wave struct {
 	seqs  map[string]uint64 // each node's record number
 	sent  map[string]uint64 // per other site, the shards' acknowledged entries summed
 	meta  uint64            // the least of the nodes' meta indexes (nodeState.Meta)
+	// backs merges the shards' hand-backs (shardState.Backs), by site;
+	// allBacks: every shard's state was read.
+	backs    map[string]federation.HandBack
+	allBacks bool
 }
 
 // fresher reports whether every node's record in w was written after p's.
@@ -228,7 +255,7 @@ func (s *Set) memberStates(members map[string]string, fn func(node string, ns no
 // writes no more records, and a wave that waited for a newer one from it
 // would never end the crawl while it stays a member of the site.
 func (s *Set) readWave() (wave, error) {
-	w := wave{quiet: true, seqs: map[string]uint64{}, sent: map[string]uint64{}}
+	w := wave{quiet: true, seqs: map[string]uint64{}, sent: map[string]uint64{}, backs: map[string]federation.HandBack{}, allBacks: true}
 	members, err := s.o.Meta.Members()
 	if err != nil {
 		return w, err
@@ -261,6 +288,12 @@ func (s *Set) readWave() (wave, error) {
 		if !ok || !st.Passive || st.Pending > 0 {
 			w.quiet = false
 		}
+		if !ok {
+			w.allBacks = false
+		}
+		for site, hb := range st.Backs {
+			w.backs[site] = mergeBack(w.backs[site], hb)
+		}
 		fmt.Fprintf(&key, "%d:%d/%d;", sh, st.Recv, st.Acked)
 		for _, site := range slices.Sorted(maps.Keys(st.Sites)) {
 			fmt.Fprintf(&key, "%s=%d;", site, st.Sites[site])
@@ -269,6 +302,20 @@ func (s *Set) readWave() (wave, error) {
 	}
 	w.key = key.String()
 	return w, nil
+}
+
+// mergeBack merges a shard's hand-back of a site into the site's: pending
+// if either is, else every shard's last entry.
+func mergeBack(a, b federation.HandBack) federation.HandBack {
+	if a.Pending || b.Pending {
+		return federation.HandBack{Pending: true}
+	}
+	out := federation.HandBack{Senders: maps.Clone(a.Senders)}
+	if out.Senders == nil {
+		out.Senders = map[string]uint64{}
+	}
+	maps.Copy(out.Senders, b.Senders)
+	return out
 }
 
 // markFinished writes the end mark (once).

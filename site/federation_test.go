@@ -119,8 +119,9 @@ func fedConfig(w *fedWeb, root, fedFile, name string) site.Config {
 
 // owners computes each host's owner the way the federation must: its
 // smallest address is its key; GeoIP locates it for the distance
-// partitioner.
-func owners(t *testing.T, w *fedWeb, f federation.File, down string, sharded ...string) map[string]string {
+// partitioner; with site down, its hosts go to the next site on the ring
+// (sharded or not).
+func owners(t *testing.T, w *fedWeb, f federation.File, down string) map[string]string {
 	t.Helper()
 	var sites []partition.Site
 	for _, s := range f.Sites {
@@ -140,8 +141,8 @@ func owners(t *testing.T, w *fedWeb, f federation.File, down string, sharded ...
 		loc := db.Locate(h.IP)
 		ph := partition.Host{Name: h.Name, Key: partition.Key(h.Name, []netip.Addr{h.IP}), Loc: loc}
 		o := p.Owner(ph, nil)
-		if o == down { // its next owner: not a sharded site (it takes no other site's hosts)
-			o = p.Owner(ph, func(s string) bool { return s == down || slices.Contains(sharded, s) })
+		if o == down { // its next owner
+			o = p.Owner(ph, func(s string) bool { return s == down })
 		}
 		out[h.Name] = o
 	}
@@ -276,17 +277,11 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	}
 	t.Logf("hosts per site (%s): %v", file.Partitioner, hostsOf)
 	after := own
-	var sharded []string
-	for _, cfg := range cfgs {
-		if cfg.Shards > 0 {
-			sharded = append(sharded, cfg.Region)
-		}
-	}
 	if faults.gone != "" {
-		after = owners(t, w, file, faults.gone, sharded...)
+		after = owners(t, w, file, faults.gone)
 	}
 	if faults.returned != "" {
-		after = owners(t, w, file, faults.returned, sharded...)
+		after = owners(t, w, file, faults.returned)
 	}
 	interim, late := 0, 0 // pages of the returning site's hosts the others fetched; after the window
 	// The returning site's hosts' URLs: when an interim owner first
