@@ -144,6 +144,25 @@ func deliverAll(t *testing.T, from, to *Fed) []*pending {
 	return pds
 }
 
+// routeVia routes a URL with one unit of cash on each of hosts through f
+// (Route, then its command applied), and returns them.
+func routeVia(t *testing.T, f *Fed, hosts []string) []route.Remote {
+	t.Helper()
+	ctx := context.Background()
+	var urls []route.Remote
+	for i, h := range hosts {
+		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
+	}
+	b := store.NewBatch()
+	if _, _, err := f.Route(ctx, urls, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	return urls
+}
+
 // usCash is what us holds before its return: the batch's cash if it
 // applied it.
 func usCash(applied bool) float64 {
@@ -459,23 +478,12 @@ func setPeerDown(f *Fed, peer string, down bool) {
 func TestForgetRemoved(t *testing.T) {
 	ctx := context.Background()
 	eu := newTestFed(t, "eu")
-	hosts := hostsOwnedBy(t, eu, "us", 6)
-	var urls []route.Remote
-	for i, h := range hosts {
-		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
-	}
-	b := store.NewBatch()
-	if _, _, err := eu.Route(ctx, urls, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := eu.apply(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	urls := routeVia(t, eu, hostsOwnedBy(t, eu, "us", 6))
 	entries, err := eu.st.Outbox("us", 0, 10)
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("eu's outbox for us: %d entries, %v", len(entries), err)
 	}
-	b = store.NewBatch()
+	b := store.NewBatch()
 	b.PutUser(doubtKey("us", 100), entries[0].Payload)
 	b.PutUser(sentKey("us", 101), entries[0].Payload)
 	b.PutUser(outPrefix+"us", outbound{Acked: 101, Tried: 101}.encode())

@@ -535,17 +535,7 @@ func TestBatchInDoubtPartlyApplied(t *testing.T) {
 	if len(hosts) != 6 {
 		t.Fatalf("hosts of us by shard: %v", inShard)
 	}
-	var urls []route.Remote
-	for i, h := range hosts {
-		urls = append(urls, route.Remote{URL: fmt.Sprintf("http://%s/p/%d", h, i), Cash: 1})
-	}
-	b := store.NewBatch()
-	if _, _, err := eu.Route(ctx, urls, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := eu.apply(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	routeVia(t, eu, hosts)
 	p := eu.peers["us"]
 	now := time.Now()
 	if eu.deliver(ctx, p, now) || p.pend == nil {
