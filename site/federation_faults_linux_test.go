@@ -170,23 +170,32 @@ func peerState(t *testing.T, n *node, peer string) string {
 func TestFederationSiteReturns(t *testing.T) {
 	w := startFedWeb(t, 60, 16, 12, 29, []string{"eu", "us", "asia"})
 	_, file := writeFedFile(t, t.TempDir(), "consistent", faultGrace)
-	count := map[string]int{}
-	for _, o := range owners(t, w, file, "") {
-		count[o]++
-	}
-	back := "eu"
-	for s, n := range count {
-		if n > count[back] {
-			back = s
-		}
-	}
-	// Of the other two, the one with more hosts is sharded: both hold
-	// some of back's hosts while it is down.
-	sharded := ""
+	// The site that goes is one whose hosts both others hold while it is
+	// down (the most hosts of those); of the two, the one that holds more
+	// of them is sharded, so that both a sharded and an unsharded interim
+	// owner hand back.
+	own := owners(t, w, file, "")
+	back, sharded, best := "", "", 0
 	for _, s := range fedSites {
-		if s.Name != back && (sharded == "" || count[s.Name] > count[sharded]) {
-			sharded = s.Name
+		held := map[string]int{}
+		n := 0
+		for h, o := range owners(t, w, file, s.Name) {
+			if own[h] == s.Name {
+				held[o]++
+				n++
+			}
 		}
+		if len(held) == 2 && n > best {
+			back, best, sharded = s.Name, n, ""
+			for o, k := range held {
+				if sharded == "" || k > held[sharded] {
+					sharded = o
+				}
+			}
+		}
+	}
+	if back == "" {
+		t.Fatal("no site whose hosts both others hold while it is down: change the web's seed")
 	}
 	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, func(c *site.Config) {
 		if c.Region == sharded || c.Region == back {

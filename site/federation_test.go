@@ -361,6 +361,13 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	}
 	t.Logf("WARC responses per site: %v; fetched twice (websim): by the killed site %d, after the hand-over of the site gone %d", perSite, again, handedOver)
 	if faults.returned != "" {
+		heldBy := map[string]int{}
+		for h, o := range own {
+			if o == faults.returned {
+				heldBy[after[h]]++
+			}
+		}
+		t.Logf("%s's hosts by the site that held them while it was down: %v", faults.returned, heldBy)
 		t.Logf("pages of %s's hosts fetched by the others: %d; fetched by both: %d", faults.returned, interim, returnOverlap)
 		if interim == 0 {
 			t.Errorf("no other site fetched a page of %s's hosts while it was down", faults.returned)
