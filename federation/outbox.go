@@ -474,26 +474,15 @@ func (f *Fed) handOver(ctx context.Context, p *peer) (bool, error) {
 		}
 		return true, f.applySelf(ctx, b, self)
 	}
-	var keys []string
-	var payloads [][]byte
-	err = f.st.UserScan(sentPrefix+p.name+"/", func(k string, v []byte) error {
-		if len(keys) < 16 {
-			keys = append(keys, k)
-			payloads = append(payloads, append([]byte(nil), v...))
-		}
-		return nil
-	})
-	if err != nil || len(keys) == 0 {
+	sent, err := f.records(sentPrefix+p.name+"/", handOverChunk)
+	if err != nil || len(sent) == 0 {
 		return false, err
 	}
-	b := store.NewBatch()
-	for i, k := range keys {
-		if err := f.reroute(ctx, b, payloads[i], noCash, &self); err != nil {
-			return false, fmt.Errorf("hand over %s: %w", k, err)
-		}
-		b.PutUser(k, nil)
+	drop := func(b *store.Batch, e store.OutboxEntry) { b.PutUser(sentKey(p.name, e.Seq), nil) }
+	if err := f.moveRecords(ctx, sent, noCash, drop); err != nil {
+		return false, fmt.Errorf("hand over what was delivered to %s: %w", p.name, err)
 	}
-	return true, f.applySelf(ctx, b, self)
+	return true, nil
 }
 
 // applySelf applies b with what it gives back to this site added to the

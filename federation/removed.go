@@ -86,8 +86,9 @@ func (f *Fed) forgetRemoved(ctx context.Context) error {
 		}
 		for _, kind := range []struct {
 			prefix string
+			key    func(peer string, seq uint64) string
 			mode   rerouteMode
-		}{{doubtPrefix, withCash}, {sentPrefix, noCash}} {
+		}{{doubtPrefix, doubtKey, withCash}, {sentPrefix, sentKey, noCash}} {
 			for {
 				entries, err := f.records(kind.prefix+name+"/", handOverChunk)
 				if err != nil {
@@ -96,11 +97,8 @@ func (f *Fed) forgetRemoved(ctx context.Context) error {
 				if len(entries) == 0 {
 					break
 				}
-				key := map[uint64]string{}
-				for _, e := range entries {
-					key[e.Seq] = fmt.Sprintf("%s%s/%020d", kind.prefix, name, e.Seq)
-				}
-				if err := f.moveRecords(ctx, entries, kind.mode, func(b *store.Batch, e store.OutboxEntry) { b.PutUser(key[e.Seq], nil) }); err != nil {
+				drop := func(b *store.Batch, e store.OutboxEntry) { b.PutUser(kind.key(name, e.Seq), nil) }
+				if err := f.moveRecords(ctx, entries, kind.mode, drop); err != nil {
 					return fmt.Errorf("federation: %s%s, removed from the federation file: %w", kind.prefix, name, err)
 				}
 				moved[strings.TrimSuffix(strings.TrimPrefix(kind.prefix, "fed/"), "/")] += len(entries)

@@ -73,35 +73,36 @@ const shardSep = "--s"
 // SenderName is the name shard sh of site sends its batches under.
 func SenderName(site string, sh int) string { return fmt.Sprintf("%s%s%03d", site, shardSep, sh) }
 
-// shardOfSender returns the shard a sender name (SenderName) is of, or -1.
-func shardOfSender(name string) int {
+// splitSender splits a shard's sender name (SenderName) into its site and
+// shard; ok is false for a name that names no shard.
+func splitSender(name string) (site string, shard int, ok bool) {
 	i := strings.LastIndex(name, shardSep)
-	if i <= 0 {
-		return -1
+	if i <= 0 || len(name) == i+len(shardSep) {
+		return "", -1, false
+	}
+	for _, c := range name[i+len(shardSep):] {
+		if c < '0' || c > '9' {
+			return "", -1, false
+		}
 	}
 	n, err := strconv.Atoi(name[i+len(shardSep):])
-	if err != nil || n < 0 {
-		return -1
+	if err != nil {
+		return "", -1, false
 	}
-	return n
+	return name[:i], n, true
+}
+
+// shardOfSender returns the shard a sender name (SenderName) is of, or -1.
+func shardOfSender(name string) int {
+	_, sh, _ := splitSender(name)
+	return sh
 }
 
 // SiteOfSender returns the site a shard's sender name (SenderName) is of,
 // or "" if name names no shard.
 func SiteOfSender(name string) string {
-	i := strings.LastIndex(name, shardSep)
-	if i <= 0 {
-		return ""
-	}
-	for _, c := range name[i+len(shardSep):] {
-		if c < '0' || c > '9' {
-			return ""
-		}
-	}
-	if len(name) == i+len(shardSep) {
-		return ""
-	}
-	return name[:i]
+	site, _, _ := splitSender(name)
+	return site
 }
 
 // putSharded applies batch b from sender to the site's shards: split
