@@ -230,7 +230,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	st.Leader = c.id
 	st.TroubledCount = len(st.Troubled)
 	if c.o.CheckCash {
-		off, err := c.cashError(s)
+		off, err := c.cashError()
 		if err != nil {
 			return RoundStats{}, err
 		}
@@ -251,8 +251,18 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 // sites and received from them: cash + virtual = injected + received on
 // URLs + received for the virtual page (taken in) − sent. Cash may arrive
 // during the scan: the scan is taken again (a few times) until the cash
-// received on URLs is the same before and after it.
-func (c *Crawler) cashError(s State) (float64, error) {
+// received on URLs is the same before and after it. The round state's
+// writers (generate's hand-back of a returned site's hosts, seeding) are
+// held off during the check, and the state checked is the latest they
+// wrote: a command of theirs applied during the scan would move cash out
+// of pages that a state read before it does not count as sent. (Only with
+// Options.CheckCash: a diagnostic.)
+func (c *Crawler) cashError() (float64, error) {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	c.mu.Lock()
+	s := c.state.clone()
+	c.mu.Unlock()
 	var off float64
 	for attempt := 0; attempt < 5; attempt++ {
 		var before, after float64
