@@ -109,6 +109,9 @@ type nodeSide struct {
 	// deposedStageDelay (nanoseconds; tests) delays each stage pass of a
 	// deposed Solo node: a node starved of CPU.
 	deposedStageDelay atomic.Int64
+	// releasedNone counts the leaderships this node, deposed, found it
+	// held no unfinished part of (nothing to release; tests read it).
+	releasedNone atomic.Int64
 
 	// watched is what the last full watch saw (the watch loop only): a
 	// watch that would see the same skips its scans (see watch).

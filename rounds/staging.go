@@ -327,6 +327,7 @@ func (n *nodeSide) release(ctx context.Context) error {
 	}
 	if !owns {
 		n.releasedTo = bytes.Clone(tok) // nothing to release: no leader waits for it
+		n.releasedNone.Add(1)
 		return nil
 	}
 	b := store.NewBatch()
