@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,9 +90,13 @@ func New(o Options) (*Fetcher, error) {
 		return nil, err
 	}
 	o.ensureDefaults()
+	o.LocalAddrs = slices.Clone(o.LocalAddrs) // the caller's slice stays the caller's
+	for i, a := range o.LocalAddrs {
+		o.LocalAddrs[i] = a.Unmap()
+	}
 	f := &Fetcher{o: o, log: o.Logger, resolver: o.Resolver, wake: make(chan struct{}, 1)}
 	if f.resolver == nil {
-		r, err := dnscache.New(dnscache.Options{})
+		r, err := dnscache.New(dnscache.Options{LocalAddrs: o.LocalAddrs})
 		if err != nil {
 			return nil, fmt.Errorf("fetcher: resolver: %w", err)
 		}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 )
@@ -56,6 +58,18 @@ type Options struct {
 	Resolver *dnscache.Resolver
 	// Port, if not 0, is dialled instead of the URL's port.
 	Port int
+	// LocalAddrs are the local addresses HTTP connections (pages,
+	// robots.txt, sitemaps) leave from, for a multi-homed crawler or to
+	// tell crawlers on one machine apart. A connection to an IP leaves from
+	// one of the addresses of its family, always the same for that IP (a
+	// hash of it, see localaddr.Pick), so a host sees one crawler address.
+	// A connection to an IP whose family none of them has fails (no
+	// fallback to the system's choice). Every address must be the
+	// machine's (New checks by binding a socket). The resolver is not
+	// changed: give it the same addresses (dnscache.Options.LocalAddrs);
+	// the one New makes when Resolver is nil gets them. nil → the system
+	// chooses.
+	LocalAddrs []netip.Addr
 	// WARC receives every exchange that got a response. nil → no WARC.
 	WARC *warcfile.Writer
 	// Hosts persists per-host state (robots, DNS, back-off). nil → memory only.
@@ -224,6 +238,11 @@ func (o Options) Validate() error {
 	}
 	if o.OnResult == nil {
 		bad("OnResult is required")
+	}
+	for _, a := range o.LocalAddrs {
+		if err := localaddr.Check(a); err != nil {
+			bad("local address %w", err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
 )
 
@@ -40,8 +41,10 @@ func (f *Fetcher) newTransport() *http.Transport {
 }
 
 // dial connects to the address in ctx (see dialKey) on addr's port, or on
-// Options.Port. The transport detaches dials from their request, so the dial
-// is bounded by the connect timeout and stopped when Run ends.
+// Options.Port, from the local address localaddr.Pick chooses among
+// Options.LocalAddrs (if any). The transport detaches dials from their
+// request, so the dial is bounded by the connect timeout and stopped when
+// Run ends.
 func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	dt, ok := ctx.Value(dialKey{}).(*dialTarget)
 	if !ok {
@@ -57,11 +60,21 @@ func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err := netguard.Check(dt.ip, f.o.AllowPrivate); err != nil {
 		return nil, fmt.Errorf("fetcher: dial %s: %w", addr, err)
 	}
+	d := &f.dialer
+	if len(f.o.LocalAddrs) > 0 {
+		local, err := localaddr.Pick(f.o.LocalAddrs, dt.ip)
+		if err != nil {
+			return nil, fmt.Errorf("fetcher: dial %s: %w", addr, err)
+		}
+		bound := f.dialer // a copy: the shared dialer is read by every worker
+		bound.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
+		d = &bound
+	}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(f.runCtx, cancel)
 	defer stop()
-	return f.dialer.DialContext(dctx, "tcp", net.JoinHostPort(dt.ip.String(), port))
+	return d.DialContext(dctx, "tcp", net.JoinHostPort(dt.ip.String(), port))
 }
 
 // exchange is what one request of a worker sent and received. A worker owns

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/shardset"
 )
 
@@ -90,6 +92,12 @@ type Config struct {
 	// with shard.DefaultShards shards. A node that joins with --replicas
 	// set must give its site's.
 	Replicas int
+	// FetchFrom are the local addresses the fetcher's connections (HTTP
+	// and DNS) leave from, each host's always from the same one of its
+	// family (fetcher.Options.LocalAddrs); every one must be the
+	// machine's. nil → the system chooses. A node-local setting: not one
+	// of the Settings a joining node takes from its site.
+	FetchFrom []netip.Addr
 }
 
 // DefaultConfig is the configuration of `site up` with no flags: a local
@@ -182,6 +190,11 @@ func (c Config) Validate() error {
 	}
 	if c.LinkMemory < 1<<20 {
 		bad("--link-memory must be at least 1 MiB, got %d bytes", c.LinkMemory)
+	}
+	for _, a := range c.FetchFrom {
+		if err := localaddr.Check(a); err != nil {
+			bad("--fetch-from %w", err)
+		}
 	}
 	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--dns", c.DNS}, {"--raft", c.Raft}, {"--api", c.API}, {"--join", c.Join}} {
 		if a.addr == "" {

@@ -1,10 +1,13 @@
 package site_test
 
 import (
+	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -72,5 +75,41 @@ func TestReplaceAfterSetting(t *testing.T) {
 	old.Apply(&joiner)
 	if joiner.ReplaceAfter != time.Minute {
 		t.Errorf("joining a site without the setting: --replace-after %v, want the default 1m", joiner.ReplaceAfter)
+	}
+}
+
+// TestFetchFromConfig: --fetch-from takes addresses this machine has (any
+// of 127/8 on Linux), refuses one it lacks naming the flag and the
+// address, and stays with the node: it is not a crawl setting a joining
+// node takes from its site.
+func TestFetchFromConfig(t *testing.T) {
+	cfg := site.DefaultConfig()
+	cfg.FetchFrom = []netip.Addr{netip.MustParseAddr("127.0.2.1"), netip.MustParseAddr("127.0.2.2")}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate with --fetch-from 127.0.2.1,127.0.2.2: %v", err)
+	}
+	joiner := site.DefaultConfig()
+	site.SettingsOf(cfg).Apply(&joiner)
+	if joiner.FetchFrom != nil {
+		t.Errorf("a joining node took --fetch-from %v from its site", joiner.FetchFrom)
+	}
+
+	missing := netip.MustParseAddr("203.0.113.254")
+	if err := localaddr.Check(missing); err == nil {
+		t.Skipf("%v is configured on this machine", missing)
+	}
+	cfg.FetchFrom = []netip.Addr{netip.MustParseAddr("127.0.2.1"), missing, netip.IPv4Unspecified()}
+	err := cfg.Validate()
+	var nl *localaddr.NotLocalError
+	if !errors.As(err, &nl) {
+		t.Fatalf("Validate: %v, want a *localaddr.NotLocalError", err)
+	}
+	for _, want := range []string{
+		"site: --fetch-from 203.0.113.254: this machine has no such address: bind: ",
+		"site: --fetch-from 0.0.0.0: the unspecified address",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %q lacks %q", err, want)
+		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	if err != nil {
 		return err
 	}
-	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS})
+	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS, LocalAddrs: cfg.FetchFrom})
 	if err != nil {
 		return fmt.Errorf("site: resolver: %w", err)
 	}
@@ -235,7 +235,7 @@ func (s *Site) shardedStatus() Status {
 	}
 	settings := s.set.Settings()
 	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started,
-		Uptime: time.Since(s.started).Seconds(), Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs, Traffic: s.host.Traffic(),
+		Uptime: time.Since(s.started).Seconds(), Fetcher: fetcherStatusOf(s.fetch.Stats(), s.cfg.FetchFrom), CrawlDB: cs, Traffic: s.host.Traffic(),
 		Shards: shards, Sharding: &settings}
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T

@@ -307,7 +307,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if seeds, err = s.readSeeds(seeds, norm, scope); err != nil {
 		return nil, err
 	}
-	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS})
+	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS, LocalAddrs: cfg.FetchFrom})
 	if err != nil {
 		return nil, fmt.Errorf("site: resolver: %w", err)
 	}
@@ -948,6 +948,6 @@ func fetcherOptions(cfg Config) fetcher.Options {
 		UserAgent: cfg.UserAgent, Workers: cfg.Workers,
 		HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody,
-		AllowPrivate: cfg.AllowPrivate,
+		AllowPrivate: cfg.AllowPrivate, LocalAddrs: cfg.FetchFrom,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -69,6 +70,9 @@ type fetcherStatus struct {
 	// second over the last second); the dashboard shows the same figure.
 	PagesPerSec float64 `json:"pages_per_s"`
 	PagesAt     int64   `json:"pages_per_s_at"` // the sample's time, Unix milliseconds
+	// FetchFrom are the local addresses the node's fetches leave from
+	// (--fetch-from); none: the system's choice.
+	FetchFrom []netip.Addr `json:"fetch_from,omitempty"`
 }
 
 type crawldbStatus struct {
@@ -78,10 +82,10 @@ type crawldbStatus struct {
 	Leader   bool              `json:"leader"`
 }
 
-func fetcherStatusOf(st fetcher.Stats) fetcherStatus {
+func fetcherStatusOf(st fetcher.Stats, from []netip.Addr) fetcherStatus {
 	fs := fetcherStatus{Queued: st.Queued, InFlight: st.InFlight, Done: st.Done, Requests: st.Requests,
 		Bytes: st.Bytes, Retries: st.Retries, ByStatus: map[string]int64{},
-		BusySeconds: st.Busy.Seconds(), PolitenessWait: st.PolitenessWait.Seconds(), Hosts: st.Hosts}
+		BusySeconds: st.Busy.Seconds(), PolitenessWait: st.PolitenessWait.Seconds(), Hosts: st.Hosts, FetchFrom: from}
 	for k, v := range st.ByStatus {
 		fs.ByStatus[k.String()] = v
 	}
@@ -100,7 +104,7 @@ func (s *Site) Status() Status {
 		cs.ByStatus[store.Status(k).String()] = v
 	}
 	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
-		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats()), CrawlDB: cs, Traffic: s.db.Traffic()}
+		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats(), s.cfg.FetchFrom), CrawlDB: cs, Traffic: s.db.Traffic()}
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
 	if s.fed != nil {

@@ -54,8 +54,16 @@ func (st Status) WriteSummary(w io.Writer) error {
 	}
 
 	f := st.Fetcher
-	p("fetcher   %d done, %d in flight, %d queued, %d requests, %s, %d hosts in the workbench\n",
+	p("fetcher   %d done, %d in flight, %d queued, %d requests, %s, %d hosts in the workbench",
 		f.Done, f.InFlight, f.Queued, f.Requests, byteSize(f.Bytes), f.Hosts)
+	if len(f.FetchFrom) > 0 {
+		from := make([]string, len(f.FetchFrom))
+		for i, a := range f.FetchFrom {
+			from[i] = a.String()
+		}
+		p("; fetching from %s", strings.Join(from, ", "))
+	}
+	p("\n")
 
 	c := st.CrawlDB
 	p("crawldb   %d URLs, %d in the frontier, %d fetched", c.URLs, c.Frontier, c.ByStatus["fetched"])

@@ -1,6 +1,7 @@
 package site_test
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ func TestWriteSummary(t *testing.T) {
 	budget.Rounds.Finished = &rounds.Finish{Reason: rounds.EndBudget, Rounds: 5, Frontier: 12}
 	stopping := base
 	stopping.Stopped = &rounds.Finish{Reason: rounds.EndSignal, Rounds: 5, Frontier: 600, InFlight: 40}
+	fetchFrom := base
+	fetchFrom.Fetcher.FetchFrom = []netip.Addr{netip.MustParseAddr("127.0.2.1"), netip.MustParseAddr("127.0.2.2")}
 	sharded := base
 	sharded.Sharding = &shardset.Settings{Shards: 4, Replicas: 3}
 	sharded.Shards = []shardset.ShardStatus{
@@ -58,7 +61,8 @@ func TestWriteSummary(t *testing.T) {
 	}{
 		{"one node", base, []string{"site eu, node eu-1 (leader), pid 42, up 1m15s", "rounds    5 done, phase fetch; in flight: 6 update, 7 fetch",
 			"last round 5: 100 generated, 98 fetched (90 2xx), 300 new URLs", "crawldb   1000 URLs, 600 in the frontier, 350 fetched (50 gone)"},
-			[]string{"nodes", "federation", "shards"}},
+			[]string{"nodes", "federation", "shards", "fetching from"}},
+		{"fetch from", fetchFrom, []string{"hosts in the workbench; fetching from 127.0.2.1, 127.0.2.2\n"}, nil},
 		{"nodes", withNodes, []string{"\nnodes\n", "eu-1  leader", "true", "55", "eu-2  follower  false"}, []string{"federation"}},
 		{"federation", withFed, []string{"federation (consistent partitioner): crawling; sent 1234 URLs, received 567; outbox 2 entries; URL-sent cache hit 75.0% of 400",
 			"us    up", "4.0 KiB", "asia  suspect", "timeout"}, nil},

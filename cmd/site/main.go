@@ -14,17 +14,21 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/meridian-crawler/meridian/certs"
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/spf13/cobra"
 )
@@ -132,6 +136,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.DurationVar(&cfg.MaxCrawlDelay, "max-crawl-delay", cfg.MaxCrawlDelay, "a robots.txt Crawl-delay is honoured up to this")
 	f.DurationVar(&cfg.IPDelay, "ip-delay", cfg.IPDelay, "minimum gap between request starts to one IP address")
 	f.StringVar(&cfg.DNS, "dns", cfg.DNS, "DNS server host:port (default: the system's)")
+	f.Var(addrsFlag{&cfg.FetchFrom}, "fetch-from", "bind the fetcher's outgoing connections (HTTP and DNS) to the local addresses `ADDR[,ADDR...]`, for a multi-homed crawler or to tell sites on one machine apart (e.g. 127.0.2.1); each host is always reached from the same one of its family, and an address this machine lacks is refused at start. This node's own setting: not taken from the site on --join (default: the system's choice)")
 	f.BoolVar(&cfg.AllowPrivate, "allow-private", cfg.AllowPrivate, "allow fetching from loopback, private and link-local addresses")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "status, Prometheus /metrics and dashboard address (read-only, plain HTTP)")
 	f.StringVar(&cfg.API, "api", cfg.API, "this node's API address: the crawl database's API and the calls of the site's other nodes (default: the one it had, or a free loopback port); mutual TLS with --certs")
@@ -169,6 +174,39 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	return cmd
 }
+
+// addrsFlag is --fetch-from: comma-separated IP addresses (see
+// localaddr.Parse), added to the list at each use, each kept once.
+type addrsFlag struct{ addrs *[]netip.Addr }
+
+// String implements pflag.Value.
+func (f addrsFlag) String() string {
+	if f.addrs == nil {
+		return ""
+	}
+	s := make([]string, len(*f.addrs))
+	for i, a := range *f.addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set implements pflag.Value.
+func (f addrsFlag) Set(v string) error {
+	addrs, err := localaddr.Parse(v)
+	if err != nil {
+		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")) // one line after pflag's "invalid argument"
+	}
+	for _, a := range addrs {
+		if !slices.Contains(*f.addrs, a) {
+			*f.addrs = append(*f.addrs, a)
+		}
+	}
+	return nil
+}
+
+// Type implements pflag.Value.
+func (addrsFlag) Type() string { return "addrs" }
 
 func statusCmd(stdout io.Writer) *cobra.Command {
 	var data, addr string

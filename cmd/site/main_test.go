@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -83,6 +86,52 @@ func TestLeaveCommand(t *testing.T) {
 	}
 }
 
+// TestFetchFromFlag: --fetch-from takes comma-separated addresses, from
+// the command line (repeated: added up) or a config file; a bad one fails
+// before the site starts, naming the flag and the item, and an address
+// this machine lacks is refused by `site up` before it creates anything.
+func TestFetchFromFlag(t *testing.T) {
+	cfg, err := capture(t, "up", "--fetch-from", "127.0.2.1, 127.0.2.2", "--fetch-from", "127.0.2.1,[::1]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(cfg.FetchFrom); got != "[127.0.2.1 127.0.2.2 ::1]" {
+		t.Errorf("--fetch-from twice: %s", got)
+	}
+	if cfg, err = capture(t, "up"); err != nil || cfg.FetchFrom != nil {
+		t.Errorf("no --fetch-from: %v, %v; want none", cfg.FetchFrom, err)
+	}
+	conf := filepath.Join(t.TempDir(), "node.conf")
+	os.WriteFile(conf, []byte("fetch-from = 127.0.2.3\n"), 0o644)
+	if cfg, err = capture(t, "up", "--config", conf); err != nil || fmt.Sprint(cfg.FetchFrom) != "[127.0.2.3]" {
+		t.Errorf("from a config file: %v, %v", cfg.FetchFrom, err)
+	}
+
+	called := false
+	up := func(context.Context, site.Config, *slog.Logger, io.Writer) error { called = true; return nil }
+	root := newRoot(io.Discard, io.Discard, up)
+	root.SetArgs([]string{"up", "--fetch-from", "127.0.2.1,bogus"})
+	err = root.Execute()
+	if err == nil || called || !strings.Contains(err.Error(), `"--fetch-from" flag: "bogus": not an IP address`) {
+		t.Fatalf("--fetch-from bogus: %v (up called: %v), want it refused naming the flag", err, called)
+	}
+
+	missing := "203.0.113.254"
+	if localaddr.Check(netip.MustParseAddr(missing)) == nil {
+		t.Skipf("%s is configured on this machine", missing)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	root = newRoot(io.Discard, io.Discard, upSite)
+	root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "off", "--fetch-from", missing})
+	err = root.Execute()
+	if err == nil || !strings.HasPrefix(err.Error(), "site: --fetch-from 203.0.113.254: this machine has no such address: bind: ") {
+		t.Fatalf("--fetch-from %s: %v", missing, err)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("the refused node created its data directory")
+	}
+}
+
 func TestSeedsTurnWebsimOff(t *testing.T) {
 	cfg, err := capture(t, "up", "--seeds", "s.txt")
 	if err != nil || cfg.Websim != "off" {
@@ -99,7 +148,8 @@ func TestSeedsTurnWebsimOff(t *testing.T) {
 }
 
 // TestUpAndStatus runs the real `site up` on a tiny in-process websim for
-// two rounds, with `site status` asked while it runs, and bad seed lines.
+// two rounds, with `site status` asked while it runs, and bad seed lines;
+// its fetches leave from 127.0.2.1 (--fetch-from), which status shows.
 func TestUpAndStatus(t *testing.T) {
 	data := t.TempDir()
 	seeds := filepath.Join(t.TempDir(), "seeds.txt")
@@ -109,7 +159,8 @@ func TestUpAndStatus(t *testing.T) {
 	go func() {
 		root := newRoot(io.Discard, &stderr, upSite)
 		root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "clean", "--websim-hosts", "5",
-			"--websim-pages", "5", "--seeds", seeds, "--rounds", "2", "--host-delay", "10ms", "--progress", "50ms", "--log-level", "warn"})
+			"--websim-pages", "5", "--seeds", seeds, "--rounds", "2", "--host-delay", "10ms", "--progress", "50ms", "--log-level", "warn",
+			"--fetch-from", "127.0.2.1"})
 		done <- root.Execute()
 	}()
 	var status map[string]any
@@ -134,7 +185,7 @@ func TestUpAndStatus(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// The summary is for people: lines, not JSON, naming what they read.
-	for _, want := range []string{"site local, node", "\nrounds ", "\nfetcher ", "\ncrawldb ", " URLs, ", " in the frontier"} {
+	for _, want := range []string{"site local, node", "\nrounds ", "\nfetcher ", "; fetching from 127.0.2.1\n", "\ncrawldb ", " URLs, ", " in the frontier"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("status summary lacks %q:\n%s", want, summary)
 		}

@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/miekg/dns"
 )
 
@@ -49,6 +51,17 @@ type Options struct {
 	MaxEntries int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// LocalAddrs are the local addresses queries leave from (UDP and TCP),
+	// as the fetcher's connections do (fetcher.Options.LocalAddrs). A
+	// server given by IP address is queried from the address of its family
+	// that localaddr.Pick chooses for it; a server given by name from the
+	// first IPv4 address, or the first address if none is IPv4. A server
+	// whose family none of them has is not queried (its lookups fail with
+	// an error saying so), and New fails if that leaves no server. Every
+	// address must be the machine's (Validate binds a socket to each).
+	// Without servers (the Go resolver), its queries are bound too. nil →
+	// the system chooses.
+	LocalAddrs []netip.Addr
 }
 
 // The defaults of Options.
@@ -108,6 +121,11 @@ func (o Options) Validate() error {
 	if o.MaxEntries < 0 {
 		bad("max entries %d is negative", o.MaxEntries)
 	}
+	for _, a := range o.LocalAddrs {
+		if err := localaddr.Check(a); err != nil {
+			bad("local address %w", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -128,10 +146,9 @@ type Stats struct {
 // Resolver is a caching DNS resolver. It is goroutine-safe; each name has at
 // most one query in flight.
 type Resolver struct {
-	o        Options
-	servers  []string      // "ip:port" or "host:port"; empty: use sys
-	sys      *net.Resolver // when no server is known
-	udp, tcp *dns.Client
+	o       Options
+	servers []upstream    // empty: use sys
+	sys     *net.Resolver // when no server is known
 
 	mu struct {
 		sync.Mutex
@@ -149,6 +166,13 @@ type entry struct {
 	err    error
 }
 
+// upstream is a DNS server and the clients that query it.
+type upstream struct {
+	addr     string      // "ip:port" or "host:port"
+	udp, tcp *dns.Client // nil if err is set
+	err      error       // why it cannot be queried (no local address of its family)
+}
+
 // call is a query in flight that other lookups of the name wait for.
 type call struct {
 	done      chan struct{}
@@ -162,24 +186,94 @@ func New(o Options) (*Resolver, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Resolver{
-		o:   o,
-		udp: &dns.Client{Net: "udp", Timeout: o.Timeout, UDPSize: ednsSize},
-		tcp: &dns.Client{Net: "tcp", Timeout: o.Timeout},
+	o.LocalAddrs = slices.Clone(o.LocalAddrs) // the caller's slice stays the caller's
+	for i, a := range o.LocalAddrs {
+		o.LocalAddrs[i] = a.Unmap()
 	}
+	r := &Resolver{o: o}
+	var addrs []string
 	if o.Server != "" {
 		s, _ := serverAddr(o.Server) // checked by Validate
-		r.servers = []string{s}
+		addrs = []string{s}
 	} else if cfg, err := dns.ClientConfigFromFile("/etc/resolv.conf"); err == nil && len(cfg.Servers) > 0 {
 		for _, s := range cfg.Servers {
-			r.servers = append(r.servers, net.JoinHostPort(s, cfg.Port))
+			addrs = append(addrs, net.JoinHostPort(s, cfg.Port))
 		}
 	} else {
 		r.sys = net.DefaultResolver
+		if len(o.LocalAddrs) > 0 {
+			r.sys = &net.Resolver{PreferGo: true, Dial: r.dialSystem}
+		}
+	}
+	var errs []error
+	for _, a := range addrs {
+		s := r.newServer(a)
+		if s.err != nil {
+			errs = append(errs, s.err)
+		}
+		r.servers = append(r.servers, s)
+	}
+	if len(errs) > 0 && len(errs) == len(r.servers) {
+		return nil, fmt.Errorf("dnscache: no DNS server can be queried: %w", errors.Join(errs...))
 	}
 	r.mu.cache = make(map[string]entry)
 	r.mu.flight = make(map[string]*call)
 	return r, nil
+}
+
+// newServer returns the server at addr ("host:port") with its clients,
+// bound to the local address chosen for it, if any.
+func (r *Resolver) newServer(addr string) upstream {
+	s := upstream{
+		addr: addr,
+		udp:  &dns.Client{Net: "udp", Timeout: r.o.Timeout, UDPSize: ednsSize},
+		tcp:  &dns.Client{Net: "tcp", Timeout: r.o.Timeout},
+	}
+	if len(r.o.LocalAddrs) == 0 {
+		return s
+	}
+	local, err := r.localFor(addr)
+	if err != nil {
+		return upstream{addr: addr, err: fmt.Errorf("server %s: %w", addr, err)}
+	}
+	s.udp.Dialer = &net.Dialer{Timeout: r.o.Timeout, LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0))}
+	s.tcp.Dialer = &net.Dialer{Timeout: r.o.Timeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))}
+	return s
+}
+
+// localFor returns the local address queries to addr ("host:port") leave
+// from (see Options.LocalAddrs).
+func (r *Resolver) localFor(addr string) (netip.Addr, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return localaddr.Pick(r.o.LocalAddrs, ip)
+	}
+	for _, a := range r.o.LocalAddrs {
+		if a.Is4() {
+			return a, nil
+		}
+	}
+	return r.o.LocalAddrs[0], nil
+}
+
+// dialSystem dials for the Go resolver (no servers known) from the local
+// address chosen for the server it asks.
+func (r *Resolver) dialSystem(ctx context.Context, network, addr string) (net.Conn, error) {
+	local, err := r.localFor(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dnscache: server %s: %w", addr, err)
+	}
+	d := net.Dialer{Timeout: r.o.Timeout}
+	switch network {
+	case "udp", "udp4", "udp6":
+		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
+	default:
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
+	}
+	return d.DialContext(ctx, network, addr)
 }
 
 // serverAddr returns s as "host:port", adding port 53 if it has none.

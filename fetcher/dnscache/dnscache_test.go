@@ -26,6 +26,16 @@ type server struct {
 	udp, tcp   atomic.Int64
 	handle     func(network string, req *dns.Msg) *dns.Msg
 	udpS, tcpS *dns.Server
+
+	mu   sync.Mutex
+	from []string // "network source-IP" of every query
+}
+
+// sources returns the "network source-IP" of every query so far.
+func (s *server) sources() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.from...)
 }
 
 func startServer(t *testing.T, handle func(network string, req *dns.Msg) *dns.Msg) *server {
@@ -68,6 +78,10 @@ func startServer(t *testing.T, handle func(network string, req *dns.Msg) *dns.Ms
 			} else {
 				s.tcp.Add(1)
 			}
+			src, _, _ := net.SplitHostPort(w.RemoteAddr().String())
+			s.mu.Lock()
+			s.from = append(s.from, network+" "+src)
+			s.mu.Unlock()
 			if resp := s.handle(network, req); resp != nil {
 				_ = w.WriteMsg(resp)
 			}

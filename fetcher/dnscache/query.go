@@ -25,14 +25,19 @@ func (r *Resolver) query(ctx context.Context, name string) entry {
 	}
 	fqdn := dns.Fqdn(name)
 	var errs []error
-	for _, server := range r.servers {
+	for _, s := range r.servers {
+		if s.err != nil {
+			errs = append(errs, fmt.Errorf("dnscache: lookup %s: %w", name, s.err))
+			continue
+		}
+		server := s.addr
 		m := new(dns.Msg)
 		m.SetQuestion(fqdn, dns.TypeA)
 		m.SetEdns0(ednsSize, false)
-		resp, err := r.exchange(ctx, r.udp, m, server)
+		resp, err := r.exchange(ctx, s.udp, m, server)
 		if err == nil && resp.Truncated {
 			r.tcpQueries.Add(1)
-			resp, err = r.exchange(ctx, r.tcp, m, server)
+			resp, err = r.exchange(ctx, s.tcp, m, server)
 		}
 		if err := ctxErr(ctx); err != nil {
 			return entry{err: fmt.Errorf("dnscache: lookup %s: %w", name, err)}
