@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/replay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -28,6 +29,10 @@ type ReplayOptions struct {
 	DNSTTL    time.Duration
 	AdminAddr string
 	Logger    *slog.Logger
+	// Clients names client addresses as Options.Clients does. A replayed
+	// web places its hosts in no city, so they pay nothing; their requests
+	// and DNS answers are counted in Snapshot.Clients.
+	Clients []geodelay.Client
 }
 
 // StartReplay serves the responses recorded in o.WARCs by URL, with DNS for
@@ -47,6 +52,9 @@ func StartReplay(o ReplayOptions) (*Server, error) {
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		return nil, fmt.Errorf("websim: port must be in [0, 65535], got %d", o.Port)
+	}
+	if err := geodelay.Check(o.Clients); err != nil {
+		return nil, fmt.Errorf("websim: clients: %w", err)
 	}
 	arc, err := replay.Open(o.WARCs...)
 	if err != nil {
@@ -82,5 +90,5 @@ func StartReplay(o ReplayOptions) (*Server, error) {
 		close:       func() { arc.Close() },
 		setObserver: arc.SetObserver,
 	}
-	return start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger}, be, lns, port)
+	return start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger, Clients: o.Clients}, be, lns, port)
 }

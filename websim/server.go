@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/websim/dnsserver"
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -83,6 +84,9 @@ type backend struct {
 	// selfObserved: the handler reports its requests itself, through
 	// setObserver, because it serves several on a connection it takes over.
 	setObserver func(func(*http.Request) func(int))
+	// places maps each address to its city, for the distance model; nil:
+	// no address has one, and named clients pay nothing.
+	places map[netip.Addr]geodelay.Point
 }
 
 // common holds the options shared by both kinds of server.
@@ -92,6 +96,7 @@ type common struct {
 	DNSTTL    time.Duration
 	AdminAddr string
 	Logger    *slog.Logger
+	Clients   []geodelay.Client
 }
 
 // Server is a running websim: HTTP on every address of its web, DNS and
@@ -108,6 +113,7 @@ type Server struct {
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
+	geo     *geo // nil: no named clients
 
 	closeOnce sync.Once
 	closeErr  error
@@ -161,6 +167,7 @@ func start(c common, be backend, lns []net.Listener, port int) (*Server, error) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{log: c.Logger, stats: NewStats(nil), port: port, be: be, ctx: ctx, cancel: cancel}
+	s.geo = newGeo(s.stats, c.Clients, be.places, be.resolve)
 	fail := func(err error) (*Server, error) {
 		for _, l := range lns {
 			l.Close()
@@ -169,7 +176,11 @@ func start(c common, be backend, lns []net.Listener, port int) (*Server, error) 
 		return nil, err
 	}
 	if c.DNSAddr != "" {
-		d, err := dnsserver.Start(dnsserver.Options{Addr: c.DNSAddr, TTL: c.DNSTTL, Lookup: be.resolve, Logger: c.Logger})
+		do := dnsserver.Options{Addr: c.DNSAddr, TTL: c.DNSTTL, Lookup: be.resolve, Logger: c.Logger}
+		if s.geo != nil {
+			do.Delay = s.geo.dnsDelay
+		}
+		d, err := dnsserver.Start(do)
 		if err != nil {
 			return fail(fmt.Errorf("websim: dns: %w", err))
 		}
@@ -185,10 +196,20 @@ func start(c common, be backend, lns []net.Listener, port int) (*Server, error) 
 		s.goServe(s.admin, ln)
 	}
 	obs := observer(s.stats, &s.be)
-	handler := observe(obs, be.handler)
+	handler := observe(obs, s.geo, be.handler)
 	if be.setObserver != nil {
+		if g := s.geo; g != nil {
+			inner := obs
+			obs = func(r *http.Request) func(int) {
+				g.count(r)
+				return inner(r)
+			}
+		}
 		be.setObserver(obs)
 		handler = be.handler
+	}
+	if s.geo != nil {
+		c.Logger.Info("websim: named clients pay for distance", "clients", len(c.Clients), "places", len(be.places))
 	}
 	s.http = &http.Server{
 		Handler:           handler,
@@ -197,6 +218,9 @@ func start(c common, be backend, lns []net.Listener, port int) (*Server, error) 
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if s.geo != nil && be.places != nil && be.setObserver == nil {
+		s.http.ConnContext = s.geo.connContext
 	}
 	for _, ln := range lns {
 		s.goServe(s.http, ln)
@@ -234,12 +258,23 @@ func observer(stats *Stats, be *backend) func(r *http.Request) (end func(status 
 	}
 }
 
-// observe wraps h with the visitor statistics.
-func observe(obs func(*http.Request) func(int), h http.Handler) http.Handler {
+// observe wraps h with the visitor statistics and, if g is not nil, the
+// distance model's hold after the request is stamped.
+func observe(obs func(*http.Request) func(int), g *geo, h http.Handler) http.Handler {
+	if g == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			end := obs(r)
+			sw := &statusWriter{ResponseWriter: w}
+			defer func() { end(sw.code()) }()
+			h.ServeHTTP(sw, r)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		end := obs(r)
+		read := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() { end(sw.code()) }()
+		g.hold(r, read)
 		h.ServeHTTP(sw, r)
 	})
 }
@@ -336,7 +371,18 @@ func (s *Server) Stats() *Stats { return s.stats }
 // Dialer returns a DialContext that sends every connection for a web host to
 // its address, as websim's DNS would: for clients in tests.
 func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return s.DialerFrom(netip.Addr{})
+}
+
+// DialerFrom is Dialer with the connections' source address set to src (an
+// invalid src: the system's choice), so that a test client can be one of
+// the named clients of Options.Clients. With src set, only TCP networks can
+// be dialled.
+func (s *Server) DialerFrom(src netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
+	if src.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -353,6 +399,15 @@ func (s *Server) Dialer() func(ctx context.Context, network, addr string) (net.C
 		}
 		return d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
 	}
+}
+
+// ClientRTT returns the round-trip time the distance model charges between
+// the named client at address client and host (a host name of the web or
+// an address literal); ok is false if client is not named in the options'
+// Clients or host has no city. A new connection's first response waits two
+// RTTs, later ones one; a DNS answer for host's name waits one.
+func (s *Server) ClientRTT(client netip.Addr, host string) (rtt time.Duration, ok bool) {
+	return s.geo.clientRTT(client, host)
 }
 
 // Close stops every endpoint, ends slow responses and waits for its

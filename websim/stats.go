@@ -3,9 +3,13 @@ package websim
 import (
 	"encoding/json"
 	"math"
+	"net/netip"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 )
 
 // maxViolations bounds the robots violations a Stats keeps (the count goes on).
@@ -32,6 +36,73 @@ type Snapshot struct {
 	RobotsViolationCount int64               `json:"robots_violation_count"`
 	Requests             int64               `json:"requests"`
 	UnknownHost          int64               `json:"unknown_host_requests"`
+	// Clients has one entry per named client (Options.Clients), keyed by
+	// its address; absent from the JSON when there are none.
+	Clients map[string]*ClientVisitor `json:"clients,omitempty"`
+}
+
+// ClientVisitor is what websim saw of one named client and the delays the
+// distance model made it pay (see package geodelay).
+type ClientVisitor struct {
+	// Name, Lat and Lon are the client's, from the clients file.
+	Name string  `json:"name,omitempty"`
+	Lat  float64 `json:"lat"`
+	Lon  float64 `json:"lon"`
+	// Requests counts the HTTP requests from the client's address.
+	Requests int64 `json:"requests"`
+	// MeanDelayMS is the mean modelled delay added before a response's
+	// first byte (one RTT, two on a connection's first request), in
+	// milliseconds; null before the first request.
+	MeanDelayMS *float64 `json:"mean_delay_ms"`
+	// DNSAnswers counts the DNS queries answered to the client's address.
+	DNSAnswers int64 `json:"dns_answers"`
+	// MeanDNSDelayMS is the mean delay of those answers (one RTT to the
+	// host's city, none for names without one), in milliseconds; null
+	// before the first answer.
+	MeanDNSDelayMS *float64 `json:"mean_dns_delay_ms"`
+}
+
+// clientCounter counts what one named client did and paid. Its counters are
+// atomic so that the request path takes no lock.
+type clientCounter struct {
+	client                                    geodelay.Client
+	requests, delayNS, dnsAnswers, dnsDelayNS atomic.Int64
+}
+
+// request records a request that was held for d.
+func (c *clientCounter) request(d time.Duration) {
+	c.delayNS.Add(int64(d))
+	c.requests.Add(1)
+}
+
+// dns records a DNS answer that was held for d.
+func (c *clientCounter) dns(d time.Duration) {
+	c.dnsDelayNS.Add(int64(d))
+	c.dnsAnswers.Add(1)
+}
+
+func (c *clientCounter) reset() {
+	c.requests.Store(0)
+	c.delayNS.Store(0)
+	c.dnsAnswers.Store(0)
+	c.dnsDelayNS.Store(0)
+}
+
+func (c *clientCounter) visitor() *ClientVisitor {
+	mean := func(sum, n int64) *float64 {
+		if n <= 0 {
+			return nil
+		}
+		ms := float64(sum) / float64(n) / float64(time.Millisecond)
+		ms = math.Round(ms*1000) / 1000
+		return &ms
+	}
+	n, dn := c.requests.Load(), c.dnsAnswers.Load()
+	return &ClientVisitor{
+		Name: c.client.Name, Lat: c.client.Loc.Lat, Lon: c.client.Loc.Lon,
+		Requests: n, MeanDelayMS: mean(c.delayNS.Load(), n),
+		DNSAnswers: dn, MeanDNSDelayMS: mean(c.dnsDelayNS.Load(), dn),
+	}
 }
 
 type counter struct {
@@ -75,7 +146,10 @@ func (c *counter) visitor() *Visitor {
 // concurrent use.
 type Stats struct {
 	now func() time.Time
-	mu  struct {
+	// clients is set by watchClients before serving and never changed
+	// after: read without the lock.
+	clients map[netip.Addr]*clientCounter
+	mu      struct {
 		sync.Mutex
 		hosts, ips  map[string]*counter
 		violations  []string
@@ -136,6 +210,22 @@ func (s *Stats) Reset() {
 	if s.mu.urls != nil {
 		s.mu.urls = map[string]int64{}
 	}
+	for _, c := range s.clients {
+		c.reset()
+	}
+}
+
+// watchClients makes s count the named clients and returns their counters
+// by address. It must be called before s is shared, at most once.
+func (s *Stats) watchClients(clients []geodelay.Client) map[netip.Addr]*clientCounter {
+	if len(clients) == 0 {
+		return nil
+	}
+	s.clients = make(map[netip.Addr]*clientCounter, len(clients))
+	for _, c := range clients {
+		s.clients[c.Addr] = &clientCounter{client: c}
+	}
+	return s.clients
 }
 
 func getLocked(m map[string]*counter, key string) *counter {
@@ -214,6 +304,12 @@ func (s *Stats) Snapshot() *Snapshot {
 		snap.IPs[k] = c.visitor()
 	}
 	sort.Strings(snap.RobotsViolations)
+	if len(s.clients) > 0 {
+		snap.Clients = make(map[string]*ClientVisitor, len(s.clients))
+		for a, c := range s.clients {
+			snap.Clients[a.String()] = c.visitor()
+		}
+	}
 	return snap
 }
 

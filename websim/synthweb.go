@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/websim/geodb"
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -37,6 +38,13 @@ type Options struct {
 	GeoIPPath string
 	// Limits bound what hostile hosts cost websim.
 	Limits Limits
+	// Clients names client source addresses and where they are (read them
+	// from a clients file with geodelay.ReadFile). A connection or DNS query
+	// from one of them pays the modelled network delay to the city of the
+	// host it reaches (see package geodelay, and Server.ClientRTT), and
+	// Snapshot.Clients reports what each did and paid. Empty (the
+	// default): nobody pays anything and nothing changes.
+	Clients []geodelay.Client
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
 }
@@ -55,6 +63,9 @@ func (o Options) Validate() error {
 	errs = append(errs, l.validate()...)
 	if o.DNSTTL < 0 {
 		errs = append(errs, fmt.Errorf("websim: dns ttl must not be negative, got %v", o.DNSTTL))
+	}
+	if err := geodelay.Check(o.Clients); err != nil {
+		errs = append(errs, fmt.Errorf("websim: clients: %w", err))
 	}
 	for _, a := range []struct{ name, addr string }{{"dns", o.DNSAddr}, {"admin", o.AdminAddr}} {
 		if a.addr == "" {
@@ -106,8 +117,16 @@ func Start(o Options) (*Server, error) {
 	}
 	sw := &synthWeb{web: web, lim: o.Limits, slow: make(chan struct{}, o.Limits.MaxSlow), done: make(chan struct{})}
 	sw.flaky = make([]int32, len(web.Hosts()))
+	var places map[netip.Addr]geodelay.Point // only the distance model needs them
+	if len(o.Clients) > 0 {
+		places = make(map[netip.Addr]geodelay.Point, len(web.IPs()))
+		for _, e := range web.GeoEntries() {
+			places[e.IP] = geodelay.PointOf(e.City)
+		}
+	}
 	be := backend{
 		ips:     web.IPs(),
+		places:  places,
 		handler: sw,
 		close:   sw.close,
 		resolve: web.ResolveIP,
@@ -116,7 +135,7 @@ func Start(o Options) (*Server, error) {
 			return ok && pathQuery != "/robots.txt" && !web.RobotsAllowed(h, pathQuery)
 		},
 	}
-	s, err := start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger}, be, lns, port)
+	s, err := start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger, Clients: o.Clients}, be, lns, port)
 	if err != nil {
 		return nil, err
 	}

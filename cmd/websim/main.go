@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -52,6 +53,8 @@ type commonFlags struct {
 	logLevel  string
 	waitReady string
 	progress  time.Duration
+	clients   string
+	nClients  int // read from the clients file
 }
 
 func (c *commonFlags) bind(cmd *cobra.Command) {
@@ -65,6 +68,21 @@ func (c *commonFlags) bind(cmd *cobra.Command) {
 	f.DurationVar(&c.progress, "progress", 10*time.Second, "log request totals this often while serving (0: never)")
 	f.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&c.waitReady, "ready-file", "", "write \"ready\" and the addresses to this file once serving")
+	f.StringVar(&c.clients, "clients", "", "clients file, one \"ADDR CITY\" or \"ADDR LAT LON [NAME]\" a line (# comments): "+
+		"connections and DNS queries from ADDR pay the modelled network delay to each host's city")
+}
+
+// readClients reads the --clients file, if any.
+func (c *commonFlags) readClients() ([]geodelay.Client, error) {
+	if c.clients == "" {
+		return nil, nil
+	}
+	cs, err := geodelay.ReadFile(c.clients)
+	if err != nil {
+		return nil, fmt.Errorf("--clients: %w", err)
+	}
+	c.nClients = len(cs)
+	return cs, nil
 }
 
 func (c *commonFlags) logger(stderr io.Writer) (*slog.Logger, error) {
@@ -112,11 +130,15 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			clients, err := c.readClients()
+			if err != nil {
+				return err
+			}
 			o := websim.Options{
 				Web: synth.Options{Hosts: hosts, Pages: pages, Seed: seed, IPs: c.ips, IPBase: base,
 					Port: c.port, Profile: prof, PageBytes: pageBytes},
 				DNSAddr: c.dns, DNSTTL: c.dnsTTL, AdminAddr: c.admin,
-				TruthPath: truth, GeoIPPath: geoip, Logger: log,
+				TruthPath: truth, GeoIPPath: geoip, Clients: clients, Logger: log,
 			}
 			if c.port < 0 || c.port > 65535 {
 				return fmt.Errorf("--port must be in [0, 65535], got %d", c.port)
@@ -178,9 +200,13 @@ func newReplay(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			clients, err := c.readClients()
+			if err != nil {
+				return err
+			}
 			start := time.Now()
 			srv, err := websim.StartReplay(websim.ReplayOptions{WARCs: warcs, IPs: c.ips, IPBase: base, Port: c.port,
-				DNSAddr: c.dns, DNSTTL: c.dnsTTL, AdminAddr: c.admin, Logger: log})
+				DNSAddr: c.dns, DNSTTL: c.dnsTTL, AdminAddr: c.admin, Clients: clients, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -204,6 +230,9 @@ func serveUntilSignal(ctx context.Context, stdout io.Writer, srv *websim.Server,
 	}
 	if a := srv.AdminAddr(); a != "" {
 		fmt.Fprintf(stdout, "websim: stats at http://%s/_websim/stats\n", a)
+	}
+	if c.clients != "" {
+		fmt.Fprintf(stdout, "websim: %d named clients from %s pay for distance\n", c.nClients, c.clients)
 	}
 	fmt.Fprintf(stdout, "websim: ready in %v\n", time.Since(start).Round(time.Millisecond))
 	if c.waitReady != "" {

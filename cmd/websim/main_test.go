@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -115,5 +116,74 @@ func TestBinary(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "websim: stopping") {
 		t.Fatalf("output: %s", stdout.String())
+	}
+}
+
+// TestClientsFlag checks that --clients refuses a bad file naming the file
+// and the line, for serve and replay, and that a good one reaches the stats.
+func TestClientsFlag(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad-clients.txt")
+	os.WriteFile(bad, []byte("# test clients\n127.0.2.1 Frankfurt\n127.0.2.2 Frankfort\n"), 0o644)
+	dup := filepath.Join(dir, "dup-clients.txt")
+	os.WriteFile(dup, []byte("127.0.2.1 Frankfurt\n127.0.2.1 50 8\n"), 0o644)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown city", []string{"serve", "--port", "0", "--clients", bad}, "--clients: " + bad + ":3: geodelay: unknown city \"Frankfort\""},
+		{"duplicate", []string{"serve", "--port", "0", "--clients", dup}, dup + ":2: geodelay: duplicate address 127.0.2.1 (first on line 1)"},
+		{"missing file", []string{"serve", "--port", "0", "--clients", filepath.Join(dir, "none.txt")}, "none.txt"},
+		{"replay", []string{"replay", "--warc", "x.warc", "--clients", bad}, bad + ":3:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v: error %v, want %q (output %q)", c.args, err, c.want, out)
+			}
+		})
+	}
+
+	good := filepath.Join(dir, "clients.txt")
+	os.WriteFile(good, []byte("127.0.2.1 Frankfurt\n127.0.2.2 39.04 -77.49 Ashburn # us-east-1\n127.0.2.3 singapore\n"), 0o644)
+	ready := filepath.Join(dir, "ready")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	root := newRoot(&out, io.Discard)
+	root.SetArgs([]string{"serve", "--hosts", "3", "--pages", "2", "--ips", "1", "--port", "0", "--dns", "",
+		"--admin", "127.0.0.1:0", "--progress", "0", "--ready-file", ready, "--clients", good})
+	errc := make(chan error, 1)
+	go func() { errc <- root.ExecuteContext(ctx) }()
+	var admin string
+	for deadline := time.Now().Add(10 * time.Second); admin == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(ready); err == nil {
+			if i := strings.Index(string(b), "admin="); i >= 0 {
+				admin = strings.TrimSpace(string(b)[i+len("admin="):])
+			}
+		}
+	}
+	if admin == "" {
+		cancel()
+		t.Fatalf("not ready: %v", <-errc)
+	}
+	resp, err := http.Get("http://" + admin + "/_websim/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "websim: 3 named clients from "+good+" pay for distance") {
+		t.Errorf("output: %s", out.String())
+	}
+	for _, want := range []string{`"127.0.2.2": {`, `"name": "Ashburn"`, `"name": "Singapore"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stats lack %s:\n%s", want, b)
+		}
 	}
 }

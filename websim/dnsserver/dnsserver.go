@@ -60,6 +60,14 @@ type Options struct {
 	// Logger receives errors and, at debug level, one line per query.
 	// Nil discards everything.
 	Logger *slog.Logger
+	// Delay, if set, is how long to hold the answer to a query for name
+	// (lower-case, without trailing dot, "" for the root) from client (the
+	// query's UDP or TCP source address, IPv4-mapped addresses unmapped):
+	// websim's model of the network between them. The response is built at
+	// once and written after the delay; Close cuts the wait short and drops
+	// the response. Delay is called once per accepted query, concurrently
+	// from many goroutines. Nil or a non-positive result: no wait.
+	Delay func(client netip.Addr, name string) time.Duration
 }
 
 // Validate reports every problem with o at once, joined with errors.Join.
@@ -88,6 +96,8 @@ type Server struct {
 	addr    string
 	ttl     uint32
 	lookup  func(string) (netip.Addr, bool)
+	delay   func(netip.Addr, string) time.Duration // nil: answer at once
+	done    chan struct{}                          // closed when Close starts: delayed answers are dropped
 	log     *slog.Logger
 	soa     *dns.SOA // shared by all responses; packing only reads it
 	queries atomic.Int64
@@ -134,6 +144,8 @@ func Start(o Options) (*Server, error) {
 		addr:   ln.Addr().String(),
 		ttl:    uint32(ttl / time.Second),
 		lookup: o.Lookup,
+		delay:  o.Delay,
+		done:   make(chan struct{}),
 		log:    logger,
 	}
 	s.soa = &dns.SOA{
@@ -229,6 +241,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 
 	var errs []error
 	for _, l := range []*listener{s.udp, s.tcp} {
@@ -289,6 +302,9 @@ func (s *Server) countWrites(w dns.Writer) dns.Writer {
 // question.
 func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	resp := s.respond(req)
+	if s.delay != nil && !s.hold(w.RemoteAddr(), req.Question[0].Name) {
+		return // closing
+	}
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		q := req.Question[0]
 		s.log.Debug("dnsserver: query", "name", q.Name, "type", dns.Type(q.Qtype).String(),
@@ -296,6 +312,30 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 	if err := w.WriteMsg(resp); err != nil {
 		s.log.Debug("dnsserver: write response", "err", err)
+	}
+}
+
+// hold waits for Options.Delay(client, name), and reports false if Close
+// started meanwhile.
+func (s *Server) hold(from net.Addr, qname string) bool {
+	var client netip.Addr
+	switch a := from.(type) {
+	case *net.UDPAddr:
+		client = a.AddrPort().Addr().Unmap()
+	case *net.TCPAddr:
+		client = a.AddrPort().Addr().Unmap()
+	}
+	d := s.delay(client, strings.TrimSuffix(strings.ToLower(qname), "."))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.done:
+		return false
 	}
 }
 

@@ -582,3 +582,96 @@ func TestConcurrentClose(t *testing.T) {
 		}
 	}
 }
+
+// TestDelay checks that Options.Delay sees each query's source address and
+// canonical name, over UDP and TCP, that its answer waits that long and no
+// other does, and that Close cuts a long wait short.
+func TestDelay(t *testing.T) {
+	const far = 60 * time.Millisecond
+	farClient := netip.MustParseAddr("127.0.2.9")
+	var mu sync.Mutex
+	var seen []string
+	srv, err := Start(Options{Addr: "127.0.0.1:0", Lookup: (&recordingLookup{}).lookup,
+		Delay: func(client netip.Addr, name string) time.Duration {
+			mu.Lock()
+			seen = append(seen, client.String()+" "+name)
+			mu.Unlock()
+			switch {
+			case name == "stuck.test":
+				return time.Hour
+			case client == farClient && name == "example.test":
+				return far
+			}
+			return 0
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ask := func(network, from, qname string, timeout time.Duration) (time.Duration, error) {
+		var local net.Addr
+		if network == "udp" {
+			local = &net.UDPAddr{IP: net.ParseIP(from)}
+		} else {
+			local = &net.TCPAddr{IP: net.ParseIP(from)}
+		}
+		c := &dns.Client{Net: network, Timeout: timeout, Dialer: &net.Dialer{LocalAddr: local}}
+		start := time.Now()
+		_, _, err := c.Exchange(new(dns.Msg).SetQuestion(qname, dns.TypeA), srv.Addr())
+		return time.Since(start), err
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		took, err := ask(network, "127.0.2.9", "Example.TEST.", 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took < far || took > far+time.Second {
+			t.Errorf("%s: delayed answer took %v, want %v (+ up to 1s)", network, took, far)
+		}
+		for _, from := range []string{"127.0.0.1", "127.0.2.9"} {
+			qname := map[string]string{"127.0.0.1": "example.test.", "127.0.2.9": "nope.test."}[from]
+			took, err := ask(network, from, qname, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took >= far {
+				t.Errorf("%s: undelayed answer to %s for %s took %v", network, from, qname, took)
+			}
+		}
+	}
+	mu.Lock()
+	got := strings.Join(seen, ",")
+	mu.Unlock()
+	want := "127.0.2.9 example.test,127.0.0.1 example.test,127.0.2.9 nope.test"
+	if got != want+","+want {
+		t.Errorf("Delay saw %q, want %q twice", got, want)
+	}
+
+	// A query waiting an hour: Close ends the wait and drops the answer.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ask("udp", "127.0.0.1", "stuck.test.", time.Second) // times out: never answered
+		errc <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n == 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck query never reached Delay")
+		}
+	}
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close took %v with a delayed answer pending", took)
+	}
+	if err := <-errc; err == nil {
+		t.Error("the stuck query was answered after Close")
+	}
+}
