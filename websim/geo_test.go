@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -215,11 +216,16 @@ func TestClientStats(t *testing.T) {
 	if d := *fra.MeanDelayMS; d > 1.5*rttMS+0.001 || d < 1.5*rttMS-10 {
 		t.Errorf("Frankfurt mean delay %v ms, want 1.5 RTT = %.3f ms", d, 1.5*rttMS)
 	}
+	// Two requests: the p95 is the larger delay (the first, 2 RTT less
+	// the accept-to-read time), to the millisecond above.
+	if fra.P95DelayMS == nil || *fra.P95DelayMS > math.Ceil(2*rttMS) || *fra.P95DelayMS < math.Ceil(2*rttMS-10) {
+		t.Errorf("Frankfurt p95 delay %v ms, want ⌈2 RTT⌉ = %.0f ms", fra.P95DelayMS, math.Ceil(2*rttMS))
+	}
 	if d := *fra.MeanDNSDelayMS; d < rttMS/2-0.001 || d > rttMS/2+0.001 {
 		t.Errorf("Frankfurt mean DNS delay %v ms, want RTT/2 = %.3f ms", d, rttMS/2)
 	}
 	sin := snap.Clients[sinClient.Addr.String()]
-	if sin == nil || sin.Requests != 0 || sin.MeanDelayMS != nil || sin.DNSAnswers != 0 || sin.MeanDNSDelayMS != nil {
+	if sin == nil || sin.Requests != 0 || sin.MeanDelayMS != nil || sin.P95DelayMS != nil || sin.DNSAnswers != 0 || sin.MeanDNSDelayMS != nil {
 		t.Fatalf("Singapore: %+v", sin)
 	}
 	s.Stats().Reset()

@@ -54,6 +54,10 @@ type ClientVisitor struct {
 	// first byte (one RTT, two on a connection's first request), in
 	// milliseconds; null before the first request.
 	MeanDelayMS *float64 `json:"mean_delay_ms"`
+	// P95DelayMS is the 95th percentile of those delays, to the
+	// millisecond above (delays of 2 s or more count as 2 s); null before
+	// the first request.
+	P95DelayMS *float64 `json:"p95_delay_ms"`
 	// DNSAnswers counts the DNS queries answered to the client's address.
 	DNSAnswers int64 `json:"dns_answers"`
 	// MeanDNSDelayMS is the mean delay of those answers (one RTT to the
@@ -67,12 +71,42 @@ type ClientVisitor struct {
 type clientCounter struct {
 	client                                    geodelay.Client
 	requests, delayNS, dnsAnswers, dnsDelayNS atomic.Int64
+	// delayHist counts requests by delay, in whole milliseconds rounded
+	// up (the last bucket: delayBuckets−1 ms or more).
+	delayHist [delayBuckets]atomic.Int64
 }
+
+// delayBuckets is the size of a client's delay histogram (1 ms buckets).
+const delayBuckets = 2001
 
 // request records a request that was held for d.
 func (c *clientCounter) request(d time.Duration) {
 	c.delayNS.Add(int64(d))
 	c.requests.Add(1)
+	ms := (max(d, 0) + time.Millisecond - 1) / time.Millisecond
+	c.delayHist[min(int(ms), delayBuckets-1)].Add(1)
+}
+
+// p95 returns the 95th percentile of the delays recorded, in
+// milliseconds, or nil if there are none.
+func (c *clientCounter) p95() *float64 {
+	var n int64
+	for i := range c.delayHist {
+		n += c.delayHist[i].Load()
+	}
+	if n == 0 {
+		return nil
+	}
+	rank := (95*n + 99) / 100 // the smallest count covering 95%
+	var seen int64
+	for i := range c.delayHist {
+		if seen += c.delayHist[i].Load(); seen >= rank {
+			ms := float64(i)
+			return &ms
+		}
+	}
+	ms := float64(delayBuckets - 1)
+	return &ms
 }
 
 // dns records a DNS answer that was held for d.
@@ -86,6 +120,9 @@ func (c *clientCounter) reset() {
 	c.delayNS.Store(0)
 	c.dnsAnswers.Store(0)
 	c.dnsDelayNS.Store(0)
+	for i := range c.delayHist {
+		c.delayHist[i].Store(0)
+	}
 }
 
 func (c *clientCounter) visitor() *ClientVisitor {
@@ -100,7 +137,7 @@ func (c *clientCounter) visitor() *ClientVisitor {
 	n, dn := c.requests.Load(), c.dnsAnswers.Load()
 	return &ClientVisitor{
 		Name: c.client.Name, Lat: c.client.Loc.Lat, Lon: c.client.Loc.Lon,
-		Requests: n, MeanDelayMS: mean(c.delayNS.Load(), n),
+		Requests: n, MeanDelayMS: mean(c.delayNS.Load(), n), P95DelayMS: c.p95(),
 		DNSAnswers: dn, MeanDNSDelayMS: mean(c.dnsDelayNS.Load(), dn),
 	}
 }
