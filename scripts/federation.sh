@@ -9,7 +9,15 @@
 # federation file, starts the three sites and prints a progress line every
 # few seconds. Every site exits by itself when the whole federation's crawl
 # is exhausted; the script then stops websim and the WAN and prints a
-# summary: pages per site, WARC files, bytes that crossed between sites.
+# summary: pages per site, WARC files, bytes that crossed between sites,
+# and each site's mean and 95th-percentile fetch latency.
+#
+# Distance is on by default: each site fetches from a loopback address of
+# its own (site up --fetch-from: eu 127.0.2.1, us 127.0.2.2, asia
+# 127.0.2.3), which websim knows as a client at the site's place (websim
+# --clients), so a fetch pays the round trips between the site and the
+# host's city, as on the Internet; and the distance partitioner gives each
+# host to its nearest site.
 # Ctrl-C (or SIGTERM) stops the sites, then websim, then the WAN.
 #
 #   scripts/federation.sh [flags]
@@ -20,7 +28,9 @@
 # --hosts N --pages P    websim's size: hosts, mean pages per host (300, 20)
 # --ips K                loopback addresses websim spreads its hosts over (16)
 # --seed S               websim's seed (7)
-# --partitioner NAME     consistent or distance (consistent)
+# --partitioner NAME     distance or consistent (distance)
+# --geo on|off           websim charges each site its distance to the hosts
+#                        (on); off: every host is as near as loopback
 # --grace D              how long a site may be suspect before its hosts go
 #                        to their next owner (30s)
 # --delay D --jitter J   the WAN's one-way delay and jitter (40ms, 5ms)
@@ -50,6 +60,8 @@ set -euo pipefail
 
 SITES=(eu us asia)
 declare -A LAT=([eu]=53.55 [us]=40.71 [asia]=1.35) LON=([eu]=9.99 [us]=-74.01 [asia]=103.82)
+# Each site's source address for fetching (--geo on).
+declare -A FROM=([eu]=127.0.2.1 [us]=127.0.2.2 [asia]=127.0.2.3)
 
 die() {
 	echo "federation.sh: $*" >&2
@@ -66,7 +78,7 @@ seconds() {
 	return 1
 }
 
-DIR=meridian-federation HOSTS=300 PAGES=20 IPS=16 SEED=7 PARTITIONER=consistent GRACE=30s
+DIR=meridian-federation HOSTS=300 PAGES=20 IPS=16 SEED=7 PARTITIONER=distance GEO=on GRACE=30s
 DELAY=40ms JITTER=5ms PORT=7101 EVERY=5s KILL="" AFTER=20s DOWN=10s TIMEOUT=0
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -76,6 +88,7 @@ while [ $# -gt 0 ]; do
 	--ips) IPS=${2:?--ips needs a value}; shift 2 ;;
 	--seed) SEED=${2:?--seed needs a value}; shift 2 ;;
 	--partitioner) PARTITIONER=${2:?--partitioner needs a value}; shift 2 ;;
+	--geo) GEO=${2:?--geo needs on or off}; shift 2 ;;
 	--grace) GRACE=${2:?--grace needs a value}; shift 2 ;;
 	--delay) DELAY=${2:?--delay needs a value}; shift 2 ;;
 	--jitter) JITTER=${2:?--jitter needs a value}; shift 2 ;;
@@ -97,6 +110,7 @@ for v in HOSTS PAGES IPS SEED PORT; do
 done
 if [ "$PORT" -lt 1024 ] || [ "$PORT" -gt 65533 ]; then die "--port $PORT: want 1024..65533"; fi
 case $PARTITIONER in consistent | distance) ;; *) die "--partitioner $PARTITIONER: want consistent or distance" ;; esac
+case $GEO in on | off) ;; *) die "--geo $GEO: want on or off" ;; esac
 EVERY_S=$(seconds "$EVERY") || die "--every $EVERY: want e.g. 5s"
 [ "$EVERY_S" -gt 0 ] || die "--every $EVERY: want at least 1s"
 AFTER_S=$(seconds "$AFTER") || die "--after $AFTER: want e.g. 20s"
@@ -193,8 +207,16 @@ fi
 # order.
 echo "== websim: $HOSTS realistic hosts × $PAGES pages on $IPS loopback addresses (seed $SEED)"
 rm -f "$DIR/websim.ready"
+geo_args=()
+if [ "$GEO" = on ]; then
+	for s in "${SITES[@]}"; do
+		echo "${FROM[$s]} ${LAT[$s]} ${LON[$s]} $s"
+	done >"$DIR/clients.txt"
+	geo_args=(--clients "$DIR/clients.txt")
+	echo "== websim: distance on: each site fetches from its own address, which pays its round trips to the hosts' cities ($DIR/clients.txt)"
+fi
 setsid "$BIN/websim" serve --hosts "$HOSTS" --pages "$PAGES" --ips "$IPS" --seed "$SEED" --profile realistic \
-	--port 0 --dns 127.0.0.1:0 --admin 127.0.0.1:0 --progress 0 --geoip "$DIR/geoip.mmdb" \
+	--port 0 --dns 127.0.0.1:0 --admin 127.0.0.1:0 --progress 0 --geoip "$DIR/geoip.mmdb" "${geo_args[@]}" \
 	--truth "$DIR/truth.jsonl" --seeds-out "$DIR/seeds.txt" --ready-file "$DIR/websim.ready" \
 	>"$DIR/websim.log" 2>&1 &
 WEBSIM=$!
@@ -265,8 +287,9 @@ echo "== federation file: $DIR/federation.json (partitioner $PARTITIONER, grace 
 # start_site NAME: one site, every site with the same seeds and file (each
 # keeps its own hosts' seeds); its status address is free loopback port.
 start_site() {
-	local s=$1
-	setsid "$BIN/site" up --region "$s" --data "$DIR/$s" --listen 127.0.0.1:0 \
+	local s=$1 from=()
+	[ "$GEO" = off ] || from=(--fetch-from "${FROM[$s]}")
+	setsid "$BIN/site" up "${from[@]}" --region "$s" --data "$DIR/$s" --listen 127.0.0.1:0 \
 		--federation "$DIR/federation.json" --certs "$DIR/certs" --geoip "$DIR/geoip.mmdb" \
 		--seeds "$DIR/seeds.txt" --dns "$DNS" --allow-private \
 		--host-delay 200ms --ip-delay 20ms --max-crawl-delay 1s --width 2000 --per-host 10 \
@@ -321,6 +344,41 @@ fields() {
 		out+=("$(awk -v r="${n:-0}" 'BEGIN { printf "%d", r * 100 + 0.5 }')")
 		out+=("$(grep -o '"bytes_out":[0-9]*' <<<"$j" | cut -d: -f2 | awk '{ s += $1 } END { print s + 0 }')" -)
 		echo "${out[*]}"
+		;;
+	esac
+}
+
+# websim_stats HOST:PORT: websim's statistics (GET /_websim/stats), the body
+# only, over bash's /dev/tcp.
+websim_stats() {
+	local hp=$1
+	exec 4<>"/dev/tcp/${hp%:*}/${hp##*:}" || return 1
+	printf 'GET /_websim/stats HTTP/1.0\r\nHost: %s\r\n\r\n' "$hp" >&4
+	sed '1,/^\r\{0,1\}$/d' <&4
+	exec 4<&-
+}
+
+# latency FILE ADDR: the mean and 95th-percentile delay websim made the
+# client ADDR pay, "MEAN P95" in ms ("? ?" if unknown).
+latency() {
+	local f=$1 a=$2
+	[ -s "$f" ] || { echo "? ?"; return; }
+	case $PARSER in
+	python3)
+		python3 - "$f" "$a" <<-'EOF'
+			import json, sys
+			c = (json.load(open(sys.argv[1])).get("clients") or {}).get(sys.argv[2]) or {}
+			f = lambda v: "?" if v is None else "%.0f" % v
+			print(f(c.get("mean_delay_ms")), f(c.get("p95_delay_ms")))
+		EOF
+		;;
+	jq) jq -r --arg a "$a" '(.clients[$a] // {}) | [(.mean_delay_ms // "?"), (.p95_delay_ms // "?")]
+		| map(if type == "number" then (. + 0.5 | floor | tostring) else . end) | join(" ")' "$f" ;;
+	*)
+		# The body is indented JSON: one field a line.
+		awk -v a="\"$a\": {" 'index($0, a) { on = 1 } on && /"mean_delay_ms"/ { m = $2 } on && /"p95_delay_ms"/ { p = $2; on = 0 }
+			END { gsub(/[,]/, "", m); gsub(/[,]/, "", p); if (m == "" || m == "null") m = "?"; if (p == "" || p == "null") p = "?";
+				if (m != "?") m = sprintf("%.0f", m); if (p != "?") p = sprintf("%.0f", p); print m, p }' "$f"
 		;;
 	esac
 }
@@ -418,6 +476,8 @@ if [ "$rc" = 0 ]; then
 else
 	echo "== the sites have exited after ${ELAPSED}s, not all with status 0: see $DIR/*.log"
 fi
+# websim's statistics (each site's fetch latency), while it still runs.
+websim_stats "$ADMIN" >"$DIR/websim-stats.json" 2>/dev/null || rm -f "$DIR/websim-stats.json"
 echo "== stopping websim and the WAN"
 stop_all
 trap - EXIT
@@ -448,7 +508,7 @@ pages() {
 }
 
 echo "== summary ($DIR)"
-printf '   %-5s %7s %7s %6s %11s %10s %10s %6s %12s\n' site pages rounds WARCs "WARC bytes" "URLs sent" received "cache" "WAN bytes in"
+printf '   %-5s %7s %7s %6s %11s %10s %10s %6s %12s %14s\n' site pages rounds WARCs "WARC bytes" "URLs sent" received "cache" "WAN bytes in" "fetch ms (p95)"
 total_pages=0
 for s in "${SITES[@]}"; do
 	p=$(pages "$s")
@@ -465,13 +525,21 @@ for s in "${SITES[@]}"; do
 		read -r -a v <<<"$f"
 		sent=${v[1]} recv=${v[2]} rate="${v[4]}%"
 	fi
-	printf '   %-5s %7d %7d %6d %11d %10s %10s %6s %12s\n' "$s" "$p" "$r" "${#warcs[@]}" "$wb" "$sent" "$recv" "$rate" "${WANBYTES[$s]:-?}"
+	lat="-"
+	if [ "$GEO" = on ]; then
+		read -r mean p95 <<<"$(latency "$DIR/websim-stats.json" "${FROM[$s]}")"
+		lat="$mean ($p95)"
+	fi
+	printf '   %-5s %7d %7d %6d %11d %10s %10s %6s %12s %14s\n' "$s" "$p" "$r" "${#warcs[@]}" "$wb" "$sent" "$recv" "$rate" "${WANBYTES[$s]:-?}" "$lat"
 done
 echo "   pages fetched, all sites: $total_pages; URLs sent/received and the cache hit rate as of each site's last status (since its last start)"
 if [ "$wan_total" -gt 0 ] && [ "$total_pages" -gt 0 ]; then
 	echo "   bytes that crossed between the sites (both ways, through the WAN proxies): $wan_total ($((wan_total / total_pages)) per page)"
 else
 	echo "   bytes that crossed between the sites: $wan_total"
+fi
+if [ "$GEO" = on ]; then
+	echo "   fetch ms: the mean (and 95th percentile) round trips websim made the site's fetches wait, by its distance to the hosts (--geo off: none)"
 fi
 echo "   logs: $DIR/{websim,wan,eu,us,asia}.log   crawl data: $DIR/{eu,us,asia}"
 exit "$rc"

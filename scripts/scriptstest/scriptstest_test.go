@@ -291,7 +291,8 @@ func noLeftovers(t *testing.T, s *script) {
 
 // TestFederationScript runs scripts/federation.sh on a tiny web with 10 ms
 // between the sites: it must end by itself, exit 0, report pages for every
-// site and bytes through the WAN proxies, and leave nothing running.
+// site, bytes through the WAN proxies and each site's fetch latency (the
+// script runs with distance by default), and leave nothing running.
 func TestFederationScript(t *testing.T) {
 	needTools(t)
 	start := time.Now()
@@ -323,6 +324,18 @@ func TestFederationScript(t *testing.T) {
 		}
 		if warcs, _ := strconv.Atoi(m[3]); warcs == 0 {
 			t.Errorf("site %s: no WARC file in the summary", site)
+		}
+		// Distance is on by default: websim made every fetch wait at
+		// least the model's least round trip (2 × its 3 ms base).
+		lat := regexp.MustCompile(`(?m)^\s+` + site + `\s.*\s(\d+) \((\d+)\)$`).FindStringSubmatch(summary)
+		if lat == nil {
+			t.Errorf("site %s: no fetch latency in the summary", site)
+			continue
+		}
+		mean, _ := strconv.Atoi(lat[1])
+		p95, _ := strconv.Atoi(lat[2])
+		if mean < 6 || p95 < mean {
+			t.Errorf("site %s: fetch latency %d ms (p95 %d ms): want at least the model's 6 ms, p95 at least the mean", site, mean, p95)
 		}
 	}
 	m := regexp.MustCompile(`bytes that crossed between the sites[^:]*: (\d+)`).FindStringSubmatch(summary)
