@@ -221,11 +221,14 @@ func TestClientStats(t *testing.T) {
 	if fra.P95DelayMS == nil || *fra.P95DelayMS > math.Ceil(2*rttMS) || *fra.P95DelayMS < math.Ceil(2*rttMS-10) {
 		t.Errorf("Frankfurt p95 delay %v ms, want ⌈2 RTT⌉ = %.0f ms", fra.P95DelayMS, math.Ceil(2*rttMS))
 	}
+	if n := fra.DelayHistMS[int(math.Ceil(2*rttMS-0.001))] + fra.DelayHistMS[int(math.Ceil(rttMS))]; len(fra.DelayHistMS) > 2 || n < 1 {
+		t.Errorf("Frankfurt delay histogram %v: want its two requests, one at ⌈RTT⌉ = %.0f ms", fra.DelayHistMS, math.Ceil(rttMS))
+	}
 	if d := *fra.MeanDNSDelayMS; d < rttMS/2-0.001 || d > rttMS/2+0.001 {
 		t.Errorf("Frankfurt mean DNS delay %v ms, want RTT/2 = %.3f ms", d, rttMS/2)
 	}
 	sin := snap.Clients[sinClient.Addr.String()]
-	if sin == nil || sin.Requests != 0 || sin.MeanDelayMS != nil || sin.P95DelayMS != nil || sin.DNSAnswers != 0 || sin.MeanDNSDelayMS != nil {
+	if sin == nil || sin.Requests != 0 || sin.MeanDelayMS != nil || sin.P95DelayMS != nil || sin.DelayHistMS != nil || sin.DNSAnswers != 0 || sin.MeanDNSDelayMS != nil {
 		t.Fatalf("Singapore: %+v", sin)
 	}
 	s.Stats().Reset()

@@ -58,6 +58,10 @@ type ClientVisitor struct {
 	// millisecond above (delays of 2 s or more count as 2 s); null before
 	// the first request.
 	P95DelayMS *float64 `json:"p95_delay_ms"`
+	// DelayHistMS counts the requests by delay, in whole milliseconds
+	// rounded up (2000: 2 s or more), for percentiles over several
+	// clients; only the delays seen.
+	DelayHistMS map[int]int64 `json:"delay_hist_ms,omitempty"`
 	// DNSAnswers counts the DNS queries answered to the client's address.
 	DNSAnswers int64 `json:"dns_answers"`
 	// MeanDNSDelayMS is the mean delay of those answers (one RTT to the
@@ -85,6 +89,20 @@ func (c *clientCounter) request(d time.Duration) {
 	c.requests.Add(1)
 	ms := (max(d, 0) + time.Millisecond - 1) / time.Millisecond
 	c.delayHist[min(int(ms), delayBuckets-1)].Add(1)
+}
+
+// hist returns the non-empty buckets of the delay histogram, nil if none.
+func (c *clientCounter) hist() map[int]int64 {
+	var h map[int]int64
+	for i := range c.delayHist {
+		if n := c.delayHist[i].Load(); n > 0 {
+			if h == nil {
+				h = map[int]int64{}
+			}
+			h[i] = n
+		}
+	}
+	return h
 }
 
 // p95 returns the 95th percentile of the delays recorded, in
@@ -137,7 +155,7 @@ func (c *clientCounter) visitor() *ClientVisitor {
 	n, dn := c.requests.Load(), c.dnsAnswers.Load()
 	return &ClientVisitor{
 		Name: c.client.Name, Lat: c.client.Loc.Lat, Lon: c.client.Loc.Lon,
-		Requests: n, MeanDelayMS: mean(c.delayNS.Load(), n), P95DelayMS: c.p95(),
+		Requests: n, MeanDelayMS: mean(c.delayNS.Load(), n), P95DelayMS: c.p95(), DelayHistMS: c.hist(),
 		DNSAnswers: dn, MeanDNSDelayMS: mean(c.dnsDelayNS.Load(), dn),
 	}
 }
