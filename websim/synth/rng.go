@@ -53,7 +53,9 @@ func (r *rng) pareto(mean, alpha float64) float64 {
 }
 
 // zipf returns a rank in [0, n) with P(rank=k) roughly proportional to 1/(k+1):
-// a log-uniform draw, cheap and good enough for popularity.
+// a log-uniform draw, cheap and good enough for popularity. The clean and
+// hostile profiles draw the hosts of cross-host links with it; the realistic
+// profile uses drawRank (webgraph.go).
 func (r *rng) zipf(n int) int {
 	if n <= 1 {
 		return 0

@@ -117,7 +117,8 @@ type Web struct {
 	byIP     map[netip.Addr][]int
 	portSfx  string // ":port" or ""
 	fillers  [charsetCount]filler
-	nodeBase []int // prefix sums of Pages+Orphans, for truth
+	nodeBase []int   // prefix sums of Pages+Orphans, for truth
+	tops     webTops // the realistic link graph's per-host constants
 }
 
 // New builds the web described by o (defaults filled in).
@@ -156,6 +157,9 @@ func New(o Options) (*Web, error) {
 		h := &w.hosts[i]
 		w.byIP[h.IP] = append(w.byIP[h.IP], i)
 		w.nodeBase[i+1] = w.nodeBase[i] + h.Pages + h.Orphans
+	}
+	if o.Profile == Realistic {
+		w.makeWebTops()
 	}
 	for c := range charsetCount {
 		w.fillers[c] = makeFiller(c)
