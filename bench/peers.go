@@ -100,12 +100,6 @@ func runColly(ctx context.Context, cfg PeersConfig, maxPages int64) (PeerRow, er
 		return row, fmt.Errorf("bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	r := &siteRun{cfg: &sc, dir: dir}
-	defer func() {
-		if r.sim != nil {
-			r.stopSim()
-		}
-	}()
 	simBin := sc.WebsimBinary
 	if simBin == "" && !sc.InProcess {
 		root := sc.ModuleRoot
@@ -118,11 +112,13 @@ func runColly(ctx context.Context, cfg PeersConfig, maxPages int64) (PeerRow, er
 			return row, err
 		}
 	}
-	if err := r.startSim(ctx, simBin); err != nil {
+	sim, web, err := startSim(ctx, &sc, dir, simBin)
+	if err != nil {
 		return row, err
 	}
+	defer sim.stop()
 	seeds := filepath.Join(dir, "seeds.txt")
-	if err := writeSeeds(seeds, r.web); err != nil {
+	if err := writeSeeds(seeds, web); err != nil {
 		return row, err
 	}
 	self := cfg.Self
@@ -131,8 +127,8 @@ func runColly(ctx context.Context, cfg PeersConfig, maxPages int64) (PeerRow, er
 			return row, fmt.Errorf("bench: %w", err)
 		}
 	}
-	simBefore, _ := procCPU(r.sim.pid)
-	cmd := exec.CommandContext(ctx, self, "colly-crawl", "--seeds", seeds, "--dns", r.sim.dns,
+	simBefore, _ := procCPU(sim.pid)
+	cmd := exec.CommandContext(ctx, self, "colly-crawl", "--seeds", seeds, "--dns", sim.dns,
 		"--workers", strconv.Itoa(cfg.CollyWorkers), "--max", strconv.FormatInt(maxPages, 10), "--duration", cfg.CollyDuration.String())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -140,8 +136,8 @@ func runColly(ctx context.Context, cfg PeersConfig, maxPages int64) (PeerRow, er
 	if err := cmd.Run(); err != nil {
 		return row, fmt.Errorf("bench: colly crawler: %w: %s", err, strings.TrimSpace(errb.String()))
 	}
-	simAfter, _ := procCPU(r.sim.pid)
-	if snap, err := fetchSnapshot(ctx, r.sim.admin); err == nil {
+	simAfter, _ := procCPU(sim.pid)
+	if snap, err := fetchSnapshot(ctx, sim.admin); err == nil {
 		row.RobotsViolations = snap.RobotsViolationCount
 	}
 	var cr CollyResult

@@ -536,15 +536,10 @@ func (r *rng) intn(n int) int { return int(r.next() % uint64(n)) }
 
 // child is websim running as a subprocess.
 type child struct {
-	cmd      *exec.Cmd
-	cancel   context.CancelFunc
-	waitErr  chan error
-	tmp      string
-	web      *synth.Web
-	port     int
-	out      *tailBuffer
-	stopOnce sync.Once
-	stopErr  error
+	p    *proc
+	tmp  string // removed by stop ("": none)
+	web  *synth.Web
+	port int
 }
 
 // startChild builds (unless cfg.WebsimBinary is set) and starts websim
@@ -567,23 +562,12 @@ func startChild(ctx context.Context, cfg *WebsimConfig) (_ *child, err error) {
 	}
 	o := cfg.webOptions(80)
 	ready := filepath.Join(tmp, "ready")
-	// Every listener on port 0, so that two runs at once do not collide.
-	c, err := startProcess(bin, []string{"serve", "--port", "0", "--dns", "127.0.0.1:0", "--admin", "127.0.0.1:0",
-		"--ready-file", ready, "--log-level", "warn",
-		"--hosts", strconv.Itoa(o.Hosts), "--pages", strconv.Itoa(o.Pages), "--page-bytes", strconv.Itoa(o.PageBytes),
-		"--ips", strconv.Itoa(o.IPs), "--ip-base", o.IPBase.String(), "--seed", strconv.FormatUint(o.Seed, 10),
-		"--profile", o.Profile.String()}, &tailBuffer{max: 8 << 10}, stopTimeout)
+	c, err := startWebsim(ctx, "websim", bin, serveArgs(o, ready), ready)
 	if err != nil {
-		return nil, fmt.Errorf("bench: start websim: %w", err)
-	}
-	c.tmp = tmp
-	port, err := c.waitReady(ctx, ready)
-	if err != nil {
-		c.stop()
 		return nil, err
 	}
-	c.port = port
-	o.Port = port
+	c.tmp = tmp
+	o.Port = c.port
 	if c.web, err = synth.New(o); err != nil {
 		c.stop()
 		return nil, fmt.Errorf("bench: rebuild the web: %w", err)
@@ -591,52 +575,78 @@ func startChild(ctx context.Context, cfg *WebsimConfig) (_ *child, err error) {
 	return c, nil
 }
 
+// serveArgs are the flags of `websim serve` for the web o, every listener
+// on port 0 (so that two runs at once do not collide), its ready file
+// ready.
+func serveArgs(o synth.Options, ready string) []string {
+	return []string{"serve", "--port", "0", "--dns", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--ready-file", ready, "--log-level", "warn",
+		"--hosts", strconv.Itoa(o.Hosts), "--pages", strconv.Itoa(o.Pages), "--page-bytes", strconv.Itoa(o.PageBytes),
+		"--ips", strconv.Itoa(o.IPs), "--ip-base", o.IPBase.String(), "--seed", strconv.FormatUint(o.Seed, 10),
+		"--profile", o.Profile.String()}
+}
+
+// startWebsim starts websim (bin with args, which name its ready file
+// ready) and waits until it is ready; on failure it has stopped it. what
+// names it in errors ("websim replay").
+func startWebsim(ctx context.Context, what, bin string, args []string, ready string) (*child, error) {
+	p, err := startProc(bin, args, nil, procLogTail, stopTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("bench: start %s: %w", what, err)
+	}
+	c := &child{p: p}
+	if c.port, err = c.waitReady(ctx, ready); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
 // waitReady polls the ready file until it names the port.
 func (c *child) waitReady(ctx context.Context, path string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, []byte("\n")) {
-			for _, f := range strings.Fields(string(b)) {
-				if v, ok := strings.CutPrefix(f, "port="); ok {
-					if p, err := strconv.Atoi(v); err == nil && p > 0 && p < 65536 {
-						return p, nil
-					}
+	port := 0
+	var b []byte
+	err := c.p.waitUntil(ctx, readyTimeout, 20*time.Millisecond, func() bool {
+		var err error
+		if b, err = os.ReadFile(path); err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if v, ok := strings.CutPrefix(f, "port="); ok {
+				if p, err := strconv.Atoi(v); err == nil && p > 0 && p < 65536 {
+					port = p
+					break
 				}
 			}
-			return 0, fmt.Errorf("bench: websim ready file without a port: %q", b)
 		}
-		select {
-		case err := <-c.waitErr:
-			c.waitErr <- err // for stop
-			return 0, fmt.Errorf("bench: websim exited before it was ready (%v): %s", err, c.out)
-		case <-ctx.Done():
-			return 0, fmt.Errorf("bench: waiting for websim to be ready: %w", ctx.Err())
-		case <-tick.C:
-		}
+		return true
+	})
+	switch {
+	case errors.Is(err, errExited):
+		return 0, fmt.Errorf("bench: websim exited before it was ready (%v): %s", c.p.err, c.p.tail)
+	case err != nil:
+		return 0, fmt.Errorf("bench: waiting for websim to be ready: %w", err)
+	case port == 0:
+		return 0, fmt.Errorf("bench: websim ready file without a port: %q", b)
 	}
+	return port, nil
 }
 
 // cpu returns the child's CPU time so far.
-func (c *child) cpu() (time.Duration, error) { return procCPU(c.cmd.Process.Pid) }
+func (c *child) cpu() (time.Duration, error) { return procCPU(c.p.pid) }
 
 // stop sends SIGTERM, waits (killing after stopTimeout) and removes the
 // temporary directory. It is idempotent.
 func (c *child) stop() error {
-	c.stopOnce.Do(func() {
-		c.cancel()
-		err := <-c.waitErr
-		os.RemoveAll(c.tmp)
-		if ps := c.cmd.ProcessState; ps != nil && ps.Success() {
-			return
-		}
-		if err != nil && !errors.Is(err, context.Canceled) {
-			c.stopErr = fmt.Errorf("bench: websim: %w: %s", err, c.out)
-		}
-	})
-	return c.stopErr
+	c.p.stop()
+	os.RemoveAll(c.tmp)
+	if ps := c.p.cmd.ProcessState; ps != nil && ps.Success() {
+		return nil
+	}
+	if err := c.p.err; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("bench: websim: %w: %s", err, c.p.tail)
+	}
+	return nil
 }
 
 // buildWebsim builds ./cmd/websim of the module at root (found if empty)
@@ -670,27 +680,4 @@ func moduleRoot(ctx context.Context) (string, error) {
 		return "", errors.New("bench: cannot find the module root; run from the module or set ModuleRoot")
 	}
 	return filepath.Dir(gomod), nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.TrimSpace(t.b))
 }

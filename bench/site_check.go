@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/crawldb"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+	"github.com/nlnwa/gowarc/v3"
+)
+
+// politeness checks websim's statistics against the host delay, the
+// address delay and each host's robots crawl-delay (capped as the site
+// caps it).
+func (r *siteRun) politeness(res *SiteResult, snap *websim.Snapshot) {
+	res.Breaches, res.BreachSample = politenessBreaches(r.web, snap, r.cfg.HostDelay, r.cfg.IPDelay, r.cfg.MaxCrawlDelay)
+}
+
+// politenessBreaches counts the breaches in websim's statistics of web w
+// (each robots.txt violation counts) and lists up to maxBreachesKept.
+func politenessBreaches(w *synth.Web, snap *websim.Snapshot, hostDelay, ipDelay, maxCrawlDelay time.Duration) (int, []string) {
+	delays := map[string]time.Duration{}
+	for _, h := range w.Hosts() {
+		if h.CrawlDelay > 0 {
+			delays[h.Name] = min(time.Duration(h.CrawlDelay)*time.Second, maxCrawlDelay)
+		}
+	}
+	b := crawlcheck.Politeness(snap, hostDelay, ipDelay, func(host string) time.Duration { return delays[host] })
+	n := len(b)
+	if snap.RobotsViolationCount > 0 { // one line for them all: count each violation
+		n += int(snap.RobotsViolationCount) - 1
+	}
+	return n, b[:min(len(b), maxBreachesKept)]
+}
+
+// hostileReport lists the hosts with a hostile role: what websim saw of
+// them and what the rounds' troubled_hosts said.
+func hostileReport(w *synth.Web, snap *websim.Snapshot, stats []rounds.RoundStats) []HostileHost {
+	var out []HostileHost
+	for _, h := range w.Hosts() {
+		if h.Role == synth.RoleNone {
+			continue
+		}
+		hh := HostileHost{Host: h.Name, Role: h.Role.String(), Websim: snap.Hosts[h.Name]}
+		for _, s := range stats {
+			for name, f := range s.Troubled {
+				if stripPort(name) != h.Name {
+					continue
+				}
+				hh.Rounds++
+				if hh.Fate == nil {
+					hh.Fate = &rounds.HostFate{ByStatus: map[string]int64{}}
+				}
+				for k, n := range f.ByStatus {
+					hh.Fate.ByStatus[k] += n
+				}
+				hh.Fate.Retries += f.Retries
+				hh.Fate.Truncated += f.Truncated
+				if f.LastError != "" {
+					hh.Fate.LastError = f.LastError
+				}
+			}
+		}
+		out = append(out, hh)
+	}
+	return out
+}
+
+func stripPort(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		return host[:i]
+	}
+	return host
+}
+
+// check opens the stopped site's crawl database and compares it with the
+// web's truth; it also scans the WARC files if asked.
+func (r *siteRun) check(ctx context.Context, res *SiteResult) error {
+	truth, err := compactTruth(r.web)
+	if err != nil {
+		return err
+	}
+	st, err := crawldb.OpenStore(filepath.Join(r.data, "crawldb"), store.Options{})
+	if err != nil {
+		return fmt.Errorf("bench: open the site's crawl database: %w", err)
+	}
+	defer st.Close()
+	if res.Coverage, err = crawlcheck.Check(truth, st); err != nil {
+		return fmt.Errorf("bench: coverage: %w", err)
+	}
+	if res.Ranking, err = crawlcheck.CompareRanking(truth, st); err != nil {
+		return fmt.Errorf("bench: ranking: %w", err)
+	}
+	f := PolitenessFloor(r.web, truth, r.cfg.HostDelay, r.cfg.IPDelay, r.cfg.MaxCrawlDelay)
+	if res.Exit == "exhausted" && f.S > 0 {
+		f.Ratio = res.WindowS / f.S
+	}
+	res.Floor = &f
+	if r.cfg.ScanWARC {
+		w, err := scanWARC(ctx, filepath.Join(r.data, "warc"))
+		if err != nil {
+			return err
+		}
+		res.WARC = &w
+	}
+	return nil
+}
+
+// compactTruth is crawlcheck.Truth with every string interned and outlinks
+// kept only where PageRank reads them (pages with status 200), so that a
+// web of millions of URLs fits in a few hundred MB.
+func compactTruth(w *synth.Web) ([]synth.Record, error) {
+	strs := map[string]string{}
+	intern := func(s string) string {
+		if v, ok := strs[s]; ok {
+			return v
+		}
+		strs[s] = s
+		return s
+	}
+	var recs []synth.Record
+	err := w.Truth(func(r *synth.Record) error {
+		c := *r
+		c.URL, c.Canonical, c.Host, c.IP = intern(r.URL), intern(r.Canonical), intern(r.Host), intern(r.IP)
+		c.ContentType, c.Kind, c.Role, c.DuplicateOf = intern(r.ContentType), intern(r.Kind), intern(r.Role), intern(r.DuplicateOf)
+		c.Outlinks = nil
+		if r.Status == http.StatusOK && r.Kind != "robots" && r.Kind != "sitemap" {
+			c.Outlinks = make([]string, len(r.Outlinks))
+			for i, l := range r.Outlinks {
+				c.Outlinks[i] = intern(l)
+			}
+		}
+		recs = append(recs, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: the web's truth: %w", err)
+	}
+	return recs, nil
+}
+
+// scanWARC counts the response records in dir's WARC files by URL.
+func scanWARC(ctx context.Context, dir string) (WARCStats, error) {
+	var st WARCStats
+	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil {
+		return st, fmt.Errorf("bench: %w", err)
+	}
+	open, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz.open")) // left by a site that was killed
+	files = append(files, open...)
+	sort.Strings(files)
+	st.Files = len(files)
+	byURL := map[string][]int{}
+	for _, path := range files {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("bench: scan WARC files: %w", err)
+		}
+		if err := scanWARCFile(path, byURL, &st); err != nil {
+			return st, err
+		}
+	}
+	st.URLs = len(byURL)
+	var examples []string
+	for u, codes := range byURL {
+		ok, complete, other := 0, 0, 0
+		shown := make([]string, len(codes))
+		for i, c := range codes {
+			shown[i] = strconv.Itoa(c)
+			if c >= truncatedMark {
+				c -= truncatedMark
+				shown[i] = strconv.Itoa(c) + "(truncated)"
+			} else if c/100 == 2 {
+				complete++
+			}
+			if c/100 == 2 {
+				ok++
+			}
+			if c/100 != 5 && c != http.StatusTooManyRequests {
+				other++
+			}
+		}
+		if complete > 1 {
+			st.MultiComplete2xx++
+		}
+		if ok > 1 {
+			st.Multi2xx++
+			if !strings.HasSuffix(u, "/robots.txt") && !strings.Contains(u, "sitemap") {
+				st.Multi2xxPages++
+			}
+		}
+		if other > 1 {
+			st.MultiAny++
+			examples = append(examples, u+" "+strings.Join(shown, " "))
+		}
+	}
+	sort.Strings(examples)
+	st.Examples = examples[:min(len(examples), maxDupExamples)]
+	return st, nil
+}
+
+// warcOptions make gowarc lenient (a torn or odd record still counts) but
+// have it parse HTTP response blocks, whose status is what is counted.
+var warcOptions = []gowarc.WarcRecordOption{
+	gowarc.WithSyntaxErrorPolicy(gowarc.ErrIgnore),
+	gowarc.WithSpecViolationPolicy(gowarc.ErrIgnore),
+	gowarc.WithUnknownRecordTypePolicy(gowarc.ErrIgnore),
+	gowarc.WithBlockErrorPolicy(gowarc.ErrIgnore),
+}
+
+// truncatedMark is added to the status of a WARC-Truncated response while
+// scanning.
+const truncatedMark = 1000
+
+// scanWARCFile adds the statuses of path's response records to byURL
+// (-1: no HTTP status could be read; truncatedMark added: truncated).
+func scanWARCFile(path string, byURL map[string][]int, st *WARCStats) error {
+	rd, err := gowarc.NewWarcFileReader(path, 0, warcOptions...)
+	if err != nil {
+		return fmt.Errorf("bench: open %s: %w", path, err)
+	}
+	defer rd.Close()
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			rec.Close()
+			if strings.HasSuffix(path, ".open") { // a torn last record
+				return nil
+			}
+			return fmt.Errorf("bench: read %s at %d: %w", path, rec.Offset, err)
+		}
+		wr := rec.WarcRecord
+		if wr.Type() == gowarc.Response {
+			code := -1
+			if hb, ok := wr.Block().(gowarc.HttpResponseBlock); ok {
+				code = hb.HttpStatusCode()
+			}
+			u := wr.WarcHeader().Get(gowarc.WarcTargetURI)
+			st.Responses++
+			switch {
+			case code < 0:
+				st.NoStatus++
+			case code/100 == 2:
+				st.Responses2xx++
+			}
+			if code >= 0 && wr.WarcHeader().Has(gowarc.WarcTruncated) {
+				st.Truncated++
+				code += truncatedMark
+			}
+			byURL[u] = append(byURL[u], code)
+		}
+		rec.Close()
+	}
+}
