@@ -50,7 +50,7 @@ func RunCluster(ctx context.Context, cfg ClusterConfig) (ClusterResult, error) {
 	}
 	sc := cfg.siteConfig()
 	cfg.Progress("starting websim: %d %s hosts × %d pages on %d addresses", cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs)
-	sim, web, err := startSim(ctx, &sc, dir, simBin)
+	sim, web, err := startSim(ctx, &sc, dir, simBin, nil)
 	if err != nil {
 		return res, err
 	}

@@ -19,10 +19,13 @@ import (
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/wan"
+	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/geodb"
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/replay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -69,7 +72,13 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 	} else {
 		cfg.Progress("starting websim: %d %s hosts × %d pages on %d addresses", cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs)
 		sc := cfg.siteConfig()
-		if env.sim, env.web, err = startSim(ctx, &sc, dir, simBin); err != nil {
+		var clients []geodelay.Client
+		if cfg.Geo {
+			if clients, err = geoClientList(GeoClients()); err != nil {
+				return res, err
+			}
+		}
+		if env.sim, env.web, err = startSim(ctx, &sc, dir, simBin, clients); err != nil {
 			return res, err
 		}
 		if err := writeSeeds(env.seeds, env.web); err != nil {
@@ -83,21 +92,35 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 	if err := env.prepare(); err != nil {
 		return res, err
 	}
+	if cfg.Geo {
+		if res.Geo, err = env.prepareGeo(); err != nil {
+			return res, err
+		}
+	}
 	type spec struct {
 		mode  string
 		delay time.Duration
+		geo   string
 	}
 	var specs []spec
-	for _, d := range cfg.Delays {
-		specs = append(specs, spec{ModeFederated, d})
-	}
-	for _, d := range cfg.Stretched {
-		specs = append(specs, spec{ModeStretched, d})
+	if cfg.Geo {
+		d := cfg.Delays[0]
+		specs = []spec{{ModeFederated, d, GeoDistance}, {ModeFederated, d, GeoConsistent}, {ModeCentral, 0, GeoCentral}, {ModeStretched, d, GeoStretched}}
+	} else {
+		for _, d := range cfg.Delays {
+			specs = append(specs, spec{ModeFederated, d, ""})
+		}
+		for _, d := range cfg.Stretched {
+			specs = append(specs, spec{ModeStretched, d, ""})
+		}
 	}
 	var errs []error
 	for i, s := range specs {
-		r := &fedRun{env: env, mode: s.mode, delay: s.delay,
-			dir: filepath.Join(dir, fmt.Sprintf("run%d-%s-%dms", i+1, s.mode, s.delay.Milliseconds()))}
+		r := &fedRun{env: env, mode: s.mode, delay: s.delay, geo: s.geo, part: cfg.Partitioner}
+		if s.mode == ModeFederated && s.geo != "" {
+			r.part = s.geo // GeoDistance and GeoConsistent are the partitioners' kinds
+		}
+		r.dir = filepath.Join(dir, fmt.Sprintf("run%d-%s-%dms", i+1, r.label(), s.delay.Milliseconds()))
 		run, err := r.run(ctx)
 		if !cfg.Keep {
 			os.RemoveAll(r.dir)
@@ -107,7 +130,7 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 		}
 		res.Runs = append(res.Runs, *run)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s at %v: %w", s.mode, s.delay, err))
+			errs = append(errs, fmt.Errorf("%s at %v: %w", r.label(), s.delay, err))
 		}
 	}
 	env.sim.cost(&res.Websim)
@@ -117,7 +140,8 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 }
 
 // fedEnv is what the runs of RunFederation share: the web, the binaries,
-// the seeds, the GeoIP file and the certificates.
+// the seeds, the GeoIP file and the certificates; for the geographic
+// benchmark, the web's truth and places.
 type fedEnv struct {
 	cfg   *FederationConfig
 	sim   *simProc
@@ -127,6 +151,8 @@ type fedEnv struct {
 	seeds string
 	geoip string
 	certs string
+	truth []synth.Record // FederationConfig.Geo: for the floors
+	geo   *geoWeb        // FederationConfig.Geo
 }
 
 // prepare writes the GeoIP file of websim's addresses (as `websim
@@ -158,6 +184,30 @@ func (e *fedEnv) prepare() error {
 		}
 	}
 	return nil
+}
+
+// prepareGeo reads the web's truth (for the floors) and places its hosts
+// and their owners (for the floors' RTTs), locating the hosts with the
+// GeoIP file the sites read; it returns the result's geographic part,
+// its comparisons to come.
+func (e *fedEnv) prepareGeo() (*FederationGeo, error) {
+	db, err := geoip.Open(e.geoip)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer db.Close()
+	if e.geo, err = newGeoWeb(e.web, db, e.cfg.Replicas); err != nil {
+		return nil, err
+	}
+	if e.truth, err = compactTruth(e.web); err != nil {
+		return nil, err
+	}
+	g := &FederationGeo{DelayMS: msOf(e.cfg.Delays[0]), ModelDelayMS: msOf(GeoWANDelay()), Pairs: GeoSitePairs(),
+		Clients: GeoClients(), HostShares: map[string]map[string]float64{}, UniCrawlCacheHitRate: fedCacheTarget}
+	for _, kind := range []string{GeoDistance, GeoConsistent} {
+		g.HostShares[kind] = e.geo.hostShares(kind)
+	}
+	return g, nil
 }
 
 // startReplay starts `websim replay` of the WARC files cfg.Replay names
@@ -250,8 +300,10 @@ func replaySeeds(urls []string) (int, []string, error) {
 // fedRun is one run of RunFederation.
 type fedRun struct {
 	env   *fedEnv
-	mode  string
-	delay time.Duration
+	mode  string        // ModeFederated, ModeStretched or ModeCentral
+	delay time.Duration // one-way, between sites (nodes)
+	geo   string        // the geographic run (GeoModes), or ""
+	part  string        // the federation file's partitioner (federated runs)
 	dir   string
 
 	ctx        context.Context // the run's: the WAN links close with it
@@ -266,7 +318,7 @@ type fedRun struct {
 // run runs the crawl; run is nil when it could not start at all.
 func (r *fedRun) run(ctx context.Context) (*FederationRun, error) {
 	cfg := r.env.cfg
-	cfg.Progress("%s at %v one-way: starting", r.mode, r.delay)
+	cfg.Progress("%s at %v one-way: starting", r.label(), r.delay)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -277,13 +329,19 @@ func (r *fedRun) run(ctx context.Context) (*FederationRun, error) {
 	if err := resetWebsimStats(ctx, r.env.sim.admin); err != nil {
 		return nil, err
 	}
-	out := &FederationRun{Mode: r.mode, Delay: r.delay, DelayMS: float64(r.delay) / 1e6, Load: fedLoadAverage()}
+	out := &FederationRun{Mode: r.mode, Geo: r.geo, Delay: r.delay, DelayMS: float64(r.delay) / 1e6, Load: fedLoadAverage()}
+	if r.mode == ModeFederated {
+		out.Partitioner = r.part
+	}
 	r.samplePoint(time.Now()) // websim's CPU at the start
 	sctx, cancel := context.WithDeadline(ctx, begin.Add(cfg.Timeout))
 	var startErr error
-	if r.mode == ModeFederated {
+	switch r.mode {
+	case ModeFederated:
 		startErr = r.startFederated(sctx)
-	} else {
+	case ModeCentral:
+		startErr = r.startCentral(sctx)
+	default:
 		startErr = r.startStretched(sctx)
 	}
 	cancel()
@@ -372,15 +430,37 @@ func (r *fedRun) crawlArgs(width int) []string {
 		"--host-delay", c.HostDelay.String(), "--ip-delay", c.IPDelay.String(), "--max-crawl-delay", c.MaxCrawlDelay.String()}
 }
 
-// nodeArgs are the `site up` flags every process has.
+// nodeArgs are the `site up` flags every process has. The central site
+// has the workers of all the sites.
 func (r *fedRun) nodeArgs(region, data, listen string) []string {
 	c := r.env.cfg
+	workers := c.Workers
+	if r.mode == ModeCentral {
+		workers *= len(FederationSites())
+	}
 	args := []string{"up", "--region", region, "--data", data, "--listen", listen,
-		"--workers", strconv.Itoa(c.Workers), "--progress", "5s", "--log-level", "info"}
+		"--workers", strconv.Itoa(workers), "--progress", "5s", "--log-level", "info"}
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
 	return args
+}
+
+// fetchFrom is, in a geographic run, the flag that makes the i-th site (or
+// node) fetch from its region's client address; none otherwise.
+func (r *fedRun) fetchFrom(i int) []string {
+	if r.geo == "" {
+		return nil
+	}
+	return []string{"--fetch-from", GeoClients()[i].Addr}
+}
+
+// label names the run: its geographic mode, or its mode.
+func (r *fedRun) label() string {
+	if r.geo != "" {
+		return r.geo
+	}
+	return r.mode
 }
 
 // startFederated starts a WAN link in front of each site's federation
@@ -400,7 +480,7 @@ func (r *fedRun) startFederated(ctx context.Context) error {
 	if r.em, err = wan.Start(r.ctx, links); err != nil {
 		return fmt.Errorf("bench: WAN: %w", err)
 	}
-	file := federation.File{Partitioner: c.Partitioner, Replicas: c.Replicas, Grace: federation.Duration(fedGrace)}
+	file := federation.File{Partitioner: r.part, Replicas: c.Replicas, Grace: federation.Duration(fedGrace)}
 	for i, s := range sites {
 		s.Endpoint, s.Listen = r.em.Addr(s.Name), listens[i]
 		file.Sites = append(file.Sites, s)
@@ -413,13 +493,13 @@ func (r *fedRun) startFederated(ctx context.Context) error {
 	if err := os.WriteFile(fedFile, b, 0o644); err != nil {
 		return fmt.Errorf("bench: federation file: %w", err)
 	}
-	for _, s := range sites {
+	for i, s := range sites {
 		data := filepath.Join(r.dir, s.Name)
 		args := append(r.nodeArgs(s.Name, data, "127.0.0.1:0"), "--federation", fedFile, "--certs", r.env.certs)
-		if c.Partitioner == "distance" {
+		if r.part == "distance" {
 			args = append(args, "--geoip", r.env.geoip)
 		}
-		args = append(append(args, r.crawlArgs(c.Width)...), c.SiteFlags...)
+		args = append(append(append(args, r.crawlArgs(c.Width)...), r.fetchFrom(i)...), c.SiteFlags...)
 		if err := r.startMember(s.Name, data, args); err != nil {
 			return err
 		}
@@ -428,6 +508,26 @@ func (r *fedRun) startFederated(ctx context.Context) error {
 		if err := m.waitUp(ctx, m.name); err != nil {
 			return err
 		}
+	}
+	r.upLine()
+	return nil
+}
+
+// startCentral starts one site in the first region (eu) without
+// federation, with the width and workers of all the federation's sites,
+// fetching from the region's client address, and waits for it.
+func (r *fedRun) startCentral(ctx context.Context) error {
+	c := r.env.cfg
+	n := len(FederationSites())
+	name := FederationSites()[0].Name
+	data := filepath.Join(r.dir, name)
+	args := append(r.nodeArgs(name, data, "127.0.0.1:0"), r.crawlArgs(c.Width*n)...)
+	args = append(append(args, r.fetchFrom(0)...), c.SiteFlags...)
+	if err := r.startMember(name, data, args); err != nil {
+		return err
+	}
+	if err := r.members[0].waitUp(ctx, name); err != nil {
+		return err
 	}
 	r.upLine()
 	return nil
@@ -461,6 +561,7 @@ func (r *fedRun) startStretched(ctx context.Context) error {
 		data := filepath.Join(r.dir, name)
 		args := append(r.nodeArgs("bench", data, addrs[2*n+i]), "--node", name, "--raft", addrs[2*i], "--api", addrs[2*i+1],
 			"--raft-advertise", r.em.Addr(name+"-raft"), "--advertise", r.em.Addr(name+"-api"))
+		args = append(args, r.fetchFrom(i)...) // node-local: not taken from n1 on --join
 		if i == 0 {
 			args = append(append(args, r.crawlArgs(c.Width*n)...), c.SiteFlags...)
 		} else {
@@ -486,7 +587,7 @@ func (r *fedRun) startStretched(ctx context.Context) error {
 
 // upLine reports the processes up.
 func (r *fedRun) upLine() {
-	r.env.cfg.Progress("%s at %v: up: %s", r.mode, r.delay, r.members.upList())
+	r.env.cfg.Progress("%s at %v: up: %s", r.label(), r.delay, r.members.upList())
 }
 
 // startMember starts one `site up` process.
@@ -588,7 +689,7 @@ func (r *fedRun) progress(now time.Time) {
 			}
 		}
 	}
-	r.env.cfg.Progress("%5.0fs %s %v: WAN %s%s", now.Sub(r.started).Seconds(), r.mode, r.delay, mibf(r.wanBytes()), b.String())
+	r.env.cfg.Progress("%5.0fs %s %v: WAN %s%s", now.Sub(r.started).Seconds(), r.label(), r.delay, mibf(r.wanBytes()), b.String())
 }
 
 // close stops the processes (if any still runs), closes their logs and the
@@ -673,7 +774,7 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 			fm.UpS = m.upAt.Sub(m.started).Seconds()
 		}
 		fm.Exit, fm.ExitCode, fm.CPUS = m.proc.ended()
-		if r.mode == ModeFederated {
+		if r.mode != ModeStretched {
 			fm.Pages = fetched[m.name]
 		}
 		if st := m.last; st != nil {
@@ -696,7 +797,7 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 		}
 		fm.CPUPerPageUS = 1e6 * ratio(fm.WindowCPUS, float64(fm.Pages))
 		out.SiteCPUS += fm.WindowCPUS
-		if r.mode == ModeFederated {
+		if r.mode != ModeStretched {
 			out.CountedBytes += fm.TLSBytesOut + fm.TLSBytesIn
 		} else {
 			out.CountedBytes += fm.RaftSent + fm.APISent
@@ -735,7 +836,24 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 		b := crawlcheck.Politeness(snap, c.HostDelay, c.IPDelay, func(string) time.Duration { return 0 })
 		out.Breaches, out.BreachSample = len(b), b[:min(len(b), maxBreachesKept)]
 	}
+	if r.geo != "" {
+		r.collectGeo(out, snap)
+	}
 	return nil
+}
+
+// collectGeo sets a geographic run's distance-aware floor (and the run's
+// time to exhaustion over it) and its fetch latency as websim saw it from
+// the run's clients.
+func (r *fedRun) collectGeo(out *FederationRun, snap *websim.Snapshot) {
+	c := r.env.cfg
+	f := PolitenessFloorRTT(r.env.web, r.env.truth, c.HostDelay, c.IPDelay, c.MaxCrawlDelay, r.env.geo.rtt(r.geo))
+	if out.Exit == "exhausted" && f.S > 0 {
+		f.Ratio = out.WindowS / f.S
+	}
+	out.Floor = &f
+	fetch := combineFetch(snap.Clients, geoRunClients(r.geo))
+	out.Fetch = &fetch
 }
 
 // fedLoadAverage reads /proc/loadavg (zeros where it cannot).

@@ -15,6 +15,7 @@ const (
 	DefaultFederationTimeout = 15 * time.Minute // per run
 	DefaultFederationSample  = time.Second      // /status of every site or node: see FederationConfig.SampleEvery
 	maxFederationDelay       = 2 * time.Second  // one-way WAN delay
+	maxGeoWorkers            = 10_000           // the central site's workers (Workers × 3): site up --workers's bound
 	// fedGrace is the federation file's grace period: longer than any run,
 	// so that a site that has done its rounds and exited never has its
 	// hosts taken over by the sites still crawling.
@@ -30,6 +31,7 @@ const (
 const (
 	ModeFederated = "federated" // one site per region, exchanging URLs
 	ModeStretched = "stretched" // one site whose nodes sit in the regions
+	ModeCentral   = "central"   // one one-node site, no federation (FederationConfig.Geo)
 )
 
 // FederationSites are the benchmark's sites, where UniCrawl's were: eu
@@ -97,6 +99,20 @@ type FederationConfig struct {
 	// SiteFlags are more `site up` flags for every site (federated) and
 	// the first node (stretched).
 	SiteFlags []string `json:"site_flags,omitempty"`
+	// Geo runs the geographic benchmark (issue 22) instead of Delays and
+	// Stretched: websim makes each site's fetches pay the modelled round
+	// trips between the site and the hosts' cities (GeoClients: each site,
+	// or node, fetches from its own loopback address, which websim knows
+	// at the site's coordinates), and the web is crawled to exhaustion four
+	// ways, one fresh crawl each (GeoModes): federated with the distance
+	// partitioner, federated with consistent hashing, by one central site
+	// in eu with the three sites' width and workers, and by the stretched
+	// site with a node in each region. The WAN delay between sites is
+	// Delays' one delay, or if Delays is empty GeoWANDelay (the model's
+	// mean one-way delay of the three pairs of sites). Geo needs Rounds 0
+	// and a synthetic web (no Replay), and makes Stretched and Partitioner
+	// moot (Stretched must be empty).
+	Geo bool `json:"geo"`
 	// Replay, if set, are WARC files (or globs of them) that `websim
 	// replay` serves as the web instead of a synthetic one (issue 10,
 	// benchmark 5): every archived URL on the port it was recorded with,
@@ -162,6 +178,23 @@ func (c FederationConfig) WithDefaults() (FederationConfig, error) {
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("bench: "+format, args...)) }
+	if c.Geo {
+		if len(c.Delays) == 0 {
+			c.Delays = []time.Duration{GeoWANDelay()}
+		}
+		if len(c.Delays) > 1 {
+			bad("geo: one WAN delay (or none: the model's), got %v", c.Delays)
+		}
+		if len(c.Stretched) > 0 {
+			bad("geo: the geographic benchmark makes its own stretched run: give no stretched delays, got %v", c.Stretched)
+		}
+		if c.Rounds != 0 {
+			bad("geo: the runs crawl to exhaustion: rounds must be 0, got %d", c.Rounds)
+		}
+		if len(c.Replay) > 0 {
+			bad("geo: the floor needs a synthetic web: no replay")
+		}
+	}
 	s, err := c.siteConfig().WithDefaults()
 	if err != nil {
 		errs = append(errs, err)
@@ -184,6 +217,9 @@ func (c FederationConfig) WithDefaults() (FederationConfig, error) {
 	}
 	if n := len(FederationSites()); c.Width*n > 1_000_000 {
 		bad("width × %d sites (the stretched site's width) must be at most 1000000, got %d", n, c.Width*n)
+	}
+	if n := len(FederationSites()); c.Geo && c.Workers*n > maxGeoWorkers {
+		bad("geo: workers × %d sites (the central site's workers) must be at most %d, got %d", n, maxGeoWorkers, c.Workers*n)
 	}
 	if c.Timeout < 10*time.Second {
 		bad("timeout must be at least 10s, got %v", c.Timeout)

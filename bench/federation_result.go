@@ -69,12 +69,16 @@ type FederationLink struct {
 	Conns      int64  `json:"conns"`
 }
 
-// FederationRun is one crawl of the web: federated or stretched, at one
-// WAN delay.
+// FederationRun is one crawl of the web: federated, stretched or (the
+// geographic benchmark) central, at one WAN delay.
 type FederationRun struct {
-	Mode    string        `json:"mode"`
-	Delay   time.Duration `json:"delay_ns"`
-	DelayMS float64       `json:"delay_ms"`
+	Mode string `json:"mode"`
+	// Geo: the geographic run (GeoModes) this is, or "".
+	Geo string `json:"geo,omitempty"`
+	// Partitioner: the federation file's (federated runs).
+	Partitioner string        `json:"partitioner,omitempty"`
+	Delay       time.Duration `json:"delay_ns"`
+	DelayMS     float64       `json:"delay_ms"`
 	// Exit: "rounds" (every site did its rounds), "exhausted", "cut" (the
 	// timeout stopped it), "stalled" (idle for FederationConfig.Stall,
 	// stopped), "failed" (a process failed) or "exited".
@@ -126,7 +130,17 @@ type FederationRun struct {
 	WebsimRequests int64    `json:"websim_requests"`
 	UnknownHost    int64    `json:"websim_unknown_host_requests"`
 	StatusErrors   int      `json:"status_errors"`
-	Error          string   `json:"error,omitempty"`
+	// Floor (geographic runs) is the web's distance-aware politeness
+	// floor for this run: each host's URLs × (its delay + the RTT from
+	// whoever fetches it: its owner site's client address, eu's for the
+	// central site, the nearest node's for the stretched site, where it is
+	// a lower bound); Floor.Ratio is WindowS over it when the run was
+	// exhausted.
+	Floor *Floor `json:"floor,omitempty"`
+	// Fetch (geographic runs): the fetch latency websim saw from the run's
+	// client addresses, since its statistics were reset at the run's start.
+	Fetch *GeoFetch `json:"fetch,omitempty"`
+	Error string    `json:"error,omitempty"`
 }
 
 // FederationResult is what RunFederation measured.
@@ -141,6 +155,10 @@ type FederationResult struct {
 	// Comparisons: each stretched run against the first federated run at
 	// its delay.
 	Comparisons []FederationComparison `json:"comparisons,omitempty"`
+	// Geo: with FederationConfig.Geo, the model's setting and the
+	// comparisons of the distance run with the others (Comparisons and
+	// Loss20to80 are then unset).
+	Geo *FederationGeo `json:"geo,omitempty"`
 	// Replayed: with FederationConfig.Replay, what websim replays.
 	Replayed *FederationReplay        `json:"replayed,omitempty"`
 	Targets  map[string]ClusterTarget `json:"targets"`
@@ -166,6 +184,113 @@ type FederationComparison struct {
 	Speedup      float64 `json:"speedup"`
 }
 
+// FederationGeo is the geographic benchmark's setting and its comparisons.
+type FederationGeo struct {
+	// DelayMS is the runs' one-way WAN delay between sites;
+	// ModelDelayMS is GeoWANDelay, the mean of Pairs' one-way delays
+	// rounded to the millisecond (DelayMS unless FederationConfig.Delays
+	// gave another).
+	DelayMS      float64       `json:"wan_delay_ms"`
+	ModelDelayMS float64       `json:"model_wan_delay_ms"`
+	Pairs        []GeoSitePair `json:"site_pairs"`
+	Clients      []GeoClient   `json:"clients"`
+	// HostShares: each site's share of hosts under each partitioner, as
+	// the sites compute owners.
+	HostShares map[string]map[string]float64 `json:"host_shares"`
+	// Comparisons: the distance run against each other run.
+	Comparisons []GeoComparison `json:"comparisons,omitempty"`
+	// CacheHitRate is the distance run's URL-sent cache hit rate over the
+	// whole crawl; UniCrawlCacheHitRate UniCrawl's (0.92), beside it.
+	CacheHitRate         float64 `json:"sent_cache_hit_rate"`
+	UniCrawlCacheHitRate float64 `json:"unicrawl_sent_cache_hit_rate"`
+}
+
+// GeoComparison is the distance run against one other geographic run:
+// each ratio is the other run's figure over the distance run's, so above
+// 1 is the distance partitioner's gain.
+type GeoComparison struct {
+	Versus string `json:"versus"`
+	// LatencyRatio and P95Ratio: of the mean and 95th-percentile fetch
+	// latency (GeoFetch).
+	LatencyRatio float64 `json:"latency_ratio"`
+	P95Ratio     float64 `json:"p95_ratio"`
+	// ExhaustionRatio: of the time to exhaustion (WindowS), the distance
+	// run's speed-up; 0 unless both runs were exhausted.
+	ExhaustionRatio float64 `json:"exhaustion_ratio"`
+	// FloorRatio: of the distance-aware floors, what the ratio of times
+	// would be if both runs ran at their floors.
+	FloorRatio float64 `json:"floor_ratio"`
+	// TrafficSaved: 1 − the distance run's WAN bytes per page over the
+	// other's; 0 when the other sent nothing over the WAN (central).
+	TrafficSaved float64 `json:"traffic_saved,omitempty"`
+}
+
+// geoRun returns the first geographic run of mode with pages, or nil.
+func (res *FederationResult) geoRun(mode string) *FederationRun {
+	for i := range res.Runs {
+		if r := &res.Runs[i]; r.Geo == mode && r.Pages > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// compareGeo sets the geographic comparisons: the distance run against
+// each other run, and the distance run's cache hit rate.
+func (res *FederationResult) compareGeo() {
+	g := res.Geo
+	g.Comparisons = nil
+	d := res.geoRun(GeoDistance)
+	if d == nil {
+		return
+	}
+	g.CacheHitRate = d.CacheHitRate
+	for _, mode := range GeoModes()[1:] {
+		o := res.geoRun(mode)
+		if o == nil {
+			continue
+		}
+		c := GeoComparison{Versus: mode}
+		if d.Fetch != nil && o.Fetch != nil {
+			c.LatencyRatio, c.P95Ratio = ratio(o.Fetch.MeanMS, d.Fetch.MeanMS), ratio(o.Fetch.P95MS, d.Fetch.P95MS)
+		}
+		if d.Exit == "exhausted" && o.Exit == "exhausted" {
+			c.ExhaustionRatio = ratio(o.WindowS, d.WindowS)
+		}
+		if d.Floor != nil && o.Floor != nil {
+			c.FloorRatio = ratio(o.Floor.S, d.Floor.S)
+		}
+		if o.WANBytesPerPage > 0 {
+			c.TrafficSaved = 1 - d.WANBytesPerPage/o.WANBytesPerPage
+		}
+		g.Comparisons = append(g.Comparisons, c)
+	}
+}
+
+// geoTargets are the geographic benchmark's targets: against consistent
+// hashing and against the central site, 1.5× the mean fetch latency and
+// 1.5× the time to exhaustion; against the stretched site, 95% less WAN
+// traffic per page and 1.75× its time to exhaustion (UniCrawl's speed-up);
+// the distance run's URL-sent cache hit rate over the whole crawl at least
+// UniCrawl's 92%. A comparison whose runs did not both end exhausted
+// misses its time target (got 0).
+func (res *FederationResult) geoTargets(t map[string]ClusterTarget) {
+	g := res.Geo
+	for _, c := range g.Comparisons {
+		switch c.Versus {
+		case GeoConsistent, GeoCentral:
+			t["geo_latency_vs_"+c.Versus] = ClusterTarget{fmt.Sprintf("≥ %.1f", geoLatencyTarget), c.LatencyRatio, c.LatencyRatio >= geoLatencyTarget}
+			t["geo_time_vs_"+c.Versus] = ClusterTarget{fmt.Sprintf("≥ %.1f", geoExhaustionTarget), c.ExhaustionRatio, c.ExhaustionRatio >= geoExhaustionTarget}
+		case GeoStretched:
+			t["geo_traffic_vs_stretched"] = ClusterTarget{fmt.Sprintf("≥ %.2f", geoTrafficTarget), c.TrafficSaved, c.TrafficSaved >= geoTrafficTarget}
+			t["geo_speedup_vs_stretched"] = ClusterTarget{fmt.Sprintf("≥ %.2f", geoSpeedupTarget), c.ExhaustionRatio, c.ExhaustionRatio >= geoSpeedupTarget}
+		}
+	}
+	if d := res.geoRun(GeoDistance); d != nil && d.CacheLookups > 0 {
+		t["geo_sent_cache_hit_rate"] = ClusterTarget{fmt.Sprintf("≥ %.2f", fedCacheTarget), g.CacheHitRate, g.CacheHitRate >= fedCacheTarget}
+	}
+}
+
 // firstRun returns the first run of mode at delay d, or nil.
 func (res *FederationResult) firstRun(mode string, d time.Duration) *FederationRun {
 	for i := range res.Runs {
@@ -176,8 +301,13 @@ func (res *FederationResult) firstRun(mode string, d time.Duration) *FederationR
 	return nil
 }
 
-// compare sets the loss from 20 to 80 ms and the stretched comparisons.
+// compare sets the loss from 20 to 80 ms and the stretched comparisons,
+// or for the geographic benchmark its comparisons.
 func (res *FederationResult) compare() {
+	if res.Geo != nil {
+		res.compareGeo()
+		return
+	}
 	if a, b := res.firstRun(ModeFederated, 20*time.Millisecond), res.firstRun(ModeFederated, 80*time.Millisecond); a != nil && b != nil {
 		res.Loss20to80 = 1 - b.PagesPerSec/a.PagesPerSec
 	}
@@ -199,16 +329,24 @@ func (res *FederationResult) compare() {
 // targets: the loss from 20 to 80 ms at most 5%; the URL-sent cache's hit
 // rate at least 92% in every federated run (the lowest is shown); for
 // each stretched comparison, at least 95% less inter-site traffic and 2×
-// the pages/s; no politeness breach in any run.
+// the pages/s; no politeness breach in any run. For the geographic
+// benchmark, geoTargets and no politeness breach in any run.
 func (res *FederationResult) targets() map[string]ClusterTarget {
 	t := map[string]ClusterTarget{}
+	breaches := 0
+	for _, r := range res.Runs {
+		breaches += r.Breaches
+	}
+	t["politeness_breaches"] = ClusterTarget{"0", float64(breaches), breaches == 0}
+	if res.Geo != nil {
+		res.geoTargets(t)
+		return t
+	}
 	if res.Loss20to80 >= 0 {
 		t["loss_20_to_80ms"] = ClusterTarget{fmt.Sprintf("≤ %.2f", fedLossTarget), res.Loss20to80, res.Loss20to80 <= fedLossTarget}
 	}
 	lowest, found := 1.0, false
-	breaches := 0
 	for _, r := range res.Runs {
-		breaches += r.Breaches
 		if r.Mode == ModeFederated && r.CacheLookups > 0 {
 			lowest, found = min(lowest, r.CacheHitRate), true
 		}
@@ -220,6 +358,5 @@ func (res *FederationResult) targets() map[string]ClusterTarget {
 		t[fmt.Sprintf("traffic_saved_%gms", c.DelayMS)] = ClusterTarget{fmt.Sprintf("≥ %.2f", fedTrafficTarget), c.TrafficSaved, c.TrafficSaved >= fedTrafficTarget}
 		t[fmt.Sprintf("speedup_%gms", c.DelayMS)] = ClusterTarget{fmt.Sprintf("≥ %.1f", fedSpeedTarget), c.Speedup, c.Speedup >= fedSpeedTarget}
 	}
-	t["politeness_breaches"] = ClusterTarget{"0", float64(breaches), breaches == 0}
 	return t
 }

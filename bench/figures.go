@@ -93,12 +93,52 @@ func phaseChart(title string, rows []RoundRow) barChart {
 	return ch
 }
 
+// geoFigures plots the geographic benchmark per run: the time to
+// exhaustion beside the run's distance-aware floor, the mean and p95
+// fetch latency websim saw, and the WAN bytes per crawled page.
+func (r FederationResult) geoFigures() []Figure {
+	times := barChart{title: "Time to exhaustion and the distance-aware floor", xLabel: "seconds",
+		kinds: []string{"time to exhaustion", "floor: slowest host's URLs × (delay + RTT)"}, values: true}
+	latency := barChart{title: "Fetch latency (websim's modelled delay before a response)", xLabel: "milliseconds",
+		kinds: []string{"mean", "p95"}, values: true}
+	bytes := barChart{title: "WAN bytes (both ways) per crawled page", xLabel: "bytes per page", values: true}
+	for _, run := range r.Runs {
+		if run.Geo == "" {
+			continue
+		}
+		name := run.Geo
+		if run.Exit != "exhausted" {
+			name += " (" + run.Exit + ")"
+		}
+		times.rows = append(times.rows, barRow{label: name, spans: []span{{0, 0, run.WindowS}}})
+		if f := run.Floor; f != nil {
+			times.rows = append(times.rows, barRow{label: run.Geo + " floor", spans: []span{{1, 0, f.S}}})
+		}
+		if f := run.Fetch; f != nil && f.Requests > 0 {
+			latency.rows = append(latency.rows, barRow{label: run.Geo + " mean", spans: []span{{0, 0, f.MeanMS}}},
+				barRow{label: run.Geo + " p95", spans: []span{{1, 0, f.P95MS}}})
+		}
+		bytes.rows = append(bytes.rows, barRow{label: run.Geo, spans: []span{{0, 0, run.WANBytesPerPage}}})
+	}
+	if len(bytes.rows) == 0 {
+		return nil
+	}
+	out := []Figure{{"exhaustion", times.svg()}}
+	if len(latency.rows) > 0 {
+		out = append(out, Figure{"latency", latency.svg()})
+	}
+	return append(out, Figure{"wan-bytes", bytes.svg()})
+}
+
 // Figures plots the federated runs against the WAN delay when they were
 // made at two delays or more (aggregate pages/s; mean and longest update
 // of a round), and, when there are stretched runs, each stretched run
 // beside the federated run at its delay (WAN bytes per crawled page;
-// pages/s).
+// pages/s). The geographic benchmark has figures of its own (geoFigures).
 func (r FederationResult) Figures() []Figure {
+	if r.Geo != nil {
+		return r.geoFigures()
+	}
 	var out []Figure
 	var fed []FederationRun
 	delays := map[float64]bool{}

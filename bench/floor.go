@@ -14,11 +14,21 @@ import (
 // at the crawl's maximum, whichever is longer). robots.txt and sitemap
 // requests are not counted, so the floor is a little below what any
 // crawler can reach.
+//
+// With distance (PolitenessFloorRTT), a host is asked one request at a
+// time and the next request starts its delay after the previous response
+// ends, so each URL also costs a fetch's round trip from where it is
+// fetched: the host's time is its URLs × (its delay + its RTT). A
+// connection's handshake and DNS answers (one more RTT each) are not
+// counted either.
 type Floor struct {
 	S      float64 `json:"s"`       // the floor, in seconds
 	By     string  `json:"by"`      // the host, or "ip ADDR", that sets it
 	URLs   int     `json:"urls"`    // its robots-allowed reachable URLs
 	DelayS float64 `json:"delay_s"` // its delay between requests
+	// RTTMS is the round trip a fetch from it pays, in milliseconds
+	// (PolitenessFloorRTT; 0 without distance).
+	RTTMS float64 `json:"rtt_ms,omitempty"`
 	// Ratio is the crawl's time to exhaustion (first round's start to last
 	// round's end) over S; 0 if the crawl did not run to exhaustion.
 	Ratio float64 `json:"ratio,omitempty"`
@@ -26,8 +36,21 @@ type Floor struct {
 
 // PolitenessFloor computes the floor of web w from its truth (URLs counted
 // by their canonical form, as a crawler that drops session ids fetches
-// them), for a crawl with these delays.
+// them), for a crawl with these delays, whose fetches take no time.
 func PolitenessFloor(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, maxCrawlDelay time.Duration) Floor {
+	return PolitenessFloorRTT(w, truth, hostDelay, ipDelay, maxCrawlDelay, nil)
+}
+
+// PolitenessFloorRTT is PolitenessFloor for a crawl whose fetches of a
+// host's URLs each pay rtt(host), the round trip between the host and
+// whoever fetches it (nil: none): a host's time is its URLs × (its delay
+// + its RTT), an address's its URLs × (the address delay + the smallest
+// RTT of its hosts). Floor.RTTMS is the RTT of the host or address that
+// sets it.
+func PolitenessFloorRTT(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, maxCrawlDelay time.Duration, rtt func(host string) time.Duration) Floor {
+	if rtt == nil {
+		rtt = func(string) time.Duration { return 0 }
+	}
 	delay := map[string]time.Duration{}
 	for _, h := range w.Hosts() {
 		d := hostDelay
@@ -39,6 +62,7 @@ func PolitenessFloor(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, max
 	seen := map[string]bool{}
 	perHost := map[string]int{}
 	perIP := map[string]int{}
+	ipRTT := map[string]time.Duration{} // the smallest RTT of the address's hosts
 	for i := range truth {
 		r := &truth[i]
 		if !crawlcheck.Target(r) {
@@ -54,6 +78,12 @@ func PolitenessFloor(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, max
 		seen[u] = true
 		perHost[r.Host]++
 		perIP[r.IP]++
+		if ipDelay > 0 {
+			d := rtt(r.Host)
+			if old, ok := ipRTT[r.IP]; !ok || d < old {
+				ipRTT[r.IP] = d
+			}
+		}
 	}
 	var f Floor
 	for h, n := range perHost {
@@ -61,16 +91,21 @@ func PolitenessFloor(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, max
 		if !ok {
 			d = hostDelay
 		}
-		if s := float64(n) * d.Seconds(); s > f.S || s == f.S && h < f.By {
-			f = Floor{S: s, By: h, URLs: n, DelayS: d.Seconds()}
+		r := rtt(h)
+		if s := float64(n) * (d + r).Seconds(); s > f.S || s == f.S && h < f.By {
+			f = Floor{S: s, By: h, URLs: n, DelayS: d.Seconds(), RTTMS: msOf(r)}
 		}
 	}
 	if ipDelay > 0 {
 		for ip, n := range perIP {
-			if s := float64(n) * ipDelay.Seconds(); s > f.S {
-				f = Floor{S: s, By: "ip " + ip, URLs: n, DelayS: ipDelay.Seconds()}
+			r := ipRTT[ip]
+			if s := float64(n) * (ipDelay + r).Seconds(); s > f.S {
+				f = Floor{S: s, By: "ip " + ip, URLs: n, DelayS: ipDelay.Seconds(), RTTMS: msOf(r)}
 			}
 		}
 	}
 	return f
 }
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -112,7 +112,7 @@ func runColly(ctx context.Context, cfg PeersConfig, maxPages int64) (PeerRow, er
 			return row, err
 		}
 	}
-	sim, web, err := startSim(ctx, &sc, dir, simBin)
+	sim, web, err := startSim(ctx, &sc, dir, simBin, nil)
 	if err != nil {
 		return row, err
 	}

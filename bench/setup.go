@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -35,18 +36,32 @@ type simProc struct {
 
 // startSim starts websim serving the web c describes (in this process with
 // c.InProcess, else bin in a subprocess) with its DNS and admin servers on
-// free ports, its ready file in dir, and returns it with its web.
-func startSim(ctx context.Context, c *SiteConfig, dir, bin string) (*simProc, *synth.Web, error) {
+// free ports, its ready file in dir, and returns it with its web. clients,
+// if any, pay their distance to the hosts (websim --clients, written to
+// dir/clients.txt).
+func startSim(ctx context.Context, c *SiteConfig, dir, bin string, clients []geodelay.Client) (*simProc, *synth.Web, error) {
 	o := c.webOptions(0)
 	if c.InProcess {
-		srv, err := websim.Start(websim.Options{Web: o, DNSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0"})
+		srv, err := websim.Start(websim.Options{Web: o, DNSAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Clients: clients})
 		if err != nil {
 			return nil, nil, fmt.Errorf("bench: start websim: %w", err)
 		}
 		return &simProc{srv: srv, pid: os.Getpid(), dns: srv.DNSAddr(), admin: srv.AdminAddr()}, srv.Web(), nil
 	}
 	ready := filepath.Join(dir, "websim-ready")
-	ch, err := startWebsim(ctx, "websim", bin, append(serveArgs(o, ready), "--progress", "0"), ready)
+	args := append(serveArgs(o, ready), "--progress", "0")
+	if len(clients) > 0 {
+		file := filepath.Join(dir, "clients.txt")
+		var b strings.Builder
+		for _, cl := range clients {
+			b.WriteString(cl.String() + "\n")
+		}
+		if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+			return nil, nil, fmt.Errorf("bench: websim clients file: %w", err)
+		}
+		args = append(args, "--clients", file)
+	}
+	ch, err := startWebsim(ctx, "websim", bin, args, ready)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -155,7 +155,7 @@ func (r *siteRun) start(ctx context.Context) error {
 		}
 	}
 	cfg.Progress("starting websim: %d %s hosts × %d pages on %d addresses", cfg.Hosts, cfg.Profile, cfg.Pages, cfg.IPs)
-	if r.sim, r.web, err = startSim(ctx, cfg, r.dir, simBin); err != nil {
+	if r.sim, r.web, err = startSim(ctx, cfg, r.dir, simBin, nil); err != nil {
 		return err
 	}
 	seeds := filepath.Join(r.dir, "seeds.txt")

@@ -34,10 +34,62 @@ type federationJSON struct {
 
 // runFederation is `bench federation`: three federated sites crawling one
 // web at several WAN delays (issue 10, benchmarks 1 and 3), and one site
-// of three nodes stretched across the same WAN (benchmark 2).
+// of three nodes stretched across the same WAN (benchmark 2); with --geo,
+// the geographic benchmark (issue 22): the web crawled to exhaustion by
+// the federation with the distance partitioner, with consistent hashing,
+// by one central site and by the stretched site, every fetch paying its
+// modelled distance.
 //
 //	go run ./cmd/bench federation [--hosts 3000 --pages 30 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms --partitioner consistent]
+//	go run ./cmd/bench federation --geo [--hosts 1000 --pages 20 --ips 256 --host-delay 100ms --delays 71ms]
 func runFederation(args []string, stdout, stderr io.Writer) error {
+	cfg, jsonPath, err := federationFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Progress = func(format string, args ...any) {
+		fmt.Fprintf(stderr, "  %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := federationJSON{Benchmark: "federation", Profile: cfg.Profile.String(), Commit: gitCommit(ctx, cfg.ModuleRoot), Load: loadAverage(),
+		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if cfg.Geo {
+		fmt.Fprintf(stderr, "bench federation --geo: %s at %v one-way between sites; commit %s, load average %.2f %.2f %.2f\n",
+			strings.Join(bench.GeoModes(), ", "), cfg.Delays, out.Commit, out.Load[0], out.Load[1], out.Load[2])
+	} else {
+		fmt.Fprintf(stderr, "bench federation: federated at %v, stretched at %v; commit %s, load average %.2f %.2f %.2f\n",
+			cfg.Delays, cfg.Stretched, out.Commit, out.Load[0], out.Load[1], out.Load[2])
+	}
+	start := time.Now()
+	res, err := bench.RunFederation(ctx, cfg)
+	if err != nil && len(res.Runs) == 0 {
+		return err
+	}
+	out.Config, out.Result, out.ElapsedS = cfg, res, time.Since(start).Seconds()
+	out.LoadEnd, out.Time = loadAverage(), time.Now().UTC().Format(time.RFC3339)
+	if err != nil {
+		out.Error = err.Error()
+	}
+	fmt.Fprint(stdout, res.Report(cfg))
+	fmt.Fprintf(stdout, "  load average %.2f %.2f %.2f at the start, %.2f %.2f %.2f at the end (%d CPUs); commit %s; %.0fs in all\n",
+		out.Load[0], out.Load[1], out.Load[2], out.LoadEnd[0], out.LoadEnd[1], out.LoadEnd[2], out.NumCPU, out.Commit, out.ElapsedS)
+	if jerr := emitJSON(stdout, jsonPath, out); jerr != nil {
+		return jerr
+	}
+	if perr := writeFigures(stderr, jsonPath, "", res.Figures()); perr != nil {
+		return perr
+	}
+	return err
+}
+
+// federationFlags parses `bench federation`'s flags into a configuration
+// with its defaults filled in (every problem with it in the error), and
+// the --json path. With --geo, the delay sweep's defaults of --delays,
+// --stretched and --rounds do not apply: no delay (the model's), no
+// stretched delay, rounds 0.
+func federationFlags(args []string, stderr io.Writer) (bench.FederationConfig, string, error) {
 	cfg := bench.DefaultFederationConfig()
 	fs := flag.NewFlagSet("bench federation", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -71,16 +123,33 @@ func runFederation(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.ModuleRoot, "module-root", "", "directory of Meridian's go.mod, where ./cmd/websim and ./cmd/site are built (default: found)")
 	fs.StringVar(&cfg.WebsimBinary, "websim-bin", "", "run this websim binary instead of building one")
 	fs.StringVar(&cfg.SiteBinary, "site-bin", "", "run this site binary instead of building one")
+	fs.BoolVar(&cfg.Geo, "geo", cfg.Geo, "the geographic benchmark: each site (node) fetches from its own address, which websim makes pay the round trips to the hosts' cities, "+
+		"and the web is crawled to exhaustion (--rounds 0) by the federation with the distance partitioner, with consistent hashing, by one central site in eu "+
+		"(3× --width and --workers) and by the stretched site, at one WAN delay: --delays D, or by default the distance model's mean one-way delay between the sites ("+
+		bench.GeoWANDelay().String()+")")
 	jsonPath := fs.String("json", "", "also write the JSON result to this file")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cfg, "", err
+	}
+	if cfg.Geo { // its own runs: the defaults of the delay sweep do not apply
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["delays"] {
+			delays = nil
+		}
+		if !set["stretched"] {
+			stretched = nil
+		}
+		if !set["rounds"] {
+			cfg.Rounds = 0
+		}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+		return cfg, "", fmt.Errorf("bench: unexpected arguments %q", fs.Args())
 	}
 	p, err := synth.ParseProfile(*profile)
 	if err != nil {
-		return fmt.Errorf("bench: --profile: %w", err)
+		return cfg, "", fmt.Errorf("bench: --profile: %w", err)
 	}
 	cfg.Profile, cfg.Delays, cfg.Stretched, cfg.SiteFlags = p, delays, stretched, strings.Fields(*siteFlags)
 	for _, g := range strings.Split(*replay, ",") {
@@ -88,39 +157,8 @@ func runFederation(args []string, stdout, stderr io.Writer) error {
 			cfg.Replay = append(cfg.Replay, g)
 		}
 	}
-	if cfg, err = cfg.WithDefaults(); err != nil {
-		return err
-	}
-	cfg.Progress = func(format string, args ...any) {
-		fmt.Fprintf(stderr, "  %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	out := federationJSON{Benchmark: "federation", Profile: p.String(), Commit: gitCommit(ctx, cfg.ModuleRoot), Load: loadAverage(),
-		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
-	fmt.Fprintf(stderr, "bench federation: federated at %v, stretched at %v; commit %s, load average %.2f %.2f %.2f\n",
-		cfg.Delays, cfg.Stretched, out.Commit, out.Load[0], out.Load[1], out.Load[2])
-	start := time.Now()
-	res, err := bench.RunFederation(ctx, cfg)
-	if err != nil && len(res.Runs) == 0 {
-		return err
-	}
-	out.Config, out.Result, out.ElapsedS = cfg, res, time.Since(start).Seconds()
-	out.LoadEnd, out.Time = loadAverage(), time.Now().UTC().Format(time.RFC3339)
-	if err != nil {
-		out.Error = err.Error()
-	}
-	fmt.Fprint(stdout, res.Report(cfg))
-	fmt.Fprintf(stdout, "  load average %.2f %.2f %.2f at the start, %.2f %.2f %.2f at the end (%d CPUs); commit %s; %.0fs in all\n",
-		out.Load[0], out.Load[1], out.Load[2], out.LoadEnd[0], out.LoadEnd[1], out.LoadEnd[2], out.NumCPU, out.Commit, out.ElapsedS)
-	if jerr := emitJSON(stdout, *jsonPath, out); jerr != nil {
-		return jerr
-	}
-	if perr := writeFigures(stderr, *jsonPath, "", res.Figures()); perr != nil {
-		return perr
-	}
-	return err
+	cfg, err = cfg.WithDefaults()
+	return cfg, *jsonPath, err
 }
 
 // durationList is a flag of comma-separated durations ("0" is zero; an

@@ -7,7 +7,7 @@
 //	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
 //	go run ./cmd/bench cluster [--hosts 10000 --rounds 10 --nodes 1,2,3 --kill-after 60s --node-cpus 0.25 --replicas 1]
 //	go run ./cmd/bench partition [--hosts 10000 --ips 64 --replicas 100,200,1000]
-//	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms]
+//	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms | --geo]
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 //	go run ./cmd/bench plot [--out DIR] RESULT.json...   (SVG figures of results, again)
