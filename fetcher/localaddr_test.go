@@ -128,8 +128,14 @@ func TestLocalAddrs(t *testing.T) {
 		s := startSrcServer(t, "127.0.0.1")
 		local := netip.MustParseAddr("127.0.2.1")
 		got := fetchAll(t, []netip.Addr{local}, []*srcServer{s})
-		if r := got[s.url("/page")]; r == nil || r.HTTPStatus != 200 {
+		r := got[s.url("/page")]
+		if r == nil || r.HTTPStatus != 200 {
 			t.Fatalf("page result %+v", r)
+		}
+		// Took is the request's time, start to end: more than nothing,
+		// less than the whole test.
+		if r.Took <= 0 || r.Took > 10*time.Second {
+			t.Errorf("page result took %v, want the request's time", r.Took)
 		}
 		want := []string{"/robots.txt 127.0.2.1", "/page 127.0.2.1"}
 		if a := s.arrivals(); fmt.Sprint(a) != fmt.Sprint(want) {

@@ -61,6 +61,14 @@ type task struct {
 	children []string
 }
 
+// took is the time t's request took, start to end (0 if it made none).
+func (t *task) took() time.Duration {
+	if t.start.IsZero() || t.end.Before(t.start) {
+		return 0
+	}
+	return t.end.Sub(t.start)
+}
+
 // event is a worker's message to the scheduler: a task is done, or (started)
 // its request got a connection at the given time.
 type event struct {

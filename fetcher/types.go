@@ -95,6 +95,11 @@ type Result struct {
 	// retry of this kind is no fault of the URL's.
 	NoRequest bool
 	Wait      time.Duration // politeness wait of the request (see Stats.PolitenessWait)
+	// Took is the request's time from its start (connection set-up
+	// included) to the end of its body; 0 without a request. The host's
+	// next request starts no earlier than its end plus the host's delay,
+	// so a host's pace is its delay plus what its requests take.
+	Took time.Duration
 }
 
 // HostStore persists per-host state (robots.txt, DNS, back-off) in the crawl

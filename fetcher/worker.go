@@ -227,7 +227,7 @@ func errString(err error) string {
 func (w *worker) page(t *task) {
 	url := t.job.URL
 	err := w.get(t, url)
-	r := &Result{Job: t.job, Kind: KindPage, FetchedAt: t.start, Wait: t.wait}
+	r := &Result{Job: t.job, Kind: KindPage, FetchedAt: t.start, Wait: t.wait, Took: t.took()}
 	oc, why := w.failure(err)
 	t.outcome = oc
 	if oc == outcomeStopped {
@@ -353,7 +353,7 @@ func (w *worker) robots(t *task) {
 	if oc == outcomeStopped {
 		return
 	}
-	r := &Result{Job: t.job, Kind: KindRobots, FetchedAt: t.start, Wait: t.wait}
+	r := &Result{Job: t.job, Kind: KindRobots, FetchedAt: t.start, Wait: t.wait, Took: t.took()}
 	w.fill(r)
 	ex := &w.ex
 	status := 0
@@ -402,7 +402,7 @@ func (w *worker) sitemap(t *task) {
 	if oc == outcomeStopped {
 		return
 	}
-	r := &Result{Job: t.job, Kind: KindSitemap, FetchedAt: t.start, Wait: t.wait}
+	r := &Result{Job: t.job, Kind: KindSitemap, FetchedAt: t.start, Wait: t.wait, Took: t.took()}
 	w.fill(r)
 	switch {
 	case oc == outcomeFailure:

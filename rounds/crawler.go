@@ -396,9 +396,17 @@ func (c *Crawler) apply(ctx context.Context, b *store.Batch) (*store.Result, err
 // there is no address delay or the host was never resolved).
 type hostPace struct {
 	delay time.Duration
-	ip    netip.Addr
-	ipOK  bool
+	// took is what a request to the host takes (the leader's learned
+	// fetch time; 0: not known, or under a millisecond).
+	took time.Duration
+	ip   netip.Addr
+	ipOK bool
 }
+
+// each is the time the host gives each of its URLs: its delay, and what
+// a request takes (the fetcher starts the next request its delay after
+// the end of the last).
+func (p hostPace) each() time.Duration { return p.delay + p.took }
 
 func (c *Crawler) hostPace(host string) hostPace {
 	p := hostPace{delay: c.o.HostDelay}

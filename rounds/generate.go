@@ -382,9 +382,9 @@ func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (fro
 		// Router.Waiting) gets nothing: its record is not read.
 		h := plan.HostPace{Waiting: r != nil && r.Waiting(host)}
 		if !h.Waiting {
-			p := c.hostPace(host)
+			p := l.hostPace(host)
 			rd.paces[host] = p
-			h.Delay, h.BusyUntil = p.delay, l.busyUntil[host]
+			h.Delay, h.BusyUntil = p.each(), l.busyUntil[host]
 			h.IP, h.IPOK, h.IPBusyUntil = p.ip, p.ipOK, l.busyUntilIP[p.ip]
 		}
 		return b.Host(h)
@@ -579,9 +579,9 @@ func (l *leader) project(entries []genEntry, now time.Time, paces map[string]hos
 		}
 		p, ok := paces[h]
 		if !ok {
-			p = c.hostPace(h)
+			p = l.hostPace(h)
 		}
-		l.busyUntil[h] = from.Add(time.Duration(k) * p.delay)
+		l.busyUntil[h] = from.Add(time.Duration(k) * p.each())
 		if p.ipOK {
 			perIP[p.ip] += k
 			ipHosts[p.ip]++
@@ -602,4 +602,48 @@ func (l *leader) project(entries []genEntry, now time.Time, paces map[string]hos
 		}
 		l.busyUntilIP[ip] = from.Add(time.Duration(k) * c.o.IPDelay)
 	}
+}
+
+// maxTook bounds the hosts whose fetch time the leader keeps: beyond it,
+// learnTook forgets an arbitrary half (they are learned again from the
+// next reports that name them).
+const maxTook = 1 << 17
+
+// learnTook learns what a request to each host takes from a node's
+// report (host → mean µs of its requests since the node's last report):
+// averaged with what was known (an exponentially weighted mean of weight
+// 1/2, so that a host that turned slow or fast is followed within a few
+// reports). l.mu is held.
+func (l *leader) learnTook(took map[string]int64) {
+	for h, us := range took {
+		if us <= 0 {
+			continue
+		}
+		mean := time.Duration(us) * time.Microsecond
+		if old, ok := l.took[h]; ok {
+			mean = (old + mean) / 2
+		}
+		if mean < time.Millisecond {
+			delete(l.took, h)
+			continue
+		}
+		if _, ok := l.took[h]; !ok && len(l.took) >= maxTook {
+			n := 0
+			for k := range l.took {
+				if n++; n > maxTook/2 {
+					break
+				}
+				delete(l.took, k)
+			}
+		}
+		l.took[h] = mean
+	}
+}
+
+// hostPace is c.hostPace with what a request to host takes, as learned
+// (learnTook). l.mu is held.
+func (l *leader) hostPace(host string) hostPace {
+	p := l.c.hostPace(host)
+	p.took = l.took[host]
+	return p
 }

@@ -23,6 +23,7 @@ func (c *Crawler) OnResult(res *fetcher.Result) {
 	n.mu.Lock()
 	if res.Host != "" && !res.NoRequest {
 		n.lastEnd[res.Host] = now
+		n.addTook(res)
 	}
 	p := n.parts[partRef{res.Round, int(res.Part)}]
 	if res.Kind == fetcher.KindPage && (p == nil || p.revoked.Load() || p.epoch != res.Take || p.isDone()) {

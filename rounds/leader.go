@@ -58,9 +58,14 @@ type leader struct {
 
 	// busyUntil is when each host's generated URLs are projected to be
 	// done at its own pace (generate's per-host budget).
-	busyUntil     map[string]time.Time
-	busyUntilIP   map[netip.Addr]time.Time // the same for addresses, with an address delay
-	ipHosts       map[netip.Addr]int       // hosts of each address in the newest round generated
+	busyUntil   map[string]time.Time
+	busyUntilIP map[netip.Addr]time.Time // the same for addresses, with an address delay
+	// took is what a request to a host takes, learned from the nodes'
+	// reports (learnTook): part of its pace, since its next request
+	// starts its delay after the end of the last. Hosts whose requests take
+	// under a millisecond are left out (0).
+	took          map[string]time.Duration
+	ipHosts       map[netip.Addr]int // hosts of each address in the newest round generated
 	frontierEmpty bool
 	genIndex      uint64 // the applied index before the generate that found nothing
 	retryAt       time.Time
@@ -153,6 +158,8 @@ func (l *leader) heard(r NodeReport) {
 	now := l.c.o.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.learnTook(r.Took)
+	r.Took = nil // learned; the report is kept for its other fields
 	l.reports[r.ID] = r
 	l.det.Heard(r.ID, now)
 }
@@ -238,7 +245,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), members: map[string]bool{}, start: now, reports: map[string]NodeReport{},
-		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}}
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}, took: map[string]time.Duration{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
 	b.PutUser(leaderKey, l.token)

@@ -76,6 +76,9 @@ type nodeSide struct {
 	mu      sync.Mutex
 	parts   map[partRef]*nodePart
 	lastEnd map[string]time.Time // host → when its last request here ended (any part, robots.txt and sitemaps too)
+	// took sums, per host, the answered requests since the last report
+	// and what they took (fetcher.Result.Took), for the report's Took.
+	took    map[string]*hostTook
 	wal     map[uint64]*segment.Writer
 	recover map[uint64]bool // rounds whose write-ahead segment was read at this start
 	// recovered holds, per round, the results its write-ahead segment had
@@ -120,7 +123,7 @@ type nodeSide struct {
 
 func newNodeSide(c *Crawler) *nodeSide {
 	n := &nodeSide{c: c, wake: make(chan struct{}, 1), stageSem: make(chan struct{}, 1), parts: map[partRef]*nodePart{}, wal: map[uint64]*segment.Writer{}, recover: map[uint64]bool{},
-		recovered: map[uint64]*recoveredRound{}, lastEnd: map[string]time.Time{}}
+		recovered: map[uint64]*recoveredRound{}, lastEnd: map[string]time.Time{}, took: map[string]*hostTook{}}
 	n.lastOK.Store(c.o.Now().UnixNano())
 	return n
 }

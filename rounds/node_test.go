@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -667,5 +669,68 @@ func TestHandOverKeepsDelays(t *testing.T) {
 	}
 	if waited < f.c.o.MaxCrawlDelay {
 		t.Errorf("the transfer came %v after the last request, before the longest delay %v", waited, f.c.o.MaxCrawlDelay)
+	}
+}
+
+// TestTookReportAndLearn checks the fetch times a node reports and the
+// leader learns: a report carries each host's mean since the last one
+// (answered requests only, a millisecond or more), the next starts
+// afresh, and the leader averages what it hears with what it knew,
+// forgets a host that turned fast and keeps a bounded number.
+func TestTookReportAndLearn(t *testing.T) {
+	n := &nodeSide{took: map[string]*hostTook{}}
+	res := func(host string, took time.Duration, status int, retry bool) *fetcher.Result {
+		return &fetcher.Result{Job: fetcher.Job{Host: host}, Took: took, HTTPStatus: status, Retry: retry}
+	}
+	for _, r := range []*fetcher.Result{
+		res("far.test", 200*time.Millisecond, 200, false),
+		res("far.test", 100*time.Millisecond, 404, false),
+		res("far.test", 5*time.Second, 0, true),            // a timeout: not a round trip
+		res("far.test", 3*time.Second, 503, true),          // a retry: not counted either
+		res("near.test", 300*time.Microsecond, 200, false), // under a millisecond: not reported
+		res("none.test", 0, 200, false),                    // no request time
+	} {
+		n.addTook(r)
+	}
+	got := n.takeTook()
+	if want := map[string]int64{"far.test": 150_000}; !maps.Equal(got, want) {
+		t.Fatalf("report's Took = %v, want %v", got, want)
+	}
+	if again := n.takeTook(); again != nil {
+		t.Fatalf("the next report's Took = %v, want none (nothing fetched since)", again)
+	}
+	for i := range maxTookHosts + 10 {
+		n.addTook(res(fmt.Sprintf("h%d.test", i), 2*time.Millisecond, 200, false))
+	}
+	if got := len(n.takeTook()); got != maxTookHosts {
+		t.Errorf("a report names %d hosts, want at most %d", got, maxTookHosts)
+	}
+
+	l := &leader{took: map[string]time.Duration{}}
+	l.learnTook(map[string]int64{"far.test": 150_000, "bad.test": -5})
+	l.learnTook(map[string]int64{"far.test": 250_000, "fast.test": 4_000})
+	if got := l.took["far.test"]; got != 200*time.Millisecond {
+		t.Errorf("far.test learned %v, want 200ms (150 then 250 ms, weight 1/2)", got)
+	}
+	if _, ok := l.took["bad.test"]; ok {
+		t.Error("a negative time was learned")
+	}
+	l.learnTook(map[string]int64{"fast.test": 0}) // no answer: ignored
+	l.learnTook(map[string]int64{"fast.test": 100})
+	if got := l.took["fast.test"]; got != 2050*time.Microsecond {
+		t.Errorf("fast.test learned %v, want 2.05ms (4 ms, then 0.1 ms)", got)
+	}
+	l.learnTook(map[string]int64{"fast.test": 100}) // 1.075 ms
+	l.learnTook(map[string]int64{"fast.test": 100}) // 0.5875 ms
+	if got, ok := l.took["fast.test"]; ok {
+		t.Errorf("fast.test, now under a millisecond, is kept at %v: want it forgotten", got)
+	}
+	big := map[string]int64{}
+	for i := range maxTook + 100 {
+		big[fmt.Sprintf("h%d.test", i)] = 10_000
+	}
+	l.learnTook(big)
+	if len(l.took) > maxTook {
+		t.Errorf("the leader keeps %d hosts' times, want at most %d", len(l.took), maxTook)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 )
 
@@ -31,6 +32,56 @@ type NodeReport struct {
 	// another node).
 	HandedBack bool                 `json:"handed_back,omitempty"`
 	FreeAt     map[string]time.Time `json:"free_at,omitempty"`
+	// Took is, per host whose answered requests since the last report took
+	// a millisecond or more on average, that mean in microseconds: the
+	// leader learns from it what a host's requests take (its round trips,
+	// for a far host), part of the host's pace.
+	Took map[string]int64 `json:"took_us,omitempty"`
+}
+
+// hostTook sums a host's answered requests and what they took.
+type hostTook struct {
+	n  int64
+	us int64
+}
+
+// maxTookHosts bounds the hosts one report carries (the others wait for
+// the next report).
+const maxTookHosts = 8192
+
+// addTook counts res's request in the next report's Took: answered (an
+// HTTP status, no retry), with the time it took. n.mu is held.
+func (n *nodeSide) addTook(res *fetcher.Result) {
+	if res.Took <= 0 || res.HTTPStatus <= 0 || res.Retry {
+		return
+	}
+	t := n.took[res.Host]
+	if t == nil {
+		if len(n.took) >= maxTookHosts {
+			return
+		}
+		t = &hostTook{}
+		n.took[res.Host] = t
+	}
+	t.n++
+	t.us += res.Took.Microseconds()
+}
+
+// takeTook returns the report's Took and starts a new count.
+func (n *nodeSide) takeTook() map[string]int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out map[string]int64
+	for h, t := range n.took {
+		if mean := t.us / t.n; mean >= 1000 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[h] = mean
+		}
+	}
+	clear(n.took)
+	return out
 }
 
 // report builds this node's report.
@@ -40,6 +91,7 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 	st := f.Stats()
 	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load(), HandedBack: n.handedBack.Load()}
 	r.Rate = n.rate.observe(now, r.Done)
+	r.Took = n.takeTook()
 	parts := n.heldParts()
 	for _, p := range parts {
 		if p.revoked.Load() {

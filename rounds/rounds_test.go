@@ -3,7 +3,9 @@ package rounds
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -361,7 +364,15 @@ func TestRedirectChainNotCutByDepth(t *testing.T) {
 //     tail while the big host waits for its next URLs;
 //   - the tail (issue 20): one host with a 1 s Crawl-delay holds most of
 //     the last pages: it must stay busy across the rounds' turnover
-//     without a round (and its update) for each of its URLs.
+//     without a round (and its update) for each of its URLs;
+//   - far hosts (issue 22): the crawler fetches from a client address that
+//     websim places in the city of host 0, which has 10× the pages of the
+//     others; most others answer a round trip of 130-190 ms later
+//     (websim's distance model). The leader must learn what their
+//     requests take (the nodes' reports): a round that gave every far
+//     host k URLs, as if each took only its delay, lasted k × (delay +
+//     RTT), and the near host got its next URLs only that often (1.58×
+//     the floor when measured so, 1.13-1.20× once learned).
 func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 	const hostDelay = 50 * time.Millisecond
 	tests := []struct {
@@ -370,15 +381,28 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 		perHost   int
 		maxRatio  float64 // time to exhaustion ÷ floor at most
 		maxRounds float64 // rounds ÷ widthLimitedRounds at most; 0: not checked
+		far       bool    // fetch from a client in host 0's city
 	}{
 		{"mid-crawl: a slow host and a 20x host", synth.Options{Hosts: 10, Pages: 10, Seed: 5, IPs: 4, Profile: synth.Clean,
-			Overrides: []synth.Override{{Host: 0, Pages: 12, CrawlDelay: 1}, {Host: 1, Pages: 200}}}, 10, 1.5, 0},
+			Overrides: []synth.Override{{Host: 0, Pages: 12, CrawlDelay: 1}, {Host: 1, Pages: 200}}}, 10, 1.5, 0, false},
 		{"the tail: a slow host holds the last pages", synth.Options{Hosts: 6, Pages: 6, Seed: 7, IPs: 4, Profile: synth.Clean,
-			Overrides: []synth.Override{{Host: 0, Pages: 24, CrawlDelay: 1}}}, 3, 1.15, 2},
+			Overrides: []synth.Override{{Host: 0, Pages: 24, CrawlDelay: 1}}}, 3, 1.15, 2, false},
+		{"far hosts: a near host with 10x the pages", synth.Options{Hosts: 13, Pages: 20, Seed: 7, IPs: 13, Profile: synth.Clean,
+			Overrides: []synth.Override{{Host: 0, Pages: 200}}}, 10, 1.35, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sim, err := websim.Start(websim.Options{Web: tt.web, DNSAddr: "127.0.0.1:0"})
+			var clients []geodelay.Client
+			var local []netip.Addr
+			if tt.far {
+				web, err := synth.New(tt.web)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := geodelay.Client{Addr: netip.MustParseAddr("127.0.2.1"), Name: "near", Loc: hostPlace(t, web, 0)}
+				clients, local = []geodelay.Client{c}, []netip.Addr{c.Addr}
+			}
+			sim, err := websim.Start(websim.Options{Web: tt.web, DNSAddr: "127.0.0.1:0", Clients: clients})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -392,7 +416,7 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 			}
 			defer c.Close()
 			f, err := fetcher.New(fetcher.Options{
-				Workers: 16, HostDelay: hostDelay, MaxCrawlDelay: 2 * time.Second, AllowPrivate: true,
+				Workers: 16, HostDelay: hostDelay, MaxCrawlDelay: 2 * time.Second, AllowPrivate: true, LocalAddrs: local,
 				TotalTimeout: 5 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 				Resolver: mustResolver(t, sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: c.OnResult, Skip: c.Skip(),
 			})
@@ -401,7 +425,11 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 			}
 			ts.c, ts.f = c, f
 
-			targets, floor, floorHost := politenessFloor(t, sim, hostDelay)
+			var rtt func(host string) time.Duration
+			if len(local) > 0 {
+				rtt = func(host string) time.Duration { d, _ := sim.ClientRTT(local[0], host); return d }
+			}
+			targets, floor, floorHost := politenessFloor(t, sim, hostDelay, rtt)
 			if floor < 5*time.Second {
 				t.Fatalf("floor %v: the test web is too small to tell a slow crawl from a fast one", floor)
 			}
@@ -413,7 +441,33 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			if err := ts.run(t, ctx, 0); !errors.Is(err, ErrExhausted) {
+			learned := map[string]time.Duration{} // the leader's learned fetch times, last seen
+			stopWatch := make(chan struct{})
+			watched := make(chan struct{})
+			go func() { // the leader is gone once the crawl ends: look while it runs
+				defer close(watched)
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stopWatch:
+						return
+					case <-tick.C:
+					}
+					c.mu.Lock()
+					l := c.lead
+					c.mu.Unlock()
+					if l != nil {
+						l.mu.Lock()
+						maps.Copy(learned, l.took)
+						l.mu.Unlock()
+					}
+				}
+			}()
+			err = ts.run(t, ctx, 0)
+			close(stopWatch)
+			<-watched
+			if !errors.Is(err, ErrExhausted) {
 				t.Fatalf("run: %v (after %v, floor %v)", err, time.Since(start), floor)
 			}
 			took := time.Since(start)
@@ -444,6 +498,25 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 			if tt.maxRounds > 0 && float64(rounds) > tt.maxRounds*float64(need) {
 				t.Errorf("the crawl took %d rounds, want ≤ %.0f× the %d a width-limited crawl needs at least", rounds, tt.maxRounds, need)
 			}
+			if rtt != nil {
+				// The leader learned what the far hosts' requests take:
+				// about their RTT (a response waits one, a connection's
+				// first two), not less, and not far more.
+				far := 0
+				for _, h := range sim.Web().Hosts() {
+					r := rtt(h.Name)
+					if r < 100*time.Millisecond {
+						continue
+					}
+					far++
+					if got := learned[h.Name]; got < r*9/10 || got > 2*r+50*time.Millisecond {
+						t.Errorf("host %s, RTT %v: the leader learned its requests take %v, want about the RTT", h.Name, r, got)
+					}
+				}
+				if far < 5 {
+					t.Errorf("only %d hosts are 100 ms or more away: the web does not test far hosts", far)
+				}
+			}
 		})
 	}
 }
@@ -451,8 +524,9 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 // politenessFloor returns, from the web's truth, each host's robots-allowed
 // reachable URLs (canonical forms; no robots.txt or sitemap) and the web's
 // politeness floor: the most any host needs for its URLs at its delay (the
-// host delay, or its Crawl-delay if longer), and that host.
-func politenessFloor(t *testing.T, sim *websim.Server, hostDelay time.Duration) (map[string]map[string]bool, time.Duration, string) {
+// host delay, or its Crawl-delay if longer) plus the round trip each of
+// its requests pays (rtt; nil: none), and that host.
+func politenessFloor(t *testing.T, sim *websim.Server, hostDelay time.Duration, rtt func(host string) time.Duration) (map[string]map[string]bool, time.Duration, string) {
 	t.Helper()
 	targets := map[string]map[string]bool{}
 	err := sim.Web().Truth(func(r *synth.Record) error {
@@ -477,6 +551,9 @@ func politenessFloor(t *testing.T, sim *websim.Server, hostDelay time.Duration) 
 		d := hostDelay
 		if h.CrawlDelay > 0 {
 			d = max(d, time.Duration(h.CrawlDelay)*time.Second)
+		}
+		if rtt != nil {
+			d += rtt(h.Name)
 		}
 		if f := time.Duration(len(targets[h.Name])) * d; f > floor {
 			floor, floorHost = f, h.Name
@@ -585,4 +662,17 @@ func TestRoundBudget(t *testing.T) {
 			t.Errorf("IPBudget(busy until %v) = %d, want %d", tt.busyUntil, got, tt.want)
 		}
 	}
+}
+
+// hostPlace is where web places host i: its address's city.
+func hostPlace(t *testing.T, web *synth.Web, i int) geodelay.Point {
+	t.Helper()
+	h := web.Hosts()[i]
+	for _, e := range web.GeoEntries() {
+		if e.IP == h.IP {
+			return geodelay.PointOf(e.City)
+		}
+	}
+	t.Fatalf("host %s (%s) has no city", h.Name, h.IP)
+	return geodelay.Point{}
 }

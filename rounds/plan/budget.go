@@ -95,8 +95,11 @@ type HostPace struct {
 	// not a refill, not its address's budget). The other fields are not
 	// read.
 	Waiting bool
-	// Delay is the host's delay: the host delay, or its Crawl-delay up to
-	// the cap, or the address delay, whichever is longest.
+	// Delay is the time the host gives each URL: its delay (the host
+	// delay, or its Crawl-delay up to the cap, or the address delay,
+	// whichever is longest) plus what a request to it takes, when known
+	// (a far host's round trips: its next request starts its delay after
+	// the end of the last).
 	Delay time.Duration
 	// BusyUntil is when the URLs it was given are projected to be done
 	// (zero: none).
