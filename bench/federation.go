@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,7 +106,12 @@ func RunFederation(ctx context.Context, cfg FederationConfig) (FederationResult,
 	var specs []spec
 	if cfg.Geo {
 		d := cfg.Delays[0]
-		specs = []spec{{ModeFederated, d, GeoDistance}, {ModeFederated, d, GeoConsistent}, {ModeCentral, 0, GeoCentral}, {ModeStretched, d, GeoStretched}}
+		all := []spec{{ModeFederated, d, GeoDistance}, {ModeFederated, d, GeoConsistent}, {ModeCentral, 0, GeoCentral}, {ModeStretched, d, GeoStretched}}
+		for _, s := range all {
+			if len(cfg.GeoRuns) == 0 || slices.Contains(cfg.GeoRuns, s.geo) {
+				specs = append(specs, s)
+			}
+		}
 	} else {
 		for _, d := range cfg.Delays {
 			specs = append(specs, spec{ModeFederated, d, ""})

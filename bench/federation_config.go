@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meridian-crawler/meridian/federation"
@@ -113,6 +114,9 @@ type FederationConfig struct {
 	// and a synthetic web (no Replay), and makes Stretched and Partitioner
 	// moot (Stretched must be empty).
 	Geo bool `json:"geo"`
+	// GeoRuns are the geographic runs to make, in GeoModes' order (empty:
+	// all of them). A comparison needs the distance run and the other.
+	GeoRuns []string `json:"geo_runs,omitempty"`
 	// Replay, if set, are WARC files (or globs of them) that `websim
 	// replay` serves as the web instead of a synthetic one (issue 10,
 	// benchmark 5): every archived URL on the port it was recorded with,
@@ -194,6 +198,13 @@ func (c FederationConfig) WithDefaults() (FederationConfig, error) {
 		if len(c.Replay) > 0 {
 			bad("geo: the floor needs a synthetic web: no replay")
 		}
+		for _, m := range c.GeoRuns {
+			if !slices.Contains(GeoModes(), m) {
+				bad("geo: run %q: want one of %s", m, strings.Join(GeoModes(), ", "))
+			}
+		}
+	} else if len(c.GeoRuns) > 0 {
+		bad("geo runs %v without geo", c.GeoRuns)
 	}
 	s, err := c.siteConfig().WithDefaults()
 	if err != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/geodb"
 	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -329,4 +331,17 @@ func (g *geoWeb) hostShares(kind string) map[string]float64 {
 		out[s] += 1 / float64(len(own))
 	}
 	return out
+}
+
+// geoDBOf is w's GeoIP database as websim --geoip writes it, in memory.
+func geoDBOf(w *synth.Web) (*geoip.DB, error) {
+	var buf bytes.Buffer
+	if err := geodb.Write(&buf, w.GeoEntries()); err != nil {
+		return nil, fmt.Errorf("bench: GeoIP database: %w", err)
+	}
+	db, err := geoip.FromBytes(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("bench: GeoIP database: %w", err)
+	}
+	return db, nil
 }

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bytes"
-	"fmt"
 	"math"
 	"net/netip"
 	"slices"
@@ -12,9 +10,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/partition"
-	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/websim"
-	"github.com/meridian-crawler/meridian/websim/geodb"
 	"github.com/meridian-crawler/meridian/websim/geodelay"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -40,6 +36,9 @@ func TestFederationConfigGeo(t *testing.T) {
 		{"replay", func(c *FederationConfig) { geo(c); c.Replay = []string{"x.warc.gz"} }, 0, "geo: the floor needs a synthetic web"},
 		{"a central site with too many workers", func(c *FederationConfig) { geo(c); c.Workers = 4000 }, 0, "the central site's workers"},
 		{"a huge delay", func(c *FederationConfig) { geo(c); c.Delays = []time.Duration{time.Minute} }, 0, "WAN delay must be in"},
+		{"some runs", func(c *FederationConfig) { geo(c); c.GeoRuns = []string{GeoDistance, GeoCentral} }, GeoWANDelay(), ""},
+		{"an unknown run", func(c *FederationConfig) { geo(c); c.GeoRuns = []string{"centre"} }, 0, `geo: run "centre": want one of distance, consistent, central, stretched`},
+		{"runs without geo", func(c *FederationConfig) { c.GeoRuns = []string{GeoDistance} }, 0, "geo runs [distance] without geo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultFederationConfig()
@@ -385,17 +384,4 @@ func TestGeoFigures(t *testing.T) {
 	if figs := (FederationResult{Geo: &FederationGeo{}}).Figures(); len(figs) != 0 {
 		t.Errorf("a geographic result without runs has %d figures, want none", len(figs))
 	}
-}
-
-// geoDBOf is w's GeoIP database as websim --geoip writes it, in memory.
-func geoDBOf(w *synth.Web) (*geoip.DB, error) {
-	var buf bytes.Buffer
-	if err := geodb.Write(&buf, w.GeoEntries()); err != nil {
-		return nil, fmt.Errorf("bench: GeoIP database: %w", err)
-	}
-	db, err := geoip.FromBytes(buf.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("bench: GeoIP database: %w", err)
-	}
-	return db, nil
 }

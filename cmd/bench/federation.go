@@ -127,9 +127,13 @@ func federationFlags(args []string, stderr io.Writer) (bench.FederationConfig, s
 		"and the web is crawled to exhaustion (--rounds 0) by the federation with the distance partitioner, with consistent hashing, by one central site in eu "+
 		"(3× --width and --workers) and by the stretched site, at one WAN delay: --delays D, or by default the distance model's mean one-way delay between the sites ("+
 		bench.GeoWANDelay().String()+")")
+	geoRuns := fs.String("geo-runs", "", "with --geo: comma-separated runs to make, of "+strings.Join(bench.GeoModes(), ", ")+" (default: all)")
 	jsonPath := fs.String("json", "", "also write the JSON result to this file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
+	}
+	if *geoRuns != "" {
+		cfg.GeoRuns = strings.Split(*geoRuns, ",")
 	}
 	if cfg.Geo { // its own runs: the defaults of the delay sweep do not apply
 		set := map[string]bool{}

@@ -7,7 +7,8 @@
 //	go run ./cmd/bench correctness [--hosts 2000 --profile realistic|hostile --ip-delay 20ms --max-crawl-delay 2s]
 //	go run ./cmd/bench cluster [--hosts 10000 --rounds 10 --nodes 1,2,3 --kill-after 60s --node-cpus 0.25 --replicas 1]
 //	go run ./cmd/bench partition [--hosts 10000 --ips 64 --replicas 100,200,1000]
-//	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms | --geo]
+//	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms | --geo [--geo-runs distance,central]]
+//	go run ./cmd/bench geo-floors [--seeds 1-12 --hosts 1000 --pages 20]   (the geographic web of each seed: its runs' floors and mean RTTs; no crawl)
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 //	go run ./cmd/bench plot [--out DIR] RESULT.json...   (SVG figures of results, again)
@@ -49,7 +50,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|peers|check|compare|plot [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|geo-floors|peers|check|compare|plot [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -71,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runPartition(args[1:], stdout, stderr)
 	case "federation":
 		return runFederation(args[1:], stdout, stderr)
+	case "geo-floors":
+		return runGeoFloors(args[1:], stdout, stderr)
 	case "plot":
 		return runPlot(args[1:], stdout, stderr)
 	case "peers":
