@@ -705,6 +705,18 @@ func TestTookReportAndLearn(t *testing.T) {
 	if got := len(n.takeTook()); got != maxTookHosts {
 		t.Errorf("a report names %d hosts, want at most %d", got, maxTookHosts)
 	}
+	long := strings.Repeat("a", 240) // long names: the report's size binds first
+	for i := range maxTookHosts {
+		n.addTook(res(fmt.Sprintf("h%d.%s.test", i, long), 2*time.Millisecond, 200, false))
+	}
+	took := n.takeTook()
+	b, err := json.Marshal(NodeReport{ID: "n1", Took: took})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(took) == 0 || len(took) == maxTookHosts || len(b) > maxTookBytes+1024 {
+		t.Errorf("a report of %d long-named hosts carries %d of them in %d bytes: want some, not all, within %d bytes", maxTookHosts, len(took), len(b), maxTookBytes)
+	}
 
 	l := &leader{took: map[string]time.Duration{}}
 	l.learnTook(map[string]int64{"far.test": 150_000, "bad.test": -5})

@@ -45,9 +45,13 @@ type hostTook struct {
 	us int64
 }
 
-// maxTookHosts bounds the hosts one report carries (the others wait for
-// the next report).
-const maxTookHosts = 8192
+// maxTookHosts bounds the hosts one report counts (others wait for the
+// next report), and maxTookBytes the size of its Took (host names and
+// numbers; the rest are dropped): a node report is read up to 1 MiB.
+const (
+	maxTookHosts = 8192
+	maxTookBytes = 256 << 10
+)
 
 // addTook counts res's request in the next report's Took: answered (an
 // HTTP status, no retry), with the time it took. n.mu is held.
@@ -67,13 +71,18 @@ func (n *nodeSide) addTook(res *fetcher.Result) {
 	t.us += res.Took.Microseconds()
 }
 
-// takeTook returns the report's Took and starts a new count.
+// takeTook returns the report's Took (at most maxTookBytes of it) and
+// starts a new count.
 func (n *nodeSide) takeTook() map[string]int64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var out map[string]int64
+	size := 0
 	for h, t := range n.took {
 		if mean := t.us / t.n; mean >= 1000 {
+			if size += len(h) + 16; size > maxTookBytes { // JSON: "name":µs,
+				break
+			}
 			if out == nil {
 				out = map[string]int64{}
 			}
