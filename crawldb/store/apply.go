@@ -105,6 +105,11 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	if err := b.Set(keyCounts, c.appendTo(s.mu.vbuf[:0]), nil); err != nil {
 		return nil, s.fail(last, err)
 	}
+	if c.scheduled != s.mu.counts.scheduled {
+		if err := b.Set(keyRefetch, binary.BigEndian.AppendUint64(nil, c.scheduled), nil); err != nil {
+			return nil, s.fail(last, err)
+		}
+	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return nil, s.fail(last, err)
 	}
@@ -302,7 +307,7 @@ func (a *applier) apply(o *op) (OpResult, error) {
 				sl.curFound = false
 			}
 		case OpMarkGenerated:
-			if !sl.curFound || rec.Status != StatusUnfetched {
+			if !sl.curFound || !rec.inFrontier() {
 				return res, nil
 			}
 			a.move(rec, StatusGenerated)
@@ -317,9 +322,12 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			if err != nil {
 				return res, err
 			}
-			if m != 0 {
+			switch {
+			case m != 0:
 				a.fetchedElsewhere(sl, m) // fetched by another site meanwhile
-			} else {
+			case rec.Due:
+				a.move(rec, StatusFetched) // a refetch: due again
+			default:
 				a.move(rec, StatusUnfetched)
 			}
 			sl.dirty, res.Applied = true, true
@@ -357,11 +365,17 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			rec.History += moved
 			rec.Cash -= moved
 			sl.dirty, res.Applied = true, true
-		case OpFetchResult, OpRoundFetch:
+		case OpMakeDue:
+			if !sl.curFound || !rec.scheduled() || rec.NextFetch.UnixMilli() > o.at {
+				return res, nil
+			}
+			rec.Due, rec.DueScore = true, o.cash
+			sl.dirty, res.Applied = true, true
+		case OpFetchResult, OpRoundFetch, OpRoundFetchSched:
 			if !sl.curFound {
 				return res, nil
 			}
-			if o.t == OpRoundFetch && (rec.Status != StatusGenerated || rec.Round != o.round) {
+			if o.t != OpFetchResult && (rec.Status != StatusGenerated || rec.Round != o.round) {
 				return res, nil
 			}
 			if rec.Status == StatusGenerated {
@@ -391,17 +405,27 @@ func (a *applier) apply(o *op) (OpResult, error) {
 				if rec.Retries < math.MaxUint16 {
 					rec.Retries++
 				}
-				a.move(rec, StatusUnfetched)
+				if rec.Due {
+					a.move(rec, StatusFetched) // a refetch: due again
+				} else {
+					a.move(rec, StatusUnfetched)
+				}
 			} else {
 				moved := rec.Cash
-				if o.t == OpRoundFetch {
+				if o.t != OpFetchResult {
 					moved = min(o.cash, rec.Cash)
 				}
 				rec.History += moved
 				rec.Cash -= moved
 				rec.ContentFP = o.fp
 				a.move(rec, o.status)
-				a.host(&sl.parts).fetched++
+				if !rec.Due { // a refetch uses none of the host's page budget
+					a.host(&sl.parts).fetched++
+				}
+				rec.Due, rec.DueScore = false, 0
+				if o.t == OpRoundFetchSched {
+					applySchedule(rec, &o.sched)
+				}
 			}
 			sl.dirty, res.Applied = true, true
 		}
@@ -515,6 +539,26 @@ func (a *applier) apply(o *op) (OpResult, error) {
 
 func (o *op) raw() []byte { return o.rawURL }
 
+// applySchedule sets rec's refetch schedule from a fetch's.
+func applySchedule(rec *URLRecord, sc *opSchedule) {
+	rec.NextFetch = time.Time{}
+	if sc.next != 0 {
+		rec.NextFetch = time.UnixMilli(sc.next).UTC()
+	}
+	rec.Interval = time.Duration(sc.interval)
+	rec.ETag, rec.LastModified = string(sc.etag), string(sc.lastMod)
+	switch sc.change {
+	case ChangeChanged:
+		if rec.Changed < math.MaxUint32 {
+			rec.Changed++
+		}
+	case ChangeUnchanged:
+		if rec.Unchanged < math.MaxUint32 {
+			rec.Unchanged++
+		}
+	}
+}
+
 // fetchedElsewhere gives an unfetched or generated URL the final status
 // another site recorded for it, keeping its cash, and drops its mark.
 func (a *applier) fetchedElsewhere(sl *slot, status Status) {
@@ -609,33 +653,69 @@ func (a *applier) writeURLs() error {
 		default: // new and forgotten in one command
 			continue
 		}
-		wasIn := sl.origFound && sl.orig.Status == StatusUnfetched
-		isIn := sl.curFound && sl.cur.Status == StatusUnfetched
-		same := wasIn && isIn && sl.orig.Cash == sl.cur.Cash
+		if err := a.writeDue(sl); err != nil {
+			return err
+		}
+		wasIn := sl.origFound && sl.orig.inFrontier()
+		isIn := sl.curFound && sl.cur.inFrontier()
+		origScore, curScore := sl.orig.frontierScore(), sl.cur.frontierScore()
+		same := wasIn && isIn && origScore == curScore && sl.orig.Due == sl.cur.Due
 		if same && sl.orig.Depth == sl.cur.Depth {
 			continue
 		}
 		hd := a.host(&sl.parts)
 		if wasIn && !same {
-			k := sl.parts.frontierKey(nil, sl.orig.Cash)
+			k := sl.parts.frontierKey(nil, origScore)
 			if err := a.del(k, nil); err != nil {
 				return err
 			}
 			hd.deleted = append(hd.deleted, k)
-			if !hd.anyDel || sl.orig.Cash > hd.maxDel {
-				hd.maxDel = sl.orig.Cash
+			if !hd.anyDel || origScore > hd.maxDel {
+				hd.maxDel = origScore
 			}
 			hd.anyDel = true
 		}
 		if isIn {
-			k := sl.parts.frontierKey(nil, sl.cur.Cash)
-			if err := a.set(k, binary.AppendUvarint(nil, uint64(sl.cur.Depth)), nil); err != nil {
+			k := sl.parts.frontierKey(nil, curScore)
+			v := binary.AppendUvarint(nil, uint64(sl.cur.Depth))
+			if sl.cur.Due {
+				v = append(v, frontierRefetch)
+			}
+			if err := a.set(k, v, nil); err != nil {
 				return err
 			}
 			if !same {
-				hd.maxAdded = max(hd.maxAdded, sl.cur.Cash)
+				hd.maxAdded = max(hd.maxAdded, curScore)
 				hd.nAdded++
 			}
+		}
+	}
+	return nil
+}
+
+// frontierRefetch, after the depth in a frontier entry's value, marks a
+// URL due for a refetch (FrontierEntry.Refetch).
+const frontierRefetch = 1
+
+// writeDue keeps a URL's entry in the refetch index (pDue) and the
+// refetch counts in step with its record.
+func (a *applier) writeDue(sl *slot) error {
+	was := sl.origFound && sl.orig.scheduled()
+	is := sl.curFound && sl.cur.scheduled()
+	if was && is && sl.orig.NextFetch.UnixMilli() == sl.cur.NextFetch.UnixMilli() {
+		return nil
+	}
+	c := a.c
+	if was {
+		c.scheduled--
+		if err := a.del(sl.parts.dueKey(nil, sl.orig.NextFetch), nil); err != nil {
+			return err
+		}
+	}
+	if is {
+		c.scheduled++
+		if err := a.set(sl.parts.dueKey(nil, sl.cur.NextFetch), nil, nil); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -33,6 +33,8 @@ const (
 	OpDeleteUserPrefix                   // delete every node-layer key with a prefix
 	OpHandOver                           // an unfetched URL gives cash away; with none left it is forgotten
 	OpFetchedElsewhere                   // another site fetched the URL: new or unfetched → that final status, no cash moved; generated → marked
+	OpRoundFetchSched                    // OpRoundFetch with a refetch schedule (FetchResult.Schedule)
+	OpMakeDue                            // a fetched URL whose next fetch has come → back in the frontier, due, with a score
 	opCount
 )
 
@@ -211,7 +213,35 @@ type FetchResult struct {
 	// generated the URL, and the cash the fetch distributed to outlinks.
 	Round uint64
 	Spend float64
+	// Schedule, if set, is the URL's refetch schedule after this fetch
+	// (RecordRoundFetch only; not for retries).
+	Schedule *Schedule
 }
+
+// Schedule is what a fetch sets of a URL's refetch schedule (issue 23).
+type Schedule struct {
+	// NextFetch is when the URL is due again; zero: never.
+	NextFetch time.Time
+	// Interval is the interval that set NextFetch (the adaptive schedule's
+	// state).
+	Interval time.Duration
+	// ETag and LastModified are the answer's validators, verbatim; a value
+	// longer than MaxValidatorLen is not kept.
+	ETag, LastModified string
+	// Change is what the fetch found, for the URL's counters.
+	Change Change
+}
+
+// Change is what a fetch of a URL found against its previous fetch.
+type Change uint8
+
+// The changes a Schedule reports.
+const (
+	ChangeNone      Change = iota // a first fetch: nothing to compare
+	ChangeChanged                 // the content changed
+	ChangeUnchanged               // the content did not change (a 304, or the same fingerprint)
+	changeCount
+)
 
 // RecordFetch records a fetch result. A final status moves the URL's cash to
 // its history.
@@ -229,7 +259,31 @@ func (b *Batch) RecordRoundFetch(r FetchResult) {
 		b.fail(fmt.Errorf("%w: spend %v for %s", ErrBadOp, r.Spend, r.URL))
 		return
 	}
-	b.fetch(OpRoundFetch, &r)
+	t := OpRoundFetch
+	if r.Schedule != nil && !r.Retry {
+		sc := r.Schedule
+		if sc.Interval < 0 || sc.Change >= changeCount {
+			b.fail(fmt.Errorf("%w: schedule %+v for %s", ErrBadOp, *sc, r.URL))
+			return
+		}
+		t = OpRoundFetchSched
+	}
+	b.fetch(t, &r)
+}
+
+// MakeDue puts a fetched URL whose next fetch is at or before at back in
+// the frontier for a refetch, with score as its frontier score. It applies
+// only to a URL with StatusFetched, a schedule (Schedule.NextFetch) and
+// that is not due yet; the URL keeps StatusFetched until generated.
+func (b *Batch) MakeDue(url string, at time.Time, score float64) {
+	if !validCash(score) || at.IsZero() {
+		b.fail(fmt.Errorf("%w: due at %v with score %v for %s", ErrBadOp, at, score, url))
+		return
+	}
+	b.op(OpMakeDue)
+	b.url(url)
+	b.buf = appendTime(b.buf, at)
+	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(score))
 }
 
 // Revisit records that spend of a fetched URL's cash was distributed over
@@ -263,10 +317,26 @@ func (b *Batch) fetch(t OpType, r *FetchResult) {
 	b.buf = binary.AppendUvarint(b.buf, uint64(r.HTTPStatus))
 	b.buf = appendTime(b.buf, r.At)
 	b.buf = binary.BigEndian.AppendUint64(b.buf, r.ContentFP)
-	if t == OpRoundFetch {
+	if t == OpRoundFetch || t == OpRoundFetchSched {
 		b.buf = binary.AppendUvarint(b.buf, r.Round)
 		b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(r.Spend))
 	}
+	if t == OpRoundFetchSched {
+		sc := r.Schedule
+		b.buf = appendTime(b.buf, sc.NextFetch)
+		b.buf = binary.AppendUvarint(b.buf, uint64(sc.Interval))
+		b.buf = appendBytes(b.buf, []byte(validator(sc.ETag)))
+		b.buf = appendBytes(b.buf, []byte(validator(sc.LastModified)))
+		b.buf = append(b.buf, byte(sc.Change))
+	}
+}
+
+// validator is v if it can be kept (at most MaxValidatorLen bytes), or "".
+func validator(v string) string {
+	if len(v) > MaxValidatorLen {
+		return ""
+	}
+	return v
 }
 
 // PutHost replaces the record of host (a lower-case host name).
@@ -427,7 +497,16 @@ type op struct {
 	lat     float64
 	lon     float64
 	host    HostRecord
-	slot    *slot // set by Apply: the URL's record in memory
+	sched   opSchedule // OpRoundFetchSched
+	slot    *slot      // set by Apply: the URL's record in memory
+}
+
+// opSchedule is a decoded Schedule (its strings alias the command).
+type opSchedule struct {
+	next          int64 // ms; 0: never
+	interval      uint64
+	etag, lastMod []byte
+	change        Change
 }
 
 // decodeCommand checks and decodes a whole command before anything is
@@ -468,6 +547,13 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.round = d.uvarint()
 		case OpRequeue:
 			o.rawURL = d.bytes(MaxURLLen)
+		case OpMakeDue:
+			o.rawURL = d.bytes(MaxURLLen)
+			o.at = d.varint()
+			o.cash = d.f64()
+			if (!validCash(o.cash) || o.at == 0) && d.err == nil {
+				return ops, fmt.Errorf("%w: op %d: due at %d with score %v", ErrCorruptCommand, len(ops)-base, o.at, o.cash)
+			}
 		case OpFetchedElsewhere:
 			o.rawURL = d.bytes(MaxURLLen)
 			o.status = Status(d.byte1())
@@ -480,17 +566,28 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			if !validCash(o.cash) && d.err == nil {
 				return ops, fmt.Errorf("%w: op %d: spend %v", ErrCorruptCommand, len(ops)-base, o.cash)
 			}
-		case OpFetchResult, OpRoundFetch:
+		case OpFetchResult, OpRoundFetch, OpRoundFetchSched:
 			o.rawURL = d.bytes(MaxURLLen)
 			o.status = Status(d.byte1())
 			o.http = uint16(d.uvarint())
 			o.at = d.varint()
 			o.fp = d.u64()
-			if o.t == OpRoundFetch {
+			if o.t != OpFetchResult {
 				o.round = d.uvarint()
 				o.cash = d.f64()
 				if !validCash(o.cash) && d.err == nil {
 					return ops, fmt.Errorf("%w: op %d: spend %v", ErrCorruptCommand, len(ops)-base, o.cash)
+				}
+			}
+			if o.t == OpRoundFetchSched {
+				sc := &o.sched
+				sc.next = d.varint()
+				sc.interval = d.uvarint()
+				sc.etag = d.bytes(MaxValidatorLen)
+				sc.lastMod = d.bytes(MaxValidatorLen)
+				sc.change = Change(d.byte1())
+				if (sc.change >= changeCount || sc.interval > math.MaxInt64 || o.status == StatusUnfetched) && d.err == nil {
+					return ops, fmt.Errorf("%w: op %d: schedule", ErrCorruptCommand, len(ops)-base)
 				}
 			}
 			if o.status < StatusUnfetched || o.status >= statusCount || o.status == StatusGenerated {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -27,6 +28,7 @@ const (
 	pMeta     = 'm' // m name → internal counters and the applied index
 	pUser     = 'z' // z key → value, for the node layer
 	pMark     = 'e' // e revhost 0 scheme port(2) pathquery → status: a generated URL fetched by another site (FetchedElsewhere)
+	pDue      = 'w' // w nextfetch-ms(8) revhost 0 scheme port(2) pathquery → empty: a fetched URL's next refetch (URLRecord.scheduled)
 )
 
 // MaxURLLen is the longest URL the database accepts.
@@ -174,6 +176,18 @@ func hostPrioKey(dst []byte, best float64, revHost []byte) []byte {
 func genKey(dst []byte, round uint64, p *urlParts) []byte {
 	dst = append(dst, pGen)
 	dst = binary.BigEndian.AppendUint64(dst, round)
+	dst = appendRevHost(dst, p.host)
+	dst = append(dst, 0)
+	return p.appendTail(dst)
+}
+
+// dueKey returns the refetch index entry of a URL due at t.
+func (p *urlParts) dueKey(dst []byte, t time.Time) []byte {
+	if dst == nil {
+		dst = make([]byte, 0, 13+len(p.host)+len(p.path))
+	}
+	dst = append(dst, pDue)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(max(t.UnixMilli(), 0)))
 	dst = appendRevHost(dst, p.host)
 	dst = append(dst, 0)
 	return p.appendTail(dst)

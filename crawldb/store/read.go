@@ -77,6 +77,9 @@ type FrontierEntry struct {
 	Host  string
 	Score float64
 	Depth uint32
+	// Refetch: a fetched URL due again (Batch.MakeDue); its record holds
+	// what its last fetch found (validators, fingerprint, time).
+	Refetch bool
 }
 
 // Frontier returns the top of the frontier: hosts in the order of their best
@@ -192,8 +195,9 @@ func frontierEntry(key []byte, prefixLen int, rev []byte, host string, val []byt
 	if !ok {
 		return FrontierEntry{}, fmt.Errorf("store: frontier: bad key %q", key)
 	}
-	depth, _ := binary.Uvarint(val)
-	return FrontierEntry{URL: u, Host: host, Score: scoreFromBits(binary.BigEndian.Uint64(key[prefixLen:])), Depth: uint32(depth)}, nil
+	depth, n := binary.Uvarint(val)
+	refetch := n > 0 && len(val) > n && val[n] == frontierRefetch
+	return FrontierEntry{URL: u, Host: host, Score: scoreFromBits(binary.BigEndian.Uint64(key[prefixLen:])), Depth: uint32(depth), Refetch: refetch}, nil
 }
 
 // hostFrom reads a host record through a keyspace over a snapshot.
@@ -400,6 +404,9 @@ type Counts struct {
 	Sent     uint64 // fingerprints in the URL-sent cache
 	Outbox   uint64 // entries waiting in all outboxes
 	Marked   uint64 // generated URLs marked as fetched by another site (Batch.FetchedElsewhere, MarkedURLs)
+	// Scheduled counts the fetched URLs waiting for their next fetch
+	// (a refetch schedule, not due yet: DueURLs lists them by time).
+	Scheduled uint64
 }
 
 // Counts returns the running totals.
@@ -407,7 +414,7 @@ func (s *Store) Counts() Counts {
 	s.mu.Lock()
 	c := s.mu.counts
 	s.mu.Unlock()
-	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox, Marked: c.marks}
+	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox, Marked: c.marks, Scheduled: c.scheduled}
 	for st := StatusUnfetched; st < statusCount; st++ {
 		if c.byStatus[st] > 0 {
 			out.ByStatus[st] = c.byStatus[st]
@@ -514,6 +521,47 @@ func (s *Store) MarkedURLs(limit int) ([]Marked, error) {
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("store: marked URLs: %w", err)
+	}
+	return out, nil
+}
+
+// DueURL is a fetched URL's place in the refetch index.
+type DueURL struct {
+	URL       string
+	NextFetch time.Time
+}
+
+// DueURLs returns up to limit URLs whose next fetch is at or before t,
+// the earliest first: those Batch.MakeDue would put back in the frontier.
+func (s *Store) DueURLs(t time.Time, limit int) ([]DueURL, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	end := binary.BigEndian.AppendUint64([]byte{pDue}, uint64(max(t.UnixMilli(), 0))+1)
+	it, err := s.ks.newIter([]byte{pDue}, end)
+	if err != nil {
+		return nil, fmt.Errorf("store: due URLs: %w", err)
+	}
+	defer it.Close()
+	var out []DueURL
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) < 9 {
+			return nil, fmt.Errorf("store: due URLs: bad key %q", k)
+		}
+		rest := k[9:]
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("store: due URLs: bad key %q", k)
+		}
+		u, ok := urlFromTail(rest[:i], rest[i+1:])
+		if !ok {
+			return nil, fmt.Errorf("store: due URLs: bad key %q", k)
+		}
+		out = append(out, DueURL{URL: u, NextFetch: time.UnixMilli(int64(binary.BigEndian.Uint64(k[1:9]))).UTC()})
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("store: due URLs: %w", err)
 	}
 	return out, nil
 }

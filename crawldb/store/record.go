@@ -39,12 +39,73 @@ type URLRecord struct {
 	Retries    uint16
 	ContentFP  uint64 // fingerprint of the fetched content
 	FP         uint64 // fingerprint of the URL
+
+	// The refetch schedule (issue 23), set by a fetch recorded with a
+	// Schedule (RecordRoundFetch). NextFetch is when a fetched URL is due
+	// again (zero: never); Interval is the interval that set it; ETag and
+	// LastModified are the validators of its last answer, sent back on
+	// the refetch; Changed and Unchanged count the refetches that found
+	// new content and those that did not.
+	NextFetch          time.Time
+	Interval           time.Duration
+	ETag, LastModified string
+	Changed, Unchanged uint32
+	// Due: the URL is being refetched. MakeDue puts a fetched URL whose
+	// NextFetch has come back in the frontier, with DueScore as its
+	// frontier score; it stays StatusFetched there, becomes
+	// StatusGenerated in a round, and Due ends with the refetch's final
+	// result (a retry or a requeue puts it back in the frontier as due).
+	Due      bool
+	DueScore float64
 }
 
-const recordVersion = 1
+// scheduled reports whether r has a refetch schedule of its own to
+// index: fetched, not due yet, with a next fetch.
+func (r *URLRecord) scheduled() bool {
+	return r.Status == StatusFetched && !r.Due && !r.NextFetch.IsZero()
+}
+
+// inFrontier reports whether r is in the frontier: unfetched, or fetched
+// and due for a refetch.
+func (r *URLRecord) inFrontier() bool {
+	return r.Status == StatusUnfetched || r.Status == StatusFetched && r.Due
+}
+
+// frontierScore is r's score in the frontier: its cash if unfetched, its
+// DueScore if due.
+func (r *URLRecord) frontierScore() float64 {
+	if r.Status == StatusFetched {
+		return r.DueScore
+	}
+	return r.Cash
+}
+
+// hasRefetch reports whether r carries any refetch field (and so is
+// stored in the second version of the encoding).
+func (r *URLRecord) hasRefetch() bool {
+	return !r.NextFetch.IsZero() || r.Interval != 0 || r.ETag != "" || r.LastModified != "" ||
+		r.Changed != 0 || r.Unchanged != 0 || r.Due || r.DueScore != 0
+}
+
+// Record encodings: version 1 is every record without a refetch field,
+// byte for byte as before refetch existed; version 2 appends the refetch
+// fields.
+const (
+	recordVersion  = 1
+	recordVersion2 = 2
+)
+
+// Limits of the stored validators: longer ones are not kept.
+const MaxValidatorLen = 256
+
+const recDue = 1 // flag of the version 2 fields
 
 func (r *URLRecord) appendTo(dst []byte) []byte {
-	dst = append(dst, recordVersion, byte(r.Status))
+	v := byte(recordVersion)
+	if r.hasRefetch() {
+		v = recordVersion2
+	}
+	dst = append(dst, v, byte(r.Status))
 	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(r.Cash))
 	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(r.History))
 	dst = binary.BigEndian.AppendUint64(dst, r.FP)
@@ -57,14 +118,29 @@ func (r *URLRecord) appendTo(dst []byte) []byte {
 	dst = binary.AppendVarint(dst, ms)
 	dst = binary.AppendUvarint(dst, uint64(r.HTTPStatus))
 	dst = binary.AppendUvarint(dst, uint64(r.Retries))
-	return binary.BigEndian.AppendUint64(dst, r.ContentFP)
+	dst = binary.BigEndian.AppendUint64(dst, r.ContentFP)
+	if v == recordVersion {
+		return dst
+	}
+	var flags byte
+	if r.Due {
+		flags |= recDue
+	}
+	dst = append(dst, flags)
+	dst = appendTime(dst, r.NextFetch)
+	dst = binary.AppendUvarint(dst, uint64(max(r.Interval, 0)))
+	dst = appendBytes(dst, []byte(r.ETag))
+	dst = appendBytes(dst, []byte(r.LastModified))
+	dst = binary.AppendUvarint(dst, uint64(r.Changed))
+	dst = binary.AppendUvarint(dst, uint64(r.Unchanged))
+	return binary.BigEndian.AppendUint64(dst, math.Float64bits(r.DueScore))
 }
 
 var errBadValue = errors.New("bad stored value")
 
 // decodeRecord decodes a stored URL record (URL excluded).
 func decodeRecord(b []byte, r *URLRecord) error {
-	if len(b) < 26 || b[0] != recordVersion || b[1] == 0 || Status(b[1]) >= statusCount {
+	if len(b) < 26 || b[0] != recordVersion && b[0] != recordVersion2 || b[1] == 0 || Status(b[1]) >= statusCount {
 		return errBadValue
 	}
 	r.Status = Status(b[1])
@@ -82,6 +158,22 @@ func decodeRecord(b []byte, r *URLRecord) error {
 	r.HTTPStatus = uint16(d.uvarint())
 	r.Retries = uint16(d.uvarint())
 	r.ContentFP = d.u64()
+	r.NextFetch, r.Interval, r.ETag, r.LastModified = time.Time{}, 0, "", ""
+	r.Changed, r.Unchanged, r.Due, r.DueScore = 0, 0, false, 0
+	if b[0] == recordVersion2 {
+		flags := d.byte1()
+		r.Due = flags&recDue != 0
+		r.NextFetch = d.time()
+		r.Interval = time.Duration(min(d.uvarint(), math.MaxInt64))
+		r.ETag = string(d.bytes(MaxValidatorLen))
+		r.LastModified = string(d.bytes(MaxValidatorLen))
+		r.Changed = uint32(min(d.uvarint(), math.MaxUint32))
+		r.Unchanged = uint32(min(d.uvarint(), math.MaxUint32))
+		r.DueScore = d.f64()
+		if flags&^recDue != 0 || !validCash(r.DueScore) {
+			return errBadValue
+		}
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return errBadValue
 	}

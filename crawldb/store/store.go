@@ -69,6 +69,10 @@ type counts struct {
 	// stored counters (their layout predates it): Open counts the marks,
 	// which are few and short-lived.
 	marks uint64
+	// scheduled counts the URLs with a refetch schedule in the refetch
+	// index (pDue). It is stored under keyRefetch, written only when it
+	// changes (a crawl without refetch never writes it).
+	scheduled uint64
 }
 
 const countsLen = 8 * (5 + int(statusCount))
@@ -98,6 +102,7 @@ func (c *counts) decode(b []byte) error {
 var (
 	keyApplied = []byte{pMeta, 'a'}
 	keyCounts  = []byte{pMeta, 'c'}
+	keyRefetch = []byte{pMeta, 'f'}
 	keyRound   = []byte{pRound}
 	// keyRestoring is set by the first batch of a restore and deleted by its
 	// last: a store that holds it is incomplete (ErrIncomplete).
@@ -226,6 +231,18 @@ func (s *Store) load() error {
 		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("store: open %s: read counters: %w", s.where(), err)
+	}
+	if v, closer, err := s.ks.get(keyRefetch); err == nil {
+		ok := len(v) == 8
+		if ok {
+			s.mu.counts.scheduled = binary.BigEndian.Uint64(v)
+		}
+		closer.Close()
+		if !ok {
+			return fmt.Errorf("store: open %s: refetch counter: %w", s.where(), errBadValue)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("store: open %s: read refetch counter: %w", s.where(), err)
 	}
 	var err error
 	if s.mu.counts.marks, err = countPrefix(&s.ks, pMark); err != nil {

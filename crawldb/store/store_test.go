@@ -104,6 +104,9 @@ type model struct {
 	round    []byte
 	fetched  map[string]uint64
 	statuses map[Status]uint64
+	// dueMade and refetched count the refetch cycles the random commands
+	// went through: MakeDue applied, and final fetches of due URLs.
+	dueMade, refetched int
 }
 
 func newModel() *model {
@@ -113,6 +116,27 @@ func newModel() *model {
 func hostOf(u string) string {
 	p, _ := splitURL(u)
 	return p.host
+}
+
+// inCycle returns a URL in the refetch cycle (scheduled, due, or
+// generated), the first after u in URL order, or "" if none.
+func (m *model) inCycle(u string) string {
+	var first, after string
+	for v, r := range m.urls {
+		if !r.scheduled() && !r.Due && r.Status != StatusGenerated {
+			continue
+		}
+		if first == "" || v < first {
+			first = v
+		}
+		if v > u && (after == "" || v < after) {
+			after = v
+		}
+	}
+	if after != "" {
+		return after
+	}
+	return first
 }
 
 func (m *model) move(r *URLRecord, to Status) {
@@ -125,9 +149,17 @@ func (m *model) move(r *URLRecord, to Status) {
 // returning the expected result.
 func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) OpResult {
 	u := urls[r.IntN(len(urls))]
+	k := r.IntN(100)
+	if refetchy := k == 77 || k == 78 || k >= 45 && k < 60 || k >= 73 && k < 77; refetchy && r.IntN(2) == 0 {
+		// Half of the MakeDue, MarkGenerated and round fetches take a URL
+		// in the refetch cycle, if there is one: URLs go round it.
+		if v := m.inCycle(u); v != "" {
+			u = v
+		}
+	}
 	rec := m.urls[u]
 	var res OpResult
-	switch k := r.IntN(100); {
+	switch {
 	case k < 35:
 		cash := float64(r.IntN(8)) / 4
 		depth := uint32(r.IntN(5))
@@ -165,7 +197,7 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 	case k < 60:
 		round := uint64(r.IntN(3) + 1)
 		b.MarkGenerated(u, round)
-		if rec != nil && rec.Status == StatusUnfetched {
+		if rec != nil && rec.inFrontier() {
 			m.move(rec, StatusGenerated)
 			rec.Round = round
 			if m.gen[round] == nil {
@@ -178,10 +210,25 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 		b.Requeue(u)
 		if rec != nil && rec.Status == StatusGenerated {
 			delete(m.gen[rec.Round], u)
-			m.move(rec, StatusUnfetched)
+			if rec.Due {
+				m.move(rec, StatusFetched)
+			} else {
+				m.move(rec, StatusUnfetched)
+			}
 			res.Applied = true
 		}
-	case k < 80 && k >= 77:
+	case k == 77 || k == 78:
+		// A refetch comes due: the time is around the schedules' next
+		// fetches (at - 1 s … at + 4 s), so that most are due, some not yet.
+		due := at.Add(time.Duration(r.IntN(5000)-1000) * time.Millisecond)
+		score := float64(r.IntN(16)) / 4
+		b.MakeDue(u, due, score)
+		if rec != nil && rec.scheduled() && !rec.NextFetch.After(due) {
+			rec.Due, rec.DueScore = true, score
+			res.Applied = true
+			m.dueMade++
+		}
+	case k == 79:
 		spend := r.Float64() * 2
 		b.Revisit(u, spend)
 		if rec != nil && rec.Status == StatusFetched {
@@ -195,6 +242,16 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 		round := k >= 73
 		if round {
 			fr.Round, fr.Spend = uint64(r.IntN(3)+1), r.Float64()*2
+			if rec != nil && rec.Status == StatusGenerated && r.IntN(2) == 0 {
+				fr.Round, fr.Status = rec.Round, StatusFetched // the fetch of its round, a 2xx
+			}
+			if fr.Status == StatusFetched && r.IntN(2) == 0 {
+				fr.Schedule = &Schedule{NextFetch: at.Add(time.Duration(r.IntN(3000)) * time.Millisecond), Interval: time.Duration(r.IntN(10)) * time.Hour,
+					ETag: fmt.Sprintf(`"e%d"`, r.IntN(9)), LastModified: []string{"", "Wed, 21 Oct 2015 07:28:00 GMT"}[r.IntN(2)], Change: Change(r.IntN(int(changeCount)))}
+				if r.IntN(8) == 0 {
+					fr.Schedule.NextFetch = time.Time{} // never again
+				}
+			}
 			b.RecordRoundFetch(fr)
 		} else {
 			b.RecordFetch(fr)
@@ -209,7 +266,11 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 			rec.HTTPStatus, rec.FetchedAt = fr.HTTPStatus, at
 			if fr.Retry {
 				rec.Retries++
-				m.move(rec, StatusUnfetched)
+				if rec.Due {
+					m.move(rec, StatusFetched)
+				} else {
+					m.move(rec, StatusUnfetched)
+				}
 			} else {
 				moved := rec.Cash
 				if round {
@@ -219,7 +280,24 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 				rec.Cash -= moved
 				rec.ContentFP = fr.ContentFP
 				m.move(rec, fr.Status)
-				m.fetched[hostOf(u)]++
+				if !rec.Due {
+					m.fetched[hostOf(u)]++
+				} else {
+					m.refetched++
+				}
+				rec.Due, rec.DueScore = false, 0
+				if sc := fr.Schedule; sc != nil {
+					rec.NextFetch, rec.Interval, rec.ETag, rec.LastModified = sc.NextFetch.Truncate(time.Millisecond), sc.Interval, sc.ETag, sc.LastModified
+					if sc.NextFetch.IsZero() {
+						rec.NextFetch = time.Time{}
+					}
+					switch sc.Change {
+					case ChangeChanged:
+						rec.Changed++
+					case ChangeUnchanged:
+						rec.Unchanged++
+					}
+				}
 			}
 			res.Applied = true
 		}
@@ -284,19 +362,23 @@ func (m *model) check(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 	var want []*URLRecord
+	var scheduled []string
 	for _, r := range m.urls {
-		if r.Status == StatusUnfetched {
+		if r.inFrontier() {
 			want = append(want, r)
+		}
+		if r.scheduled() {
+			scheduled = append(scheduled, r.URL)
 		}
 	}
 	if len(fr) != len(want) {
-		t.Fatalf("frontier has %d URLs, model %d unfetched", len(fr), len(want))
+		t.Fatalf("frontier has %d URLs, model %d unfetched or due", len(fr), len(want))
 	}
 	seen := map[string]bool{}
 	best := map[string]float64{}
 	for i, e := range fr {
 		r := m.urls[e.URL]
-		if r == nil || r.Status != StatusUnfetched || r.Cash != e.Score || r.Depth != e.Depth || seen[e.URL] {
+		if r == nil || !r.inFrontier() || r.frontierScore() != e.Score || r.Depth != e.Depth || seen[e.URL] || e.Refetch != r.Due {
 			t.Fatalf("frontier entry %d %+v does not match model %+v", i, e, r)
 		}
 		seen[e.URL] = true
@@ -338,9 +420,36 @@ func (m *model) check(t *testing.T, s *Store) {
 			t.Fatalf("host %s: fetched %d, model %d", host, st.Fetched, n)
 		}
 	}
+	// The refetch index: every scheduled URL once, by time.
+	due, err := s.DueURLs(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dueURLs []string
+	for i, d := range due {
+		r := m.urls[d.URL]
+		if r == nil || !r.scheduled() || !r.NextFetch.Equal(d.NextFetch) || i > 0 && d.NextFetch.Before(due[i-1].NextFetch) {
+			t.Fatalf("due entry %d %+v does not match model %+v", i, d, r)
+		}
+		dueURLs = append(dueURLs, d.URL)
+	}
+	slices.Sort(dueURLs)
+	slices.Sort(scheduled)
+	if !slices.Equal(dueURLs, scheduled) {
+		t.Fatalf("refetch index %v, model's scheduled URLs %v", dueURLs, scheduled)
+	}
+	if c := s.Counts(); c.Scheduled != uint64(len(scheduled)) {
+		t.Fatalf("Counts().Scheduled %d, model %d", c.Scheduled, len(scheduled))
+	}
 	c := s.Counts()
-	if c.URLs != uint64(len(m.urls)) || c.Frontier != uint64(len(want)) || c.Sent != uint64(len(m.sent)) || c.Outbox != uint64(len(m.outbox)) {
-		t.Fatalf("counts %+v; model %d urls, %d frontier, %d sent, %d outbox", c, len(m.urls), len(want), len(m.sent), len(m.outbox))
+	unfetched := 0 // Counts.Frontier: the unfetched URLs (not the due ones)
+	for _, r := range want {
+		if r.Status == StatusUnfetched {
+			unfetched++
+		}
+	}
+	if c.URLs != uint64(len(m.urls)) || c.Frontier != uint64(unfetched) || c.Sent != uint64(len(m.sent)) || c.Outbox != uint64(len(m.outbox)) {
+		t.Fatalf("counts %+v; model %d urls, %d unfetched, %d sent, %d outbox", c, len(m.urls), unfetched, len(m.sent), len(m.outbox))
 	}
 	for st, n := range m.statuses {
 		if c.ByStatus[st] != n {
@@ -415,6 +524,12 @@ func TestAgainstModel(t *testing.T) {
 					m.check(t, s)
 				}
 			}
+			// The random commands went through refetches: scheduled URLs
+			// came due, and due URLs were fetched again.
+			if m.dueMade == 0 || m.refetched == 0 {
+				t.Errorf("%d URLs made due, %d refetched: the commands did not exercise refetches", m.dueMade, m.refetched)
+			}
+			t.Logf("%d URLs made due, %d refetched", m.dueMade, m.refetched)
 		})
 	}
 }
