@@ -4,7 +4,8 @@
 // died or is leaving, when a node counts as dead, when the crawl ends
 // (End), how many URLs a round gives each host and address and when a host
 // has used its page budget (Budgets, HostSpent), a Solo leader's fence
-// (Lead), and when a node's fetcher pauses and resumes (NodeState). It
+// (Lead), when a node's fetcher pauses and resumes (NodeState), and when
+// a fetched page is due again and how it ranks then (Refetch, DueScore). It
 // starts no goroutines and reads no clock: callers pass the time and the
 // site's state and carry out the plan they get back (package rounds does,
 // on the leader and on every node).
