@@ -59,23 +59,10 @@ func PolitenessFloorRTT(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, 
 		}
 		delay[h.Name] = d
 	}
-	seen := map[string]bool{}
 	perHost := map[string]int{}
 	perIP := map[string]int{}
 	ipRTT := map[string]time.Duration{} // the smallest RTT of the address's hosts
-	for i := range truth {
-		r := &truth[i]
-		if !crawlcheck.Target(r) {
-			continue
-		}
-		u := r.URL
-		if r.Canonical != "" {
-			u = r.Canonical
-		}
-		if seen[u] {
-			continue
-		}
-		seen[u] = true
+	eachTarget(truth, func(r *synth.Record) {
 		perHost[r.Host]++
 		perIP[r.IP]++
 		if ipDelay > 0 {
@@ -84,7 +71,7 @@ func PolitenessFloorRTT(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, 
 				ipRTT[r.IP] = d
 			}
 		}
-	}
+	})
 	var f Floor
 	for h, n := range perHost {
 		d, ok := delay[h]
@@ -105,6 +92,27 @@ func PolitenessFloorRTT(w *synth.Web, truth []synth.Record, hostDelay, ipDelay, 
 		}
 	}
 	return f
+}
+
+// eachTarget calls fn once for each of truth's robots-allowed reachable
+// URLs (crawlcheck.Target), by canonical form: what a crawler that drops
+// session ids fetches.
+func eachTarget(truth []synth.Record, fn func(r *synth.Record)) {
+	seen := map[string]bool{}
+	for i := range truth {
+		r := &truth[i]
+		if !crawlcheck.Target(r) {
+			continue
+		}
+		u := r.URL
+		if r.Canonical != "" {
+			u = r.Canonical
+		}
+		if !seen[u] {
+			seen[u] = true
+			fn(r)
+		}
+	}
 }
 
 // msOf is d in milliseconds.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -154,21 +153,7 @@ func geoWebFloors(w *synth.Web, seed uint64, c GeoFloorsConfig) (GeoWebFloors, e
 		return row, err
 	}
 	perHost := map[string]int{}
-	seen := map[string]bool{}
-	for i := range truth {
-		r := &truth[i]
-		if !crawlcheck.Target(r) {
-			continue
-		}
-		u := r.URL
-		if r.Canonical != "" {
-			u = r.Canonical
-		}
-		if !seen[u] {
-			seen[u] = true
-			perHost[r.Host]++
-		}
-	}
+	eachTarget(truth, func(r *synth.Record) { perHost[r.Host]++ })
 	for h, n := range perHost {
 		if n > row.LargestURLs || n == row.LargestURLs && h < row.Largest {
 			row.Largest, row.LargestURLs = h, n
