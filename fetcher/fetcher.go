@@ -78,6 +78,7 @@ type Fetcher struct {
 type counters struct {
 	queued, inflight, internal        atomic.Int64
 	done, retries, requests, bytes    atomic.Int64
+	notModified, unchanged            atomic.Int64
 	busy, politeness, workerWait      atomic.Int64 // nanoseconds
 	robots, robotsDB, sitemaps        atomic.Int64
 	dns, dnsErr, backoffs, hosts, ips atomic.Int64
@@ -187,6 +188,8 @@ func (f *Fetcher) Stats() Stats {
 		InFlight:       c.inflight.Load(),
 		Done:           c.done.Load(),
 		Retries:        c.retries.Load(),
+		NotModified:    c.notModified.Load(),
+		Unchanged:      c.unchanged.Load(),
 		Requests:       c.requests.Load(),
 		Bytes:          c.bytes.Load(),
 		Busy:           time.Duration(c.busy.Load()),
@@ -246,6 +249,12 @@ func (f *Fetcher) deliver(r *Result) {
 	f.c.done.Add(1)
 	if r.Retry {
 		f.c.retries.Add(1)
+	}
+	if r.NotModified {
+		f.c.notModified.Add(1)
+	}
+	if r.Unchanged {
+		f.c.unchanged.Add(1)
 	}
 	f.c.byStatus[r.Status&15].Add(1)
 }

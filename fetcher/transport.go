@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
 )
@@ -86,6 +88,8 @@ type exchange struct {
 	remote      netip.Addr // the connection's peer
 	host        string     // Host header
 	requestURI  string
+	ifNoneMatch string // If-None-Match sent, if any
+	ifModSince  string // If-Modified-Since sent, if any
 	status      int
 	proto       string
 	statusText  string // "200 OK"
@@ -94,6 +98,29 @@ type exchange struct {
 	truncated   string // WARC-Truncated reason
 	bodyErr     error  // why the body ended early, for "time" and "disconnect"
 	reader      bodyReader
+	fp          uint64 // the body's xxhash, once fpDone
+	fpDone      bool
+}
+
+// conditional reports whether the request was conditional.
+func (ex *exchange) conditional() bool { return ex.ifNoneMatch != "" || ex.ifModSince != "" }
+
+// unchanged reports whether the exchange is a 2xx answer whose body has
+// p's fingerprint.
+func (ex *exchange) unchanged(p *Prev) bool {
+	return p.ContentFP != 0 && ex.status >= 200 && ex.status < 300 && ex.fingerprint() == p.ContentFP
+}
+
+// fingerprint returns the xxhash of the body (0 if it is empty), computing
+// it once per exchange.
+func (ex *exchange) fingerprint() uint64 {
+	if !ex.fpDone {
+		ex.fp, ex.fpDone = 0, true
+		if len(ex.body) > 0 {
+			ex.fp = xxhash.Sum64(ex.body)
+		}
+	}
+	return ex.fp
 }
 
 func (ex *exchange) reset() {
@@ -213,7 +240,18 @@ func appendRequestHead(dst []byte, ex *exchange, userAgent string) []byte {
 	dst = append(dst, ex.host...)
 	dst = append(dst, "\r\nUser-Agent: "...)
 	dst = append(dst, userAgent...)
-	dst = append(dst, "\r\nAccept: */*\r\nAccept-Encoding: gzip\r\n\r\n"...)
+	dst = append(dst, "\r\nAccept: */*\r\n"...)
+	if ex.ifModSince != "" {
+		dst = append(dst, "If-Modified-Since: "...)
+		dst = append(dst, ex.ifModSince...)
+		dst = append(dst, "\r\n"...)
+	}
+	if ex.ifNoneMatch != "" {
+		dst = append(dst, "If-None-Match: "...)
+		dst = append(dst, ex.ifNoneMatch...)
+		dst = append(dst, "\r\n"...)
+	}
+	dst = append(dst, "Accept-Encoding: gzip\r\n\r\n"...)
 	return dst
 }
 

@@ -43,6 +43,46 @@ type Job struct {
 	// fetcher fetched it itself: the node that stored it may have died
 	// before the URLs of its sitemaps were kept.
 	FreshRobots bool
+	// Prev is what the crawl database knows of the URL's last fetch; the
+	// zero value means a first fetch. A page job with a valid ETag or
+	// Last-Modified in it is sent as a conditional request.
+	Prev Prev
+}
+
+// Prev is what is known of the last fetch of a URL: a Job with it is a
+// refetch. Validators that are empty, longer than MaxValidatorBytes or hold
+// control characters or bordering spaces are not sent.
+type Prev struct {
+	// FetchedAt is when the URL was last fetched (Result.FetchedAt); it
+	// becomes WARC-Refers-To-Date of a revisit record. Zero: unknown.
+	FetchedAt time.Time
+	// ContentFP is the fingerprint of the body last fetched
+	// (Result.ContentFP); 0: unknown.
+	ContentFP uint64
+	// ETag is the ETag the last fetch was answered with (Result.ETag),
+	// sent as If-None-Match.
+	ETag string
+	// LastModified is the Last-Modified the last fetch was answered with
+	// (Result.LastModified), sent as If-Modified-Since.
+	LastModified string
+}
+
+// MaxValidatorBytes is the longest ETag or Last-Modified value the fetcher
+// reports in a Result or sends back in a conditional request.
+const MaxValidatorBytes = 256
+
+// validator returns v if it is a validator the fetcher reports and sends
+// (see Prev), "" if not.
+func validator(v string) string {
+	if len(v) > MaxValidatorBytes || v == "" || v[0] == ' ' || v[len(v)-1] == ' ' {
+		return ""
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == 0x7f {
+			return ""
+		}
+	}
+	return v
 }
 
 // Kind says what a Result is about.
@@ -82,9 +122,11 @@ type Result struct {
 	RedirectTo string
 	// Links are the normalised followable outlinks (HTML pages), or a
 	// sitemap's URLs.
-	Links     []string
-	ContentFP uint64 // xxhash of the body; 0 if none
-	Bytes     int64  // body bytes received (after content decoding)
+	Links []string
+	// ContentFP is the xxhash of the body; 0 if none. A NotModified page
+	// has its Job's Prev.ContentFP.
+	ContentFP uint64
+	Bytes     int64 // body bytes received (after content decoding)
 	FetchedAt time.Time
 	// Truncated is the WARC-Truncated reason if the body was cut: "length"
 	// (MaxBodyBytes), "time" (TotalTimeout) or "disconnect".
@@ -100,6 +142,25 @@ type Result struct {
 	// next request starts no earlier than its end plus the host's delay,
 	// so a host's pace is its delay plus what its requests take.
 	Took time.Duration
+	// ETag and LastModified are the ETag and Last-Modified of a 200 or 304
+	// answer, verbatim; "" if absent, longer than MaxValidatorBytes or
+	// holding control characters. A 304 that does not repeat one keeps the
+	// Job's Prev value (the stored response's validators still hold, as
+	// RFC 9111 section 4.3.4 has a cache keep them).
+	ETag         string
+	LastModified string
+	// NotModified marks a page answered 304 Not Modified to a conditional
+	// request: Status StatusFetched, HTTPStatus 304, no body, ContentFP the
+	// Job's Prev.ContentFP, no Links. Its WARC record is a revisit of the
+	// server-not-modified profile. (A 304 to a request that was not
+	// conditional is a StatusError.)
+	NotModified bool
+	// Unchanged marks a 2xx page whose body has the Job's Prev.ContentFP
+	// (non-zero). It is not checked against Options.Seen (it would be a
+	// duplicate of itself), its links are extracted as for any page, and
+	// its WARC record is a revisit of the identical-payload-digest profile
+	// unless the body was cut (Truncated).
+	Unchanged bool
 }
 
 // HostStore persists per-host state (robots.txt, DNS, back-off) in the crawl
@@ -121,8 +182,13 @@ type Stats struct {
 	// StatusError and in Retries as well.
 	ByStatus map[crawl.Status]int64
 	Retries  int64 // page results with Retry
-	Requests int64 // HTTP requests sent (pages, robots.txt, sitemaps)
-	Bytes    int64 // body bytes received
+	// NotModified and Unchanged count the page results with
+	// Result.NotModified and Result.Unchanged: refetches that found the
+	// page as it was.
+	NotModified int64
+	Unchanged   int64
+	Requests    int64 // HTTP requests sent (pages, robots.txt, sitemaps)
+	Bytes       int64 // body bytes received
 	// Busy is the sum over workers of the time spent on requests.
 	Busy time.Duration
 	// PolitenessWait is the sum over requests of the time their host had the

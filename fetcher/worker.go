@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/gocolly/colly/v2"
 
 	"github.com/meridian-crawler/meridian/crawl"
@@ -111,6 +110,10 @@ func (w *worker) do(t *task) {
 // the error is colly's when no response arrived.
 func (w *worker) get(t *task, url string) error {
 	w.ex.reset()
+	hdr := w.hdr
+	if t.kind == taskPage && t.job.Prev != (Prev{}) {
+		hdr = w.conditional(&t.job.Prev)
+	}
 	t.start = time.Now()
 	ctx, cancel := context.WithTimeout(w.ctx, w.f.o.TotalTimeout)
 	abort := t.abort
@@ -123,7 +126,7 @@ func (w *worker) get(t *task, url string) error {
 	ctx = httptrace.WithClientTrace(ctx, w.tr)
 	w.cur = t
 	w.c.Context = ctx
-	err := w.c.Request(http.MethodGet, url, nil, w.cctx, w.hdr)
+	err := w.c.Request(http.MethodGet, url, nil, w.cctx, hdr)
 	w.c.Context = w.ctx
 	w.cur = nil
 	cancel()
@@ -136,6 +139,30 @@ func (w *worker) get(t *task, url string) error {
 		w.writeWARC(url, t)
 	}
 	return err
+}
+
+// conditional returns the request headers of a refetch with p: w.hdr plus
+// If-None-Match and If-Modified-Since from p's validators, noted in the
+// exchange; w.hdr itself if p has no validator to send. The header is new
+// for each request, as the transport may still read a request's header
+// after the request has ended.
+func (w *worker) conditional(p *Prev) http.Header {
+	ex := &w.ex
+	ex.ifNoneMatch, ex.ifModSince = validator(p.ETag), validator(p.LastModified)
+	if !ex.conditional() {
+		return w.hdr
+	}
+	h := make(http.Header, 4)
+	h["User-Agent"], h["Accept"] = w.hdr["User-Agent"], w.hdr["Accept"]
+	vals := [...]string{ex.ifNoneMatch, ex.ifModSince}
+	v := vals[:] // one allocation for both values
+	if ex.ifNoneMatch != "" {
+		h["If-None-Match"] = v[0:1:1]
+	}
+	if ex.ifModSince != "" {
+		h["If-Modified-Since"] = v[1:2:2]
+	}
+	return h
 }
 
 // gotConn notes the address the current request is sent to. The transport
@@ -181,6 +208,14 @@ func (w *worker) writeWARC(url string, t *task) {
 	}
 	if !x.IP.IsValid() {
 		x.IP = t.ip
+	}
+	if t.kind == taskPage {
+		switch p := &t.job.Prev; {
+		case ex.status == http.StatusNotModified && ex.conditional():
+			x.Revisit, x.RefersToDate = warcfile.RevisitNotModified, p.FetchedAt
+		case ex.unchanged(p) && ex.truncated == "":
+			x.Revisit, x.RefersToDate = warcfile.RevisitIdenticalPayload, p.FetchedAt
+		}
 	}
 	if err := wr.Write(&x); err != nil {
 		w.f.log.Warn("fetcher: write warc", "url", url, "err", err)
@@ -255,21 +290,48 @@ func (w *worker) fill(r *Result) {
 	r.ContentType = ex.header.Get("Content-Type")
 	r.Bytes = int64(len(ex.body))
 	r.Truncated = ex.truncated
-	if len(ex.body) > 0 {
-		r.ContentFP = xxhash.Sum64(ex.body)
+	r.ContentFP = ex.fingerprint()
+	if ex.status == http.StatusOK || ex.status == http.StatusNotModified {
+		r.ETag = firstValidator(ex.header["Etag"])
+		r.LastModified = firstValidator(ex.header["Last-Modified"])
 	}
+}
+
+// firstValidator returns the first of a header's values if it is a
+// validator the fetcher reports (see validator), "" if not.
+func firstValidator(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return validator(vs[0])
 }
 
 // classify sets a page Result's status from its HTTP response.
 func (w *worker) classify(r *Result) outcome {
 	ex := &w.ex
 	switch s := ex.status; {
+	case s == http.StatusNotModified:
+		if !ex.conditional() {
+			r.Status, r.Err = crawl.StatusError, "fetcher: HTTP "+ex.statusText+" to a request that was not conditional"
+			return outcomeOK
+		}
+		p := &r.Prev
+		r.Status, r.NotModified, r.ContentFP = crawl.StatusFetched, true, p.ContentFP
+		if r.ETag == "" {
+			r.ETag = validator(p.ETag)
+		}
+		if r.LastModified == "" {
+			r.LastModified = validator(p.LastModified)
+		}
 	case s >= 200 && s < 300:
 		r.Status = crawl.StatusFetched
+		r.Unchanged = ex.unchanged(&r.Prev)
 		if !isHTML(r.ContentType, ex.body) {
 			return outcomeOK
 		}
-		if seen := w.f.o.Seen; seen != nil && seen(r.ContentFP, r.URL) {
+		// An unchanged page is no duplicate of itself; its links are
+		// extracted all the same (the crawl's scores need them).
+		if seen := w.f.o.Seen; seen != nil && !r.Unchanged && seen(r.ContentFP, r.URL) {
 			r.Status = crawl.StatusDuplicate
 			return outcomeOK
 		}

@@ -72,6 +72,8 @@ func (x *Exchange) check() error {
 		return fmt.Errorf("warcfile: URL length %d: %w", len(x.URL), ErrInvalid)
 	case len(x.Response) == 0:
 		return fmt.Errorf("warcfile: %s: empty response: %w", x.URL, ErrInvalid)
+	case x.Revisit >= numRevisits:
+		return fmt.Errorf("warcfile: %s: revisit %d: %w", x.URL, x.Revisit, ErrInvalid)
 	}
 	for i := 0; i < len(x.URL); i++ {
 		if c := x.URL[i]; c <= ' ' || c == 0x7f {
@@ -82,7 +84,7 @@ func (x *Exchange) check() error {
 }
 
 // exchange encodes x as a request member (if x.Request is set) and a
-// response member.
+// response or revisit member.
 func (e *encoder) exchange(x *Exchange) error {
 	date := x.Date
 	if date.IsZero() {
@@ -103,6 +105,9 @@ func (e *encoder) exchange(x *Exchange) error {
 			return err
 		}
 	}
+	if x.Revisit != NoRevisit {
+		return e.revisit(x, date, respID, reqID)
+	}
 	h := e.start("response", respID, date)
 	h = e.common(h, x)
 	if len(x.Request) > 0 {
@@ -119,6 +124,41 @@ func (e *encoder) exchange(x *Exchange) error {
 	h = append(h, "Content-Type: application/http;msgtype=response\r\n"...)
 	e.hdr = h
 	return e.member(x.Response, x.Body)
+}
+
+// revisit encodes the revisit member of x (see Revisit), with record id id
+// and, if x has a request, WARC-Concurrent-To reqID.
+func (e *encoder) revisit(x *Exchange, date time.Time, id, reqID []byte) error {
+	h := e.start("revisit", id, date)
+	h = e.common(h, x)
+	if len(x.Request) > 0 {
+		h = appendField(h, "WARC-Concurrent-To", reqID)
+	}
+	profile := ProfileServerNotModified
+	if x.Revisit == RevisitIdenticalPayload {
+		profile = ProfileIdenticalPayloadDigest
+	}
+	h = appendField(h, "WARC-Profile", profile)
+	h = appendField(h, "WARC-Refers-To-Target-URI", x.URL)
+	if !x.RefersToDate.IsZero() {
+		h = append(h, "WARC-Refers-To-Date: "...)
+		h = appendDate(h, x.RefersToDate)
+		h = append(h, "\r\n"...)
+	}
+	h = append(h, "WARC-Block-Digest: "...)
+	h = e.digest(h, x.Response, nil)
+	h = append(h, "\r\n"...)
+	switch {
+	case x.Revisit == RevisitIdenticalPayload:
+		h = append(h, "WARC-Payload-Digest: "...)
+		h = e.digest(h, x.Body, nil)
+		h = append(h, "\r\nWARC-Truncated: length\r\n"...)
+	case x.Truncated != "":
+		h = appendField(h, "WARC-Truncated", truncReason(x.Truncated))
+	}
+	h = append(h, "Content-Type: application/http;msgtype=response\r\n"...)
+	e.hdr = h
+	return e.member(x.Response, nil)
 }
 
 // warcinfo encodes the warcinfo record that starts file name.
@@ -150,8 +190,13 @@ func (e *encoder) start(typ string, id []byte, date time.Time) []byte {
 	h = append(h, "\r\nWARC-Record-ID: "...)
 	h = append(h, id...)
 	h = append(h, "\r\nWARC-Date: "...)
-	h = date.UTC().AppendFormat(h, "2006-01-02T15:04:05Z")
+	h = appendDate(h, date)
 	return append(h, "\r\n"...)
+}
+
+// appendDate appends t in the WARC-Date format, UTC to the second.
+func appendDate(h []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(h, "2006-01-02T15:04:05Z")
 }
 
 // common appends the fields request and response share.

@@ -115,8 +115,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // lastCompleteExchange returns the offset just past the last gzip member of
 // r that decompresses completely (checksum and length verified) and is not
-// a request record: a request whose response member is missing or broken
-// is dropped with it.
+// a request record: a request whose response (or revisit) member is
+// missing or broken is dropped with it.
 func lastCompleteExchange(r io.Reader) (int64, error) {
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 64<<10)

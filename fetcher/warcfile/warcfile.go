@@ -1,11 +1,13 @@
 // Package warcfile writes fetched exchanges to gzip-compressed WARC 1.1 files.
 //
 // Every exchange becomes a request and a response record, each its own gzip
-// member, linked by WARC-Concurrent-To. Records are serialised and compressed
-// in the calling goroutine, outside any lock; only the append to the file is
-// serialised, so concurrent writers compress in parallel. A file is written
-// under the name "<name>.open", starts with a warcinfo record, and is
-// renamed when it is full or the Writer is closed. Open repairs ".open" files
+// member, linked by WARC-Concurrent-To; a refetch that found the page
+// unchanged becomes a request and a revisit record instead (see Revisit).
+// Records are serialised and compressed in the calling goroutine, outside
+// any lock; only the append to the file is serialised, so concurrent
+// writers compress in parallel. A file is written under the name
+// "<name>.open", starts with a warcinfo record, and is renamed when it is
+// full or the Writer is closed. Open repairs ".open" files
 // left behind by a crash. The output reads back with
 // github.com/nlnwa/gowarc/v3's WarcFileReader under strict validation.
 package warcfile
@@ -112,13 +114,57 @@ type Exchange struct {
 	Response  []byte     // status line and headers as received, ending CRLF CRLF; required
 	Body      []byte     // the payload as received, after transfer decoding
 	Truncated string     // "" or the WARC-Truncated reason: "length", "time", "disconnect" (anything else is written as "unspecified")
+	// Revisit, if not NoRevisit, records the response as a revisit record
+	// of that profile instead of a response record (see Revisit).
+	Revisit Revisit
+	// RefersToDate is the WARC-Date of the earlier capture that a revisit
+	// record refers to (WARC-Refers-To-Date); zero: the field is omitted.
+	// Ignored without Revisit.
+	RefersToDate time.Time
 }
+
+// Revisit says how the response of an Exchange is recorded: as a response
+// record, or as a revisit record (WARC 1.1, section 6.7) of a profile.
+//
+// A revisit record has the response record's fields (WARC-Target-URI,
+// WARC-IP-Address, WARC-Concurrent-To its request record) and, in this
+// order, WARC-Profile, WARC-Refers-To-Target-URI (the Exchange's URL),
+// WARC-Refers-To-Date (RefersToDate, if set) and WARC-Block-Digest; its
+// Content-Type is "application/http;msgtype=response" and its block is the
+// Exchange's Response (the HTTP status line and headers) alone.
+type Revisit uint8
+
+// The ways of recording a response.
+const (
+	// NoRevisit writes a response record: Response and Body.
+	NoRevisit Revisit = iota
+	// RevisitNotModified writes a revisit record of the profile
+	// ProfileServerNotModified, for a 304 answer to a conditional request.
+	// Body is not written (a 304 has none); Truncated is written if set.
+	RevisitNotModified
+	// RevisitIdenticalPayload writes a revisit record of the profile
+	// ProfileIdenticalPayloadDigest, for a payload identical to the one of
+	// an earlier capture: WARC-Payload-Digest is the digest of Body (the
+	// digest a response record of it would have), Body is not written, and
+	// the record says "WARC-Truncated: length" as the standard requires
+	// (Truncated is ignored).
+	RevisitIdenticalPayload
+
+	numRevisits // the number of valid values
+)
+
+// The revisit profiles of WARC 1.1 (WARC-Profile).
+const (
+	ProfileServerNotModified      = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+	ProfileIdenticalPayloadDigest = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+)
 
 // Stats are cumulative counters of a Writer.
 type Stats struct {
 	Files     int64 // files created
 	Records   int64 // records written, warcinfo included
 	Exchanges int64 // exchanges written
+	Revisits  int64 // of which recorded with a revisit record
 	Bytes     int64 // compressed bytes written
 	Recovered int64 // leftover ".open" files repaired by Open
 }
@@ -139,7 +185,7 @@ type Writer struct {
 		closed bool
 	}
 
-	files, records, exchanges, bytes, recovered atomic.Int64
+	files, records, exchanges, revisits, bytes, recovered atomic.Int64
 }
 
 // Open prepares a Writer for o (copied, with defaults filled in): it creates
@@ -165,8 +211,9 @@ func Open(o Options) (*Writer, error) {
 }
 
 // Write appends x as a request record (if x.Request is set) and a response
-// record, each its own gzip member, to the current file, rotating first if
-// the file would pass MaxSize. x is not retained.
+// record (or a revisit record, see Exchange.Revisit), each its own gzip
+// member, to the current file, rotating first if the file would pass
+// MaxSize. x is not retained.
 func (w *Writer) Write(x *Exchange) error {
 	if err := x.check(); err != nil {
 		return err
@@ -198,6 +245,9 @@ func (w *Writer) Write(x *Exchange) error {
 	}
 	w.records.Add(int64(e.records))
 	w.exchanges.Add(1)
+	if x.Revisit != NoRevisit {
+		w.revisits.Add(1)
+	}
 	return nil
 }
 
@@ -222,6 +272,7 @@ func (w *Writer) Stats() Stats {
 		Files:     w.files.Load(),
 		Records:   w.records.Load(),
 		Exchanges: w.exchanges.Load(),
+		Revisits:  w.revisits.Load(),
 		Bytes:     w.bytes.Load(),
 		Recovered: w.recovered.Load(),
 	}

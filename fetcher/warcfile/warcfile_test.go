@@ -2,6 +2,8 @@ package warcfile
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
@@ -87,6 +89,10 @@ type readExchange struct {
 	file              string
 	requests          int
 	responses         int
+	// revisit records
+	revisits                       int
+	profile, refersURI, refersDate string
+	payloadDigest                  string
 }
 
 // readDir reads every WARC file in dir with gowarc under strict validation,
@@ -185,6 +191,20 @@ func readRecord(t *testing.T, got map[string]*readExchange, file string, wr gowa
 		if !h.Has(gowarc.WarcPayloadDigest) || !h.Has(gowarc.WarcBlockDigest) {
 			t.Errorf("%s: response without digests", u)
 		}
+		x.payloadDigest = h.Get(gowarc.WarcPayloadDigest)
+	case gowarc.Revisit:
+		x.revisits++
+		x.respID, x.respConc = h.GetId(gowarc.WarcRecordID), h.GetId(gowarc.WarcConcurrentTo)
+		x.resp = ph.ProtocolHeaderBytes()
+		x.ip, x.date, x.trunc = h.Get(gowarc.WarcIPAddress), h.Get(gowarc.WarcDate), h.Get(gowarc.WarcTruncated)
+		x.profile, x.refersURI, x.refersDate = h.Get(gowarc.WarcProfile), h.Get(gowarc.WarcRefersToTargetURI), h.Get(gowarc.WarcRefersToDate)
+		x.payloadDigest = h.Get(gowarc.WarcPayloadDigest)
+		if len(payload) != 0 || !h.Has(gowarc.WarcBlockDigest) {
+			t.Errorf("%s: revisit with payload %q, block digest %q", u, payload, h.Get(gowarc.WarcBlockDigest))
+		}
+		if ct := h.Get(gowarc.ContentType); ct != "application/http;msgtype=response" {
+			t.Errorf("%s: revisit Content-Type %q", u, ct)
+		}
 	default:
 		t.Errorf("%s: unexpected %v record", u, wr.Type())
 	}
@@ -224,11 +244,28 @@ func checkExchange(t *testing.T, got map[string]*readExchange, x *Exchange) {
 	if len(x.Request) > 0 {
 		wantReq = 1
 	}
-	if r.requests != wantReq || r.responses != 1 {
-		t.Fatalf("%s: %d requests, %d responses; want %d and 1", x.URL, r.requests, r.responses, wantReq)
+	wantResp, wantRevisit := 1, 0
+	if x.Revisit != NoRevisit {
+		wantResp, wantRevisit = 0, 1
 	}
-	if !bytes.Equal(r.body, x.Body) {
-		t.Errorf("%s: body differs (%d bytes, want %d)", x.URL, len(r.body), len(x.Body))
+	if r.requests != wantReq || r.responses != wantResp || r.revisits != wantRevisit {
+		t.Fatalf("%s: %d requests, %d responses, %d revisits; want %d, %d and %d", x.URL, r.requests, r.responses, r.revisits, wantReq, wantResp, wantRevisit)
+	}
+	wantBody, wantTrunc := x.Body, x.Truncated
+	switch x.Revisit {
+	case RevisitNotModified:
+		wantBody = nil
+		checkRevisit(t, r, x, ProfileServerNotModified, "")
+	case RevisitIdenticalPayload:
+		wantBody, wantTrunc = nil, "length"
+		checkRevisit(t, r, x, ProfileIdenticalPayloadDigest, sha1Digest(x.Body))
+	default:
+		if r.payloadDigest != sha1Digest(x.Body) {
+			t.Errorf("%s: payload digest %q, want %q", x.URL, r.payloadDigest, sha1Digest(x.Body))
+		}
+	}
+	if !bytes.Equal(r.body, wantBody) {
+		t.Errorf("%s: body differs (%d bytes, want %d)", x.URL, len(r.body), len(wantBody))
 	}
 	if !bytes.Equal(r.resp, x.Response) {
 		t.Errorf("%s: response headers %q, want %q", x.URL, r.resp, x.Response)
@@ -253,9 +290,28 @@ func checkExchange(t *testing.T, got map[string]*readExchange, x *Exchange) {
 	if want := x.Date.UTC().Format(time.RFC3339); r.date != want {
 		t.Errorf("%s: date %q, want %q", x.URL, r.date, want)
 	}
-	if r.trunc != x.Truncated {
-		t.Errorf("%s: truncated %q, want %q", x.URL, r.trunc, x.Truncated)
+	if r.trunc != wantTrunc {
+		t.Errorf("%s: truncated %q, want %q", x.URL, r.trunc, wantTrunc)
 	}
+}
+
+// checkRevisit compares the revisit fields read for x with what x asks for.
+func checkRevisit(t *testing.T, r *readExchange, x *Exchange, profile, payloadDigest string) {
+	t.Helper()
+	wantDate := ""
+	if !x.RefersToDate.IsZero() {
+		wantDate = x.RefersToDate.UTC().Format(time.RFC3339)
+	}
+	if r.profile != profile || r.refersURI != x.URL || r.refersDate != wantDate || r.payloadDigest != payloadDigest {
+		t.Errorf("%s: revisit profile %q refers to %q at %q, payload digest %q; want %q, %q, %q, %q",
+			x.URL, r.profile, r.refersURI, r.refersDate, r.payloadDigest, profile, x.URL, wantDate, payloadDigest)
+	}
+}
+
+// sha1Digest is the WARC digest of b, computed independently of the writer.
+func sha1Digest(b []byte) string {
+	sum := sha1.Sum(b)
+	return "sha1:" + base32.StdEncoding.EncodeToString(sum[:])
 }
 
 func openWriter(t *testing.T, o Options) *Writer {
@@ -361,7 +417,12 @@ func TestCrashRecovery(t *testing.T) {
 	var xs []*Exchange
 	for i := range 6 {
 		x := exchange(fmt.Sprintf("http://h1.fr.test/p/%d.html", i), bodies[i], i)
-		if i == 5 {
+		switch i {
+		case 1, 4: // a refetch answered 304
+			notModified(x)
+		case 2: // a refetch with the same payload
+			x.Revisit, x.RefersToDate = RevisitIdenticalPayload, x.Date.Add(-48*time.Hour)
+		case 5:
 			x.Request = []byte("GET /p/5.html HTTP/1.1\r\nHost: h1.fr.test\r\n\r\n") // ensure the last one has a request
 		}
 		if err := w.Write(x); err != nil {
@@ -394,7 +455,7 @@ func TestCrashRecovery(t *testing.T) {
 	// Member boundaries, and which exchanges are complete after each.
 	bounds := memberEnds(t, data)
 	// bounds[0] is the warcinfo; then per exchange a request (unless
-	// Request is empty) and a response.
+	// Request is empty) and a response or revisit record.
 	type cut struct {
 		name string
 		at   int
@@ -409,9 +470,13 @@ func TestCrashRecovery(t *testing.T) {
 			cuts = append(cuts, cut{fmt.Sprintf("after request %d", i), bounds[b], i})
 			b++
 		}
-		cuts = append(cuts, cut{fmt.Sprintf("inside response %d", i), (bounds[b-1] + bounds[b]) / 2, i})
-		cuts = append(cuts, cut{fmt.Sprintf("one byte short of response %d", i), bounds[b] - 1, i})
-		cuts = append(cuts, cut{fmt.Sprintf("after response %d", i), bounds[b], i + 1})
+		kind := "response"
+		if x.Revisit != NoRevisit {
+			kind = "revisit"
+		}
+		cuts = append(cuts, cut{fmt.Sprintf("inside %s %d", kind, i), (bounds[b-1] + bounds[b]) / 2, i})
+		cuts = append(cuts, cut{fmt.Sprintf("one byte short of %s %d", kind, i), bounds[b] - 1, i})
+		cuts = append(cuts, cut{fmt.Sprintf("after %s %d", kind, i), bounds[b], i + 1})
 		b++
 	}
 	if b != len(bounds) {
@@ -459,6 +524,67 @@ func TestCrashRecovery(t *testing.T) {
 	}
 }
 
+// notModified makes x a refetch answered 304, recorded as a revisit.
+func notModified(x *Exchange) {
+	x.Response = []byte("HTTP/1.1 304 Not Modified\r\nEtag: \"v1\"\r\nDate: Wed, 04 Mar 2026 05:06:07 GMT\r\n\r\n")
+	x.Body, x.Truncated = nil, ""
+	x.Revisit, x.RefersToDate = RevisitNotModified, x.Date.Add(-24*time.Hour)
+}
+
+// TestRevisit writes response and revisit records of both profiles and
+// reads them back with gowarc under strict validation.
+func TestRevisit(t *testing.T) {
+	dir := t.TempDir()
+	w := openWriter(t, Options{Dir: dir, Prefix: "rv"})
+	bodies := pages(t, 2)
+	first := exchange("http://h1.fr.test/p/1.html", bodies[0], 0)
+	snm := exchange("http://h1.fr.test/p/2.html", nil, 1)
+	notModified(snm)
+	ipd := exchange("http://h1.fr.test/p/3.html", bodies[0], 2) // first's payload, another URL (the digests are compared)
+	ipd.Revisit, ipd.RefersToDate = RevisitIdenticalPayload, first.Date
+	noReq := exchange("http://h1.fr.test/p/4.html", bodies[1], 4)
+	noReq.Request, noReq.Revisit = nil, RevisitIdenticalPayload // no request record, no Refers-To-Date
+	cut := exchange("http://h1.fr.test/p/5.html", bodies[1], 8)
+	cut.Revisit, cut.Truncated = RevisitIdenticalPayload, "time" // written as "length" all the same
+	xs := []*Exchange{first, snm, ipd, noReq, cut}
+	for _, x := range xs {
+		if err := w.Write(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Exchanges != 5 || st.Revisits != 4 || st.Records != 1+4+5 {
+		t.Errorf("stats %+v, want 5 exchanges, 4 revisits, 10 records", st)
+	}
+	got, files := readDir(t, dir, "rv")
+	for _, x := range xs {
+		checkExchange(t, got, x)
+	}
+	if a, b := got[first.URL].payloadDigest, got[ipd.URL].payloadDigest; a != b {
+		t.Errorf("identical payload: revisit digest %s, response digest %s", b, a)
+	}
+	// The layout, for the record.
+	data, err := os.ReadFile(filepath.Join(dir, files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range strings.Split(string(all), "\r\n\r\nWARC/1.1\r\n")[1:] {
+		if strings.Contains(rec, "WARC-Type: revisit") {
+			t.Logf("%s", strings.SplitN(rec, "\r\n\r\n", 2)[0])
+		}
+	}
+}
+
 // memberEnds returns the end offset of each gzip member of data.
 func memberEnds(t *testing.T, data []byte) []int {
 	t.Helper()
@@ -487,6 +613,7 @@ func TestInvalidExchange(t *testing.T) {
 		{URL: "http://a.test/\r\nWARC-Type: evil", Response: []byte("HTTP/1.1 200 OK\r\n\r\n")},
 		{URL: "http://a.test/a b", Response: []byte("HTTP/1.1 200 OK\r\n\r\n")},
 		{URL: "http://a.test/", Response: nil},
+		{URL: "http://a.test/", Response: []byte("HTTP/1.1 304 Not Modified\r\n\r\n"), Revisit: numRevisits},
 	} {
 		if err := w.Write(x); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Write(%+v) = %v, want ErrInvalid", x, err)
