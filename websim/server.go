@@ -1,4 +1,5 @@
-// Package websim serves a synthetic web (package synth) or a recorded one
+// Package websim serves a synthetic web (package synth), static or changing
+// on a simulated clock (Clock), or a recorded one
 // (package replay) on many loopback addresses, with its own DNS server, a
 // GeoIP database, a ground-truth file and an admin endpoint that reports
 // what its visitors did, so that politeness can be checked from outside the
@@ -97,6 +98,8 @@ type common struct {
 	AdminAddr string
 	Logger    *slog.Logger
 	Clients   []geodelay.Client
+	// Stats, if set, are the statistics to keep (otherwise new ones).
+	Stats *Stats
 }
 
 // Server is a running websim: HTTP on every address of its web, DNS and
@@ -118,6 +121,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	web       *synth.Web
+	clock     *Clock           // nil for replay
+	wall      func() time.Time // the wall clock the simulated one reads
 }
 
 // listenAll binds port on every address; port 0 picks one free on all of
@@ -166,7 +171,11 @@ func start(c common, be backend, lns []net.Listener, port int) (*Server, error) 
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{log: c.Logger, stats: NewStats(nil), port: port, be: be, ctx: ctx, cancel: cancel}
+	stats := c.Stats
+	if stats == nil {
+		stats = NewStats(nil)
+	}
+	s := &Server{log: c.Logger, stats: stats, port: port, be: be, ctx: ctx, cancel: cancel}
 	s.geo = newGeo(s.stats, c.Clients, be.places, be.resolve)
 	fail := func(err error) (*Server, error) {
 		for _, l := range lns {

@@ -39,6 +39,17 @@ type Snapshot struct {
 	// Clients has one entry per named client (Options.Clients), keyed by
 	// its address; absent from the JSON when there are none.
 	Clients map[string]*ClientVisitor `json:"clients,omitempty"`
+	// ConditionalRequests counts the GETs of responses with validators
+	// (pages of a web with synth.Options.Changes) that carried
+	// If-None-Match or If-Modified-Since. Absent from the JSON while zero.
+	ConditionalRequests int64 `json:"conditional_requests,omitempty"`
+	// NotModified counts the conditional requests answered 304 Not
+	// Modified. Absent from the JSON while zero.
+	NotModified int64 `json:"not_modified,omitempty"`
+	// SimTime is the simulated clock (RFC 3339, to the nanosecond) when the
+	// snapshot was taken, for a web with synth.Options.Changes; absent
+	// otherwise.
+	SimTime string `json:"sim_time,omitempty"`
 }
 
 // ClientVisitor is what websim saw of one named client and the delays the
@@ -204,7 +215,12 @@ type Stats struct {
 	// clients is set by watchClients before serving and never changed
 	// after: read without the lock.
 	clients map[netip.Addr]*clientCounter
-	mu      struct {
+	// simNow, if set, reads the simulated clock; set before serving, like
+	// clients.
+	simNow func() time.Time
+	// conditional and notModified count conditional GETs and their 304s.
+	conditional, notModified atomic.Int64
+	mu                       struct {
 		sync.Mutex
 		hosts, ips  map[string]*counter
 		violations  []string
@@ -267,6 +283,16 @@ func (s *Stats) Reset() {
 	}
 	for _, c := range s.clients {
 		c.reset()
+	}
+	s.conditional.Store(0)
+	s.notModified.Store(0)
+}
+
+// countConditional records a conditional GET, answered 304 if notModified.
+func (s *Stats) countConditional(notModified bool) {
+	s.conditional.Add(1)
+	if notModified {
+		s.notModified.Add(1)
 	}
 }
 
@@ -359,6 +385,10 @@ func (s *Stats) Snapshot() *Snapshot {
 		snap.IPs[k] = c.visitor()
 	}
 	sort.Strings(snap.RobotsViolations)
+	snap.ConditionalRequests, snap.NotModified = s.conditional.Load(), s.notModified.Load()
+	if s.simNow != nil {
+		snap.SimTime = s.simNow().Format(time.RFC3339Nano)
+	}
 	if len(s.clients) > 0 {
 		snap.Clients = make(map[string]*ClientVisitor, len(s.clients))
 		for a, c := range s.clients {

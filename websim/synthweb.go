@@ -47,6 +47,14 @@ type Options struct {
 	Clients []geodelay.Client
 	// Logger defaults to a discard logger.
 	Logger *slog.Logger
+	// TimeScale is how fast websim's simulated clock runs (see Clock):
+	// simulated time per unit of wall-clock time, in (0, MaxTimeScale].
+	// A web with Web.Changes serves every page at its version at the
+	// simulated time; 86400 is a simulated day per second. Default 1.
+	TimeScale float64
+	// Now is the wall clock the simulated clock reads, for tests. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Validate reports every problem with o at once.
@@ -63,6 +71,9 @@ func (o Options) Validate() error {
 	errs = append(errs, l.validate()...)
 	if o.DNSTTL < 0 {
 		errs = append(errs, fmt.Errorf("websim: dns ttl must not be negative, got %v", o.DNSTTL))
+	}
+	if ts := o.TimeScale; ts != 0 && !(ts > 0 && ts <= MaxTimeScale) {
+		errs = append(errs, fmt.Errorf("websim: time scale must be in (0, %g], got %v", float64(MaxTimeScale), ts))
 	}
 	if err := geodelay.Check(o.Clients); err != nil {
 		errs = append(errs, fmt.Errorf("websim: clients: %w", err))
@@ -115,7 +126,21 @@ func Start(o Options) (*Server, error) {
 			return nil, fmt.Errorf("websim: %w", err)
 		}
 	}
-	sw := &synthWeb{web: web, lim: o.Limits, slow: make(chan struct{}, o.Limits.MaxSlow), done: make(chan struct{})}
+	stats := NewStats(nil)
+	wall := o.Now
+	if wall == nil {
+		wall = time.Now
+	}
+	scale := o.TimeScale
+	if scale == 0 {
+		scale = 1
+	}
+	clock := &Clock{Epoch: web.Options().Epoch, Start: wall(), Scale: scale}
+	sw := &synthWeb{web: web, lim: o.Limits, slow: make(chan struct{}, o.Limits.MaxSlow), done: make(chan struct{}),
+		stats: stats, changes: wo.Changes, clock: *clock, wall: wall}
+	if wo.Changes {
+		stats.simNow = func() time.Time { return clock.At(wall()) }
+	}
 	sw.flaky = make([]int32, len(web.Hosts()))
 	var places map[netip.Addr]geodelay.Point // only the distance model needs them
 	if len(o.Clients) > 0 {
@@ -135,11 +160,11 @@ func Start(o Options) (*Server, error) {
 			return ok && pathQuery != "/robots.txt" && !web.RobotsAllowed(h, pathQuery)
 		},
 	}
-	s, err := start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger, Clients: o.Clients}, be, lns, port)
+	s, err := start(common{Port: port, DNSAddr: o.DNSAddr, DNSTTL: o.DNSTTL, AdminAddr: o.AdminAddr, Logger: o.Logger, Clients: o.Clients, Stats: stats}, be, lns, port)
 	if err != nil {
 		return nil, err
 	}
-	s.web = web
+	s.web, s.clock, s.wall = web, clock, wall
 	return s, nil
 }
 
@@ -179,6 +204,12 @@ type synthWeb struct {
 	mu     sync.Mutex
 	flaky  []int32 // robots.txt requests seen per RobotsFlaky host
 	closed bool    // no new blackhole readers once set
+	// The simulated clock (read only with changes on) and the counters
+	// of conditional requests.
+	changes bool
+	clock   Clock
+	wall    func() time.Time
+	stats   *Stats
 }
 
 // close ends the blackhole readers and waits for them.
@@ -235,7 +266,12 @@ func (sw *synthWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			bufPool.Put(rb)
 		}
 	}()
-	resp := sw.web.Respond(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery)
+	var resp synth.Response
+	if sw.changes {
+		resp = sw.web.RespondAt(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery, sw.clock.At(sw.wall()))
+	} else {
+		resp = sw.web.Respond(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery)
+	}
 	rb.b, rb.links = resp.Body[:0], resp.Scratch
 	switch resp.Special {
 	case synth.SpecialBlackhole:
@@ -248,6 +284,19 @@ func (sw *synthWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			http.Error(w, "too many slow responses", http.StatusServiceUnavailable)
 			return
+		}
+	}
+	if resp.ETag != "" {
+		hdr["Etag"] = []string{resp.ETag}
+		hdr["Last-Modified"] = []string{resp.LastModified.UTC().Format(http.TimeFormat)}
+		if r.Method == http.MethodGet {
+			if conditional, unchanged := notModified(r.Header, resp.ETag, resp.LastModified); conditional {
+				sw.stats.countConditional(unchanged)
+				if unchanged {
+					w.WriteHeader(http.StatusNotModified)
+					return
+				}
+			}
 		}
 	}
 	if resp.ContentType != "" {
@@ -384,6 +433,24 @@ func gzipBomb() []byte {
 
 // Web returns the synthetic web a Server started by Start serves (nil for replay).
 func (s *Server) Web() *synth.Web { return s.web }
+
+// Clock returns the simulated clock of a Server started by Start (ok is
+// false for replay). It runs whether or not the web changes; only a web
+// with synth.Options.Changes serves by it.
+func (s *Server) Clock() (c Clock, ok bool) {
+	if s.clock == nil {
+		return Clock{}, false
+	}
+	return *s.clock, true
+}
+
+// SimNow returns the simulated time now (the zero time for replay).
+func (s *Server) SimNow() time.Time {
+	if s.clock == nil {
+		return time.Time{}
+	}
+	return s.clock.At(s.wall())
+}
 
 // hostAddr is used by tests: the address of host h.
 func hostAddr(ip netip.Addr, port int) string { return netip.AddrPortFrom(ip, uint16(port)).String() }

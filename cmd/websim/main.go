@@ -112,6 +112,9 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 		truth     string
 		geoip     string
 		seedsOut  string
+		changes   bool
+		timeScale float64
+		epoch     string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -134,11 +137,15 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ep, err := parseClock(changes, timeScale, epoch)
+			if err != nil {
+				return err
+			}
 			o := websim.Options{
 				Web: synth.Options{Hosts: hosts, Pages: pages, Seed: seed, IPs: c.ips, IPBase: base,
-					Port: c.port, Profile: prof, PageBytes: pageBytes},
+					Port: c.port, Profile: prof, PageBytes: pageBytes, Changes: changes, Epoch: ep},
 				DNSAddr: c.dns, DNSTTL: c.dnsTTL, AdminAddr: c.admin,
-				TruthPath: truth, GeoIPPath: geoip, Clients: clients, Logger: log,
+				TruthPath: truth, GeoIPPath: geoip, Clients: clients, Logger: log, TimeScale: timeScale,
 			}
 			if c.port < 0 || c.port > 65535 {
 				return fmt.Errorf("--port must be in [0, 65535], got %d", c.port)
@@ -162,6 +169,11 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 			}
 			fmt.Fprintf(stdout, "websim: serving %d hosts (%s, seed %d) on %d addresses from %s, port %d; front page of host 0: %s at %s\n",
 				len(web.Hosts()), prof, seed, len(srv.IPs()), srv.IPs()[0], srv.Port(), web.FrontURL(0), web.Hosts()[0].IP)
+			if changes {
+				clk, _ := srv.Clock()
+				fmt.Fprintf(stdout, "websim: pages change (Cho and Garcia-Molina 2000 rates); simulated clock from %s at %g× (a simulated day every %v)\n",
+					clk.Epoch.Format(time.RFC3339), clk.Scale, simDay(clk.Scale))
+			}
 			return serveUntilSignal(cmd.Context(), stdout, srv, &c, start)
 		},
 	}
@@ -175,7 +187,31 @@ func newServe(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&truth, "truth", "", "write the ground truth (JSONL, one object per URL) to this file")
 	f.StringVar(&geoip, "geoip", "", "write a GeoIP2-City database of the hosts' addresses to this file")
 	f.StringVar(&seedsOut, "seeds-out", "", "write every host's front page URL to this file, one a line (a crawler's seeds)")
+	f.BoolVar(&changes, "changes", false, "pages change over time at published rates, on websim's simulated clock, and carry ETag and Last-Modified")
+	f.Float64Var(&timeScale, "time-scale", 1, "simulated seconds per wall-clock second, with --changes (86400: a simulated day per second)")
+	f.StringVar(&epoch, "epoch", synth.DefaultEpoch.Format(time.RFC3339), "simulated time when serving starts, RFC 3339, with --changes")
 	return cmd
+}
+
+// parseClock checks --changes, --time-scale and --epoch and returns the epoch.
+func parseClock(changes bool, scale float64, epoch string) (time.Time, error) {
+	if !(scale > 0 && scale <= websim.MaxTimeScale) {
+		return time.Time{}, fmt.Errorf("--time-scale must be a positive number of simulated seconds per second, at most %g, got %v",
+			float64(websim.MaxTimeScale), scale)
+	}
+	ep, err := time.Parse(time.RFC3339, epoch)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--epoch: want an RFC 3339 time such as 2026-01-01T00:00:00Z: %w", err)
+	}
+	if !changes && (scale != 1 || !ep.Equal(synth.DefaultEpoch)) {
+		return time.Time{}, errors.New("--time-scale and --epoch need --changes (a static web has no clock)")
+	}
+	return ep, nil
+}
+
+// simDay returns the wall-clock time a simulated day takes at scale.
+func simDay(scale float64) time.Duration {
+	return time.Duration(float64(24*time.Hour) / scale).Round(time.Microsecond)
 }
 
 func newReplay(stdout, stderr io.Writer) *cobra.Command {
@@ -256,8 +292,13 @@ func serveUntilSignal(ctx context.Context, stdout io.Writer, srv *websim.Server,
 		case <-tick:
 			snap := srv.Stats().Snapshot()
 			if snap.Requests != last {
-				fmt.Fprintf(stdout, "websim: %d requests (%.0f/s) from %d hosts visited, %d robots violations\n",
-					snap.Requests, float64(snap.Requests-last)/c.progress.Seconds(), len(snap.Hosts), snap.RobotsViolationCount)
+				var sim string
+				if snap.SimTime != "" {
+					sim = fmt.Sprintf("; simulated time %s, %d conditional requests, %d not modified",
+						snap.SimTime, snap.ConditionalRequests, snap.NotModified)
+				}
+				fmt.Fprintf(stdout, "websim: %d requests (%.0f/s) from %d hosts visited, %d robots violations%s\n",
+					snap.Requests, float64(snap.Requests-last)/c.progress.Seconds(), len(snap.Hosts), snap.RobotsViolationCount, sim)
 				last = snap.Requests
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,6 +55,14 @@ func TestBadInput(t *testing.T) {
 		{"unreadable warc", []string{"replay", "--warc", filepath.Join(dir, "missing.warc.gz")}, "missing.warc.gz"},
 		{"garbage warc", []string{"replay", "--warc", garbage, "--port", "0"}, "garbage.warc"},
 		{"unknown command", []string{"crawl"}, "unknown command \"crawl\""},
+		{"time scale not a number", []string{"serve", "--changes", "--time-scale", "fast"}, "invalid argument \"fast\" for \"--time-scale\""},
+		{"negative time scale", []string{"serve", "--changes", "--time-scale", "-86400"}, "--time-scale must be a positive number of simulated seconds per second, at most 1e+08, got -86400"},
+		{"zero time scale", []string{"serve", "--changes", "--time-scale", "0"}, "--time-scale must be a positive number"},
+		{"NaN time scale", []string{"serve", "--changes", "--time-scale", "NaN"}, "got NaN"},
+		{"huge time scale", []string{"serve", "--changes", "--time-scale", "1e9"}, "at most 1e+08, got 1e+09"},
+		{"time scale without changes", []string{"serve", "--time-scale", "86400"}, "--time-scale and --epoch need --changes"},
+		{"bad epoch", []string{"serve", "--changes", "--epoch", "2026-13-01"}, "--epoch: want an RFC 3339 time"},
+		{"epoch without changes", []string{"serve", "--epoch", "2027-01-01T00:00:00Z"}, "need --changes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := run(c.args...)
@@ -186,4 +196,101 @@ func TestClientsFlag(t *testing.T) {
 			t.Errorf("stats lack %s:\n%s", want, b)
 		}
 	}
+}
+
+// TestChangesFlags serves a changing web at a simulated day per second and
+// reads back, over HTTP, validators on a page and a simulated clock that
+// runs at that pace.
+func TestChangesFlags(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	truth := filepath.Join(dir, "truth.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	root := newRoot(&out, io.Discard)
+	root.SetArgs([]string{"serve", "--hosts", "20", "--pages", "5", "--ips", "1", "--port", "0", "--dns", "",
+		"--admin", "127.0.0.1:0", "--progress", "0", "--ready-file", ready, "--truth", truth,
+		"--changes", "--time-scale", "86400", "--epoch", "2027-06-01T00:00:00Z"})
+	errc := make(chan error, 1)
+	go func() { errc <- root.ExecuteContext(ctx) }()
+	var port int
+	var admin string
+	for deadline := time.Now().Add(10 * time.Second); admin == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(ready); err == nil {
+			fmt.Sscanf(string(b), "ready port=%d dns= admin=%s", &port, &admin)
+		}
+	}
+	if admin == "" {
+		cancel()
+		t.Fatalf("not ready: %v", <-errc)
+	}
+	stats := func() (snap struct {
+		SimTime string `json:"sim_time"`
+	}) {
+		resp, err := http.Get("http://" + admin + "/_websim/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	s1 := stats()
+	time.Sleep(300 * time.Millisecond)
+	s2 := stats()
+	t1, err1 := time.Parse(time.RFC3339Nano, s1.SimTime)
+	t2, err2 := time.Parse(time.RFC3339Nano, s2.SimTime)
+	if err1 != nil || err2 != nil || t1.Before(time.Date(2027, 6, 1, 0, 0, 0, 0, time.UTC)) || t2.Sub(t1) < 6*time.Hour {
+		t.Errorf("simulated times %q then %q 300 ms later, want ≥ 7.2 h apart from 2027-06-01", s1.SimTime, s2.SimTime)
+	}
+	// The front page of host 0 (the truth's first record is its
+	// robots.txt) through its address, as a crawler would.
+	tb, err := os.ReadFile(truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(tb), `"change_rate":`) {
+		t.Error("the truth of a changing web has no change_rate")
+	}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.77.0.1:%d/", port), nil)
+	var first struct{ Host string }
+	json.Unmarshal([]byte(strings.SplitN(string(tb), "\n", 2)[0]), &first)
+	req.Host = first.Host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("ETag") == "" || resp.Header.Get("Last-Modified") == "" {
+		t.Errorf("front page of %s: %d, ETag %q, Last-Modified %q", first.Host, resp.StatusCode, resp.Header.Get("ETag"), resp.Header.Get("Last-Modified"))
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "simulated clock from 2027-06-01T00:00:00Z at 86400× (a simulated day every 1s)") {
+		t.Errorf("output: %s", out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to write from the command's goroutine
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

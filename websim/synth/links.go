@@ -28,9 +28,10 @@ const (
 	KindSelf                 // a fragment-only link to the page itself
 	KindRobots               // /robots.txt
 	KindSitemap              // /sitemap.xml and /sitemap-missing.xml
+	KindNews                 // /news/N/V: linked from version V of page N (Options.Changes)
 )
 
-var kindNames = [...]string{"page", "private", "nofollow", "redirect", "gone", "missing", "error", "pdf", "png", "print", "index", "loop", "leaf", "trap", "wrong-type", "binary", "chain", "mailto", "self", "robots", "sitemap"}
+var kindNames = [...]string{"page", "private", "nofollow", "redirect", "gone", "missing", "error", "pdf", "png", "print", "index", "loop", "leaf", "trap", "wrong-type", "binary", "chain", "mailto", "self", "robots", "sitemap", "news"}
 
 // String names the kind, as in the truth file.
 func (k Kind) String() string { return kindNames[k] }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Profile selects how much of the real web's mess a Web contains.
@@ -84,6 +85,16 @@ type Options struct {
 	// Overrides reshape single hosts, for tests that need a host of a
 	// given size or pace; the rest of the web is as the seed makes it.
 	Overrides []Override
+	// Changes makes the web change over time: every page gets a change
+	// rate drawn from the published distribution of changes.go, and its
+	// body, links, ETag and Last-Modified follow a schedule of simulated
+	// time (RespondAt, Version). Default false: a static web, byte for
+	// byte as without the option.
+	Changes bool
+	// Epoch is the simulated time at which every page is at version 0
+	// (RespondAt and Respond at the epoch serve the static web). Default
+	// DefaultEpoch, 2026-01-01T00:00:00Z.
+	Epoch time.Time
 }
 
 // Override reshapes host number Host of a web.
@@ -98,7 +109,7 @@ type Override struct {
 
 // DefaultOptions returns Options with every default filled in.
 func DefaultOptions() Options {
-	return Options{Hosts: 100, Pages: 50, IPs: 16, IPBase: netip.AddrFrom4([4]byte{127, 77, 0, 1}), Port: 80, PageBytes: 10_000}
+	return Options{Hosts: 100, Pages: 50, IPs: 16, IPBase: netip.AddrFrom4([4]byte{127, 77, 0, 1}), Port: 80, PageBytes: 10_000, Epoch: DefaultEpoch}
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -121,6 +132,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.PageBytes == 0 {
 		o.PageBytes = d.PageBytes
+	}
+	if o.Epoch.IsZero() {
+		o.Epoch = d.Epoch
 	}
 }
 
@@ -160,6 +174,9 @@ func (o Options) Validate() error {
 	}
 	if o.PageBytes < 512 || o.PageBytes > 1<<20 {
 		bad("page bytes must be in [512, %d], got %d", 1<<20, o.PageBytes)
+	}
+	if y := o.Epoch.Year(); !o.Epoch.IsZero() && (y < 1970 || y > 9000) {
+		bad("epoch must be in the years 1970 to 9000, got %v", o.Epoch)
 	}
 	return errors.Join(errs...)
 }

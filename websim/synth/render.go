@@ -3,6 +3,7 @@ package synth
 import (
 	"bytes"
 	"strconv"
+	"time"
 
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
@@ -85,8 +86,9 @@ func (f *filler) appendChunk(dst []byte, r *rng, n int) []byte {
 	return append(dst, f.text[start:end]...)
 }
 
-// renderPage appends the HTML of page n of host h (or of /private/N.html).
-func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link) ([]byte, []Link) {
+// renderPage appends the HTML of page n of host h (or of /private/N.html)
+// at version v, which began at last (version 0: the static page).
+func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link, v int, last time.Time) ([]byte, []Link) {
 	host := &w.hosts[h]
 	links := w.pageLinks(scratch[:0], h, n, private)
 	r := newRNG(hash3(w.opt.Seed, tagFill, uint64(h), uint64(n)*2+b2u(private)))
@@ -109,6 +111,9 @@ func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link) ([]
 	dst = append(dst, "</head>\n<body><h1 id=\"top\">Page "...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
 	dst = append(dst, "</h1>\n"...)
+	if v > 0 {
+		dst = w.renderUpdate(dst, h, n, v, last)
+	}
 	if broken {
 		dst = append(dst, "<div><table><tr><td><p>unclosed <b>bold <i>italic </span></em>\xff\xfe\x00 stray bytes\n<!-- <a href=\"/nf/0.html\">commented out</a> -->\n"...)
 	}
@@ -150,6 +155,28 @@ func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link) ([]
 		return append(dst, "\n<p>the end <div"...), links
 	}
 	return append(dst, "</p>\n</body></html>\n"...), links
+}
+
+// updateBytes is about the size of the prose of an update paragraph.
+const updateBytes = 200
+
+// renderUpdate appends the paragraph that version v ≥ 1 of page n adds:
+// when it changed, a link to its news page and prose drawn for the version.
+func (w *Web) renderUpdate(dst []byte, h, n, v int, last time.Time) []byte {
+	dst = append(dst, "<p id=\"update\">Update "...)
+	dst = strconv.AppendInt(dst, int64(v), 10)
+	dst = append(dst, ", "...)
+	dst = last.UTC().AppendFormat(dst, time.RFC3339)
+	dst = append(dst, ": <a href=\""...)
+	dst = append(dst, NewsPath(n, v)...)
+	dst = append(dst, "\">news "...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, int64(v), 10)
+	dst = append(dst, "</a> "...)
+	r := newRNG(hash3(w.opt.Seed^mix64(uint64(v)), tagUpdate, uint64(h), uint64(n)))
+	dst = w.fillers[w.hosts[h].Charset].appendChunk(dst, &r, updateBytes)
+	return append(dst, "</p>\n"...)
 }
 
 func b2u(b bool) uint64 {

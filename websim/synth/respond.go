@@ -3,6 +3,7 @@ package synth
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Special marks responses that the server must stream or withhold rather
@@ -31,22 +32,49 @@ type Response struct {
 	Kind        Kind
 	// Scratch is the link scratch space after use, to pass to the next call.
 	Scratch []Link
+	// ETag is the response's strong entity tag, quoted, and LastModified
+	// the simulated time its content last changed (the epoch if it never
+	// did), for the 200 answers of a web with Options.Changes that carry
+	// validators: pages (and their print, session and /index.html
+	// variants) and news pages. Empty and zero otherwise.
+	ETag         string
+	LastModified time.Time
 }
 
 // maxPathLen bounds the paths the web answers (the deep trap ends there).
 const maxPathLen = 4096
 
 // Respond appends the response to a GET of path?query on host h to buf (the
-// response's Body aliases it). scratch is reused for link lists.
+// response's Body aliases it). scratch is reused for link lists. It is
+// RespondAt at the epoch: the web as it is without Options.Changes.
 func (w *Web) Respond(buf []byte, scratch []Link, h int, path, query string) Response {
+	return w.RespondAt(buf, scratch, h, path, query, w.opt.Epoch)
+}
+
+// RespondAt is Respond at simulated time t: with Options.Changes, pages are
+// at their version at t (PageState) and carry validators, news pages exist
+// from their version on, and the sitemap gives each page's last change.
+// Without Options.Changes, t does not matter.
+func (w *Web) RespondAt(buf []byte, scratch []Link, h int, path, query string, t time.Time) Response {
 	host := &w.hosts[h]
 	html := "text/html"
 	if host.CharsetHdr || host.Charset == UTF8 {
 		html = "text/html; charset=" + host.Charset.String()
 	}
 	page := func(n int, private bool) Response {
-		body, links := w.renderPage(buf, h, n, private, scratch)
+		var (
+			v    int
+			last time.Time
+		)
+		changing := !private && w.changes(h, n)
+		if changing {
+			v, last = w.PageState(h, n, t)
+		}
+		body, links := w.renderPage(buf, h, n, private, scratch, v, last)
 		resp := Response{Status: 200, ContentType: html, Body: body, Kind: KindPage, Scratch: links}
+		if changing {
+			resp.ETag, resp.LastModified = w.ETag(h, n, v), last
+		}
 		if private {
 			resp.Kind = KindPrivate
 		}
@@ -70,7 +98,7 @@ func (w *Web) Respond(buf []byte, scratch []Link, h int, path, query string) Res
 		body, status := w.renderRobots(buf, h)
 		return Response{Status: status, ContentType: "text/plain; charset=utf-8", Body: body, Kind: KindRobots}
 	case path == "/sitemap.xml" && host.Sitemap:
-		return Response{Status: 200, ContentType: "application/xml", Body: w.renderSitemap(buf, h), Kind: KindSitemap}
+		return Response{Status: 200, ContentType: "application/xml", Body: w.renderSitemap(buf, h, t), Kind: KindSitemap}
 	case path == "/index.html" && realistic:
 		r := page(0, false)
 		r.Kind = KindIndex
@@ -137,6 +165,10 @@ func (w *Web) Respond(buf []byte, scratch []Link, h int, path, query string) Res
 		if n, ok := leafNum(".png"); ok {
 			return Response{Status: 200, ContentType: "image/png", Body: w.renderPNG(buf, h, n), Kind: KindPNG}
 		}
+	case "news":
+		if resp, ok := w.respondNews(buf, h, rest, t); ok {
+			return resp
+		}
 	case "loop":
 		if host.Loop && (rest == "a" || rest == "b") {
 			to := "/loop/b"
@@ -147,6 +179,39 @@ func (w *Web) Respond(buf []byte, scratch []Link, h int, path, query string) Res
 		}
 	}
 	return w.respondRole(buf, h, path, notFound)
+}
+
+// respondNews answers /news/N/V (rest is "N/V"): a leaf that exists from
+// version V of page N on, with a link back to the page.
+func (w *Web) respondNews(buf []byte, h int, rest string, t time.Time) (Response, bool) {
+	ns, vs, ok := strings.Cut(rest, "/")
+	if !ok {
+		return Response{}, false
+	}
+	n, ok1 := canonicalInt(ns)
+	v, ok2 := canonicalInt(vs)
+	if !ok1 || !ok2 || v < 1 || !w.changes(h, n) || w.Version(h, n, t) < v {
+		return Response{}, false
+	}
+	since, ok := w.ChangeTime(h, n, v)
+	if !ok {
+		return Response{}, false
+	}
+	dst := append(buf, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>news "...)
+	dst = append(dst, rest...)
+	dst = append(dst, "</title></head><body><p>news "...)
+	dst = append(dst, rest...)
+	dst = append(dst, " of "...)
+	dst = append(dst, w.hosts[h].Name...)
+	dst = append(dst, ", "...)
+	dst = since.AppendFormat(dst, time.RFC3339)
+	dst = append(dst, ": <a href=\""...)
+	dst = append(dst, pagePath(n)...)
+	dst = append(dst, "\">page "...)
+	dst = append(dst, ns...)
+	dst = append(dst, "</a></p></body></html>\n"...)
+	return Response{Status: 200, ContentType: "text/html; charset=utf-8", Body: dst, Kind: KindNews,
+		ETag: w.newsETag(h, n, v), LastModified: since}, true
 }
 
 // respondRole answers the paths of a hostile role host.
@@ -212,7 +277,7 @@ func (w *Web) respondRole(buf []byte, h int, path string, notFound Response) Res
 		if rest, ok := strings.CutPrefix(path, "/wrong/"); ok {
 			if n, ok := strings.CutSuffix(rest, ".html"); ok {
 				if k, err := strconv.Atoi(n); err == nil && k >= 0 && k < host.Pages && strconv.Itoa(k) == n {
-					body, _ := w.renderPage(buf, h, k, false, nil)
+					body, _ := w.renderPage(buf, h, k, false, nil, 0, time.Time{})
 					return Response{Status: 200, ContentType: "image/jpeg", Body: body, Kind: KindWrong}
 				}
 			}

@@ -3,6 +3,7 @@ package synth
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // rule is one Allow/Disallow line of the `*` group.
@@ -113,14 +114,22 @@ func (w *Web) sitemapPages(h int) []int {
 	return out
 }
 
-func (w *Web) renderSitemap(dst []byte, h int) []byte {
+// renderSitemap appends host h's /sitemap.xml at simulated time t: with
+// Options.Changes, each <url> has the <lastmod> of its page's last change.
+func (w *Web) renderSitemap(dst []byte, h int, t time.Time) []byte {
 	dst = append(dst, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n"...)
 	origin := w.Origin(h)
 	for _, n := range w.sitemapPages(h) {
 		dst = append(dst, "<url><loc>"...)
 		dst = append(dst, origin...)
 		dst = append(dst, pagePath(n)...)
-		dst = append(dst, "</loc></url>\n"...)
+		dst = append(dst, "</loc>"...)
+		if w.changes(h, n) {
+			dst = append(dst, "<lastmod>"...)
+			dst = w.LastChange(h, n, t).UTC().AppendFormat(dst, time.RFC3339)
+			dst = append(dst, "</lastmod>"...)
+		}
+		dst = append(dst, "</url>\n"...)
 	}
 	return append(dst, "</urlset>\n"...)
 }

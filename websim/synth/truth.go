@@ -32,6 +32,12 @@ type Record struct {
 	Role        string `json:"role,omitempty"`         // the host's hostile role
 	FailFirst   int    `json:"fail_first,omitempty"`   // robots.txt: the first N requests get 503
 	Trap        bool   `json:"trap,omitempty"`         // the entry of an unbounded or hostile region
+	// ChangeRate is the page's change rate in changes per day (Web.ChangeRate),
+	// for the URLs that serve a page (page, orphan, session, print and
+	// index records) of a web with Options.Changes; 0 (and absent from the
+	// JSON) for pages that never change and for everything else. The truth
+	// describes the web at the epoch: every page at version 0, no news pages.
+	ChangeRate float64 `json:"change_rate,omitempty"`
 }
 
 // reach computes, over every page node of the web, which a polite crawler
@@ -260,6 +266,9 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 		if n >= host.Pages {
 			rec.Kind = "orphan"
 		}
+		if !private {
+			rec.ChangeRate = w.ChangeRate(h, n)
+		}
 		base, _ := url.Parse(origin + path)
 		if host.Base {
 			base, _ = url.Parse(origin + "/p/")
@@ -304,12 +313,15 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 			canonical = origin + pagePath(int(l.n))
 			rec.Kind = "session"
 			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, int(l.n), u)...)
+			rec.ChangeRate = w.ChangeRate(h, int(l.n))
 		case KindPrint:
 			rec.DuplicateOf = origin + pagePath(int(l.n))
 			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, int(l.n), u)...)
+			rec.ChangeRate = w.ChangeRate(h, int(l.n))
 		case KindIndex:
 			rec.DuplicateOf = origin + "/"
 			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, 0, u)...)
+			rec.ChangeRate = w.ChangeRate(h, 0)
 		case KindTrap:
 			rec.Trap = true
 			rec.Outlinks = append(rec.Outlinks, w.trapOutlinks(h, path)...)

@@ -1,6 +1,9 @@
 // Package synth is websim's model of a synthetic web: a deterministic
 // function from Options to hosts, pages, links and HTTP responses, with
 // pages generated on the fly so that memory does not depend on page count.
+// With Options.Changes the web changes over time: responses are also a
+// function of a simulated time, on a schedule drawn from the seed
+// (changes.go).
 //
 // The same Options give the same web byte for byte. Everything here is pure:
 // the HTTP, DNS and statistics around it live in package websim.
@@ -106,6 +109,10 @@ type Host struct {
 	CharsetHdr bool // charset in the Content-Type header as well as in <meta>
 	Loop       bool // /loop/a ↔ /loop/b redirect loop linked from the front page
 	IndexDup   bool // front page links /index.html, the same content as /
+	// Domain is the kind of site whose change rates the host's pages
+	// follow (changes.go); DomainNone, its pages never change, unless
+	// Options.Changes is set.
+	Domain Domain
 }
 
 // Web is a synthetic web. It is immutable and safe for concurrent use.
@@ -127,6 +134,7 @@ func New(o Options) (*Web, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	o.Epoch = o.Epoch.UTC()
 	w := &Web{opt: o}
 	if o.Port != 80 {
 		w.portSfx = ":" + strconv.Itoa(o.Port)
@@ -155,6 +163,9 @@ func New(o Options) (*Web, error) {
 			}
 		}
 		h := &w.hosts[i]
+		if o.Changes && h.Role == RoleNone {
+			h.Domain = w.pickDomain(i)
+		}
 		w.byIP[h.IP] = append(w.byIP[h.IP], i)
 		w.nodeBase[i+1] = w.nodeBase[i] + h.Pages + h.Orphans
 	}
