@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/route"
 )
 
@@ -131,6 +132,11 @@ type Options struct {
 	// leader, by scanning the crawl database; the error goes to the
 	// round's statistics (cash_error). A debugging aid: costs a full scan.
 	CheckCash bool
+	// Refetch is the refetch schedule (issue 23; docs/refetch.md). The
+	// zero value never refetches. Set, each fetched page's result carries
+	// what the schedule needs (its validators, whether it changed), and
+	// the update gives it its next fetch.
+	Refetch plan.Refetch
 
 	// Router, for a site in a federation, routes the URLs the update
 	// finds to the crawl database that owns them (route.Router.Route):
@@ -284,6 +290,10 @@ func New(o Options) (*Crawler, error) {
 	o.ensureDefaults()
 	if o.DB == nil || o.Dir == "" {
 		return nil, errors.New("rounds: New needs a DB and a Dir")
+	}
+	var err error
+	if o.Refetch, err = o.Refetch.WithDefaults(); err != nil {
+		return nil, fmt.Errorf("rounds: %w", err)
 	}
 	for _, d := range []string{filepath.Join(o.Dir, "rounds"), filepath.Join(o.Dir, "stats")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

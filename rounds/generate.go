@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/route"
@@ -237,6 +238,11 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 			inFlight[h] += n
 		}
 	}
+	if c.o.Refetch.On() {
+		if err := c.makeDue(ctx, c.o.Now()); err != nil {
+			return nil, err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.refillAt = time.Time{}
@@ -297,7 +303,21 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 				}
 			}
 			if !over {
-				entries = append(entries, genEntry{URL: e.URL, Host: e.Host, Cash: e.Score, Depth: e.Depth})
+				ge := genEntry{URL: e.URL, Host: e.Host, Cash: e.Score, Depth: e.Depth}
+				if e.Refetch {
+					// Its score is its due score: its job carries its
+					// cash, and what its last fetch found.
+					rec, ok, err := c.st.Get(e.URL)
+					if err != nil {
+						return nil, fmt.Errorf("rounds: generate: %w", err)
+					}
+					if !ok {
+						continue
+					}
+					ge.Cash = rec.Cash
+					ge.Prev = fetcher.Prev{FetchedAt: rec.FetchedAt, ContentFP: rec.ContentFP, ETag: rec.ETag, LastModified: rec.LastModified}
+				}
+				entries = append(entries, ge)
 			}
 		}
 		if closed == 0 || len(entries) > 0 {
@@ -646,4 +666,37 @@ func (l *leader) hostPace(host string) hostPace {
 	p := l.c.hostPace(host)
 	p.took = l.took[host]
 	return p
+}
+
+// maxDueSweep bounds the due URLs one generate puts back in the frontier.
+const maxDueSweep = 100_000
+
+// makeDue puts the fetched URLs whose next fetch has come (DueURLs) back
+// in the frontier, each with its due score (plan.DueScore), in commands
+// of BatchOps: they then rank with new URLs in the frontier's read, under
+// the same budgets and politeness. At most max(Width, 1) × 2 URLs a
+// generate (and maxDueSweep), the earliest first.
+func (c *Crawler) makeDue(ctx context.Context, now time.Time) error {
+	due, err := c.st.DueURLs(now, min(max(c.o.Width, 1)*2, maxDueSweep))
+	if err != nil || len(due) == 0 {
+		return err
+	}
+	b, n := c.newBatch(), 0
+	for i, d := range due {
+		rec, ok, err := c.st.Get(d.URL)
+		if err != nil {
+			return fmt.Errorf("rounds: due %s: %w", d.URL, err)
+		}
+		if ok {
+			b.MakeDue(d.URL, now, plan.DueScore(rec.History, rec.Cash, rec.NextFetch, now, rec.Interval))
+			n++
+		}
+		if n >= c.o.BatchOps || i == len(due)-1 && n > 0 {
+			if _, err := c.applyLeader(ctx, b); err != nil {
+				return fmt.Errorf("rounds: make due: %w", err)
+			}
+			b, n = c.newBatch(), 0
+		}
+	}
+	return nil
 }

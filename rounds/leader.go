@@ -475,6 +475,11 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		if es.BackingOff, err = c.backingOff(); err != nil {
 			return err
 		}
+		if c.o.Refetch.On() {
+			if es.NextDue, err = c.nextDue(); err != nil {
+				return err
+			}
+		}
 		if plan.NeedsFederation(es) {
 			// In a federation the crawl ends when every site's does:
 			// until then URLs may still arrive here.
@@ -492,6 +497,10 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		l.retryAt = now.Add(backoffPoll)
 	case plan.Idle:
 		l.retryAt = now.Add(backoffPoll)
+	case plan.Waiting:
+		// A crawl that refetches sleeps until its next page is due.
+		c.idleIndex.Store(0)
+		l.retryAt = later(es.NextDue, now.Add(stepTick))
 	}
 	if l.frontierEmpty && !l.retryAt.IsZero() && !now.Before(l.retryAt) {
 		l.frontierEmpty, l.retryAt = false, time.Time{}
@@ -1183,3 +1192,13 @@ func topBusy(top []Busy, b Busy, n int) []Busy {
 // hostFlushTimeout bounds the save of the host records when a leader's
 // loop ends.
 const hostFlushTimeout = 10 * time.Second
+
+// nextDue is the earliest next fetch of a page scheduled for a refetch
+// (zero: none).
+func (c *Crawler) nextDue() (time.Time, error) {
+	d, err := c.st.DueURLs(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 1)
+	if err != nil || len(d) == 0 {
+		return time.Time{}, err
+	}
+	return d[0].NextFetch, nil
+}

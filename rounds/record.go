@@ -25,6 +25,9 @@ type genEntry struct {
 	Host  string
 	Cash  float64
 	Depth uint32
+	// Prev is what the crawl database knows of a refetched URL's last
+	// fetch (zero: a first fetch); its job sends it (fetcher.Job.Prev).
+	Prev fetcher.Prev
 }
 
 const (
@@ -39,6 +42,12 @@ const (
 	flagRetry     = 1 << 0
 	flagNoRequest = 1 << 1
 	flagTruncated = 1 << 2 // the record ends with the WARC-Truncated reason
+	// A refetch's record (one whose job had a Prev) ends with it, and
+	// with the answer's validators and what the fetch found:
+	flagRefetch     = 1 << 3 // then appendPrev, the ETag and the Last-Modified
+	flagNotModified = 1 << 4 // fetcher.Result.NotModified
+	flagUnchanged   = 1 << 5 // fetcher.Result.Unchanged
+	knownFlags      = flagRetry | flagNoRequest | flagTruncated | flagRefetch | flagNotModified | flagUnchanged
 )
 
 func appendString(dst []byte, s string) []byte {
@@ -125,6 +134,16 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	if res.Truncated != "" {
 		flags |= flagTruncated
 	}
+	refetch := res.Prev != (fetcher.Prev{})
+	if refetch {
+		flags |= flagRefetch
+		if res.NotModified {
+			flags |= flagNotModified
+		}
+		if res.Unchanged {
+			flags |= flagUnchanged
+		}
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(max(res.HTTPStatus, 0)))
 	dst = binary.AppendUvarint(dst, uint64(res.Depth))
@@ -148,6 +167,11 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	if res.Truncated != "" {
 		dst = appendString(dst, res.Truncated)
 	}
+	if refetch {
+		dst = appendPrev(dst, &res.Prev)
+		dst = appendString(dst, res.ETag)
+		dst = appendString(dst, res.LastModified)
+	}
 	return dst
 }
 
@@ -170,6 +194,11 @@ type fetchRecord struct {
 	Err        string
 	Links      []string
 	Truncated  string // WARC-Truncated reason, if the body was cut
+	// A refetch's: the job's Prev, the answer's validators, and whether
+	// it was a 304 or an unchanged body (fetcher.Result's fields).
+	Prev                   fetcher.Prev
+	ETag, LastModified     string
+	NotModified, Unchanged bool
 }
 
 func decodeFetch(b []byte) (fetchRecord, error) {
@@ -202,6 +231,16 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	}
 	if flags&flagTruncated != 0 {
 		f.Truncated = r.str()
+	}
+	if flags&flagRefetch != 0 {
+		if f.Prev = r.prev(); f.Prev == (fetcher.Prev{}) && r.err == nil {
+			return f, fmt.Errorf("%w: refetch record of %.100q without what it refetched", errRecord, f.URL)
+		}
+		f.ETag, f.LastModified = r.str(), r.str()
+		f.NotModified, f.Unchanged = flags&flagNotModified != 0, flags&flagUnchanged != 0
+	}
+	if flags&^knownFlags != 0 || flags&(flagNotModified|flagUnchanged) != 0 && flags&flagRefetch == 0 {
+		return f, fmt.Errorf("%w: fetch record flags %#x", errRecord, flags)
 	}
 	if r.err != nil || len(r.b) != 0 {
 		return f, fmt.Errorf("%w: fetch record of %.100q", errRecord, f.URL)

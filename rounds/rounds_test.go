@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,10 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Job: fetcher.Job{URL: "http://a.test/e", Host: "a.test"}, Status: store.StatusError, Retry: true, NoRequest: true, Err: "backing off"},
 		{Job: fetcher.Job{URL: "http://a.test/sitemap.xml", Host: "a.test"}, Kind: fetcher.KindSitemap, Links: []string{"http://a.test/o"}},
 		{Job: fetcher.Job{URL: "http://a.test/big", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, Truncated: "length"},
+		{Job: fetcher.Job{URL: "http://a.test/304", Host: "a.test", Prev: fetcher.Prev{FetchedAt: time.UnixMilli(1_700_000_000_000).UTC(), ContentFP: 9, ETag: `"v1"`}},
+			Status: store.StatusFetched, HTTPStatus: 304, ContentFP: 9, ETag: `"v1"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT", NotModified: true},
+		{Job: fetcher.Job{URL: "http://a.test/same", Host: "a.test", Prev: fetcher.Prev{ContentFP: 9, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT"}},
+			Status: store.StatusFetched, HTTPStatus: 200, ContentFP: 9, Unchanged: true, Links: []string{"http://a.test/x"}},
 	} {
 		f, err := decodeFetch(appendResult(nil, &res))
 		if err != nil {
@@ -49,7 +54,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		if f.URL != want.URL || f.Kind != want.Kind || f.Status != want.Status || f.Retry != want.Retry || f.NoRequest != want.NoRequest ||
 			f.HTTPStatus != want.HTTPStatus || f.Depth != want.Depth || f.Cash != want.Cash || !f.At.Equal(want.At) ||
 			f.ContentFP != want.ContentFP || f.Bytes != want.Bytes || f.Wait != want.Wait || f.Host != want.Host ||
-			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) || f.Truncated != res.Truncated {
+			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) || f.Truncated != res.Truncated ||
+			f.Prev != res.Prev || f.ETag != res.ETag || f.LastModified != res.LastModified || f.NotModified != res.NotModified || f.Unchanged != res.Unchanged {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", f, want)
 		}
 		for i := range f.Links {
@@ -60,11 +66,44 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPartPlanPrev: a part without refetch entries is encoded as before
+// refetch existed; one with them carries each entry's Prev, and both
+// decode back.
+func TestPartPlanPrev(t *testing.T) {
+	plain := partPlan{Hosts: []partHost{{Name: "a.test"}, {Name: "b.test", NotBefore: time.UnixMilli(1_700_000_000_000).UTC()}},
+		Entries: []genEntry{{URL: "http://a.test/", Host: "a.test", Cash: 0.5, Depth: 1}, {URL: "http://b.test/x", Host: "b.test", Cash: 0.25, Depth: 2}}}
+	refetch := plain
+	refetch.Entries = slices.Clone(plain.Entries)
+	refetch.Entries[1].Prev = fetcher.Prev{FetchedAt: time.UnixMilli(1_700_000_000_000).UTC(), ContentFP: 7, ETag: `"e"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT"}
+	for _, tc := range []struct {
+		name string
+		p    partPlan
+		tag  byte
+	}{{"first fetches", plain, recPart}, {"a refetch", refetch, recPartPrev}} {
+		b := tc.p.encode()
+		if b[0] != tc.tag {
+			t.Errorf("%s: encoded with tag %q, want %q", tc.name, b[0], tc.tag)
+		}
+		got, err := decodePart(b)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !slices.Equal(got.Entries, tc.p.Entries) || len(got.Hosts) != len(tc.p.Hosts) {
+			t.Errorf("%s: round trip\n got %+v\nwant %+v", tc.name, got, tc.p)
+		}
+		if _, err := decodePart(b[:len(b)-1]); err == nil {
+			t.Errorf("%s: a cut part decoded", tc.name)
+		}
+	}
+}
+
 // FuzzDecodeFetch: any bytes decode to a record or an error, never a panic,
 // and a decoded record encodes back to bytes that decode the same.
 func FuzzDecodeFetch(f *testing.F) {
 	res := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Cash: 1}, Links: []string{"http://a.test/x"}}
 	f.Add(appendResult(nil, &res))
+	refetch := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Prev: fetcher.Prev{ContentFP: 3, ETag: `"x"`}}, HTTPStatus: 304, NotModified: true, ETag: `"x"`}
+	f.Add(appendResult(nil, &refetch))
 	f.Add([]byte{recFetch})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeFetch(b)
@@ -74,11 +113,10 @@ func FuzzDecodeFetch(f *testing.F) {
 			}
 			return
 		}
-		again := fetcher.Result{Job: fetcher.Job{URL: r.URL, Host: r.Host, Depth: r.Depth, Cash: r.Cash}, Kind: r.Kind, Status: r.Status,
-			Retry: r.Retry, NoRequest: r.NoRequest, HTTPStatus: r.HTTPStatus, RedirectTo: r.RedirectTo, Links: r.Links,
-			ContentFP: r.ContentFP, Bytes: r.Bytes, FetchedAt: r.At, Err: r.Err, Wait: r.Wait}
-		r2, err := decodeFetch(appendResult(nil, &again))
-		if err != nil || r2.URL != r.URL || r2.Cash != r.Cash || len(r2.Links) != len(r.Links) {
+		again := r.result(0)
+		r2, err := decodeFetch(appendResult(nil, again))
+		if err != nil || r2.URL != r.URL || r2.Cash != r.Cash || len(r2.Links) != len(r.Links) || r2.Truncated != r.Truncated ||
+			r2.Prev != r.Prev || r2.ETag != r.ETag || r2.LastModified != r.LastModified || r2.NotModified != r.NotModified || r2.Unchanged != r.Unchanged {
 			t.Fatalf("re-encoded record differs: %+v vs %+v (%v)", r2, r, err)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
 )
 
 // partPlan is a part's share of a round: its hosts (with the time each may
@@ -23,13 +24,24 @@ type partHost struct {
 }
 
 const (
-	recPart  = 'P'
-	recStage = 'S'
+	recPart = 'P'
+	// recPartPrev is a part with refetch entries: after each entry's
+	// depth, whether it has a Prev, and if so its fields. A part without
+	// one is written as recPart, as before refetch existed.
+	recPartPrev = 'Q'
+	recStage    = 'S'
 )
 
 func (p *partPlan) encode() []byte {
 	idx := make(map[string]int, len(p.Hosts))
-	dst := []byte{recPart}
+	tag := byte(recPart)
+	for i := range p.Entries {
+		if p.Entries[i].Prev != (fetcher.Prev{}) {
+			tag = recPartPrev
+			break
+		}
+	}
+	dst := []byte{tag}
 	dst = binary.AppendUvarint(dst, uint64(len(p.Hosts)))
 	for i, h := range p.Hosts {
 		idx[h.Name] = i
@@ -46,14 +58,42 @@ func (p *partPlan) encode() []byte {
 		dst = binary.AppendUvarint(dst, uint64(idx[e.Host]))
 		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(e.Cash))
 		dst = binary.AppendUvarint(dst, uint64(e.Depth))
+		if tag == recPartPrev {
+			dst = appendPrev(dst, &e.Prev)
+		}
 	}
 	return dst
+}
+
+// appendPrev encodes a refetch's Prev: a presence byte, then its fields.
+func appendPrev(dst []byte, pv *fetcher.Prev) []byte {
+	if *pv == (fetcher.Prev{}) {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	dst = appendTime(dst, pv.FetchedAt)
+	dst = binary.BigEndian.AppendUint64(dst, pv.ContentFP)
+	dst = appendString(dst, pv.ETag)
+	return appendString(dst, pv.LastModified)
+}
+
+// prev decodes what appendPrev encodes.
+func (r *reader) prev() fetcher.Prev {
+	var pv fetcher.Prev
+	if r.byte1() == 0 {
+		return pv
+	}
+	pv.FetchedAt = r.time()
+	pv.ContentFP = r.u64()
+	pv.ETag, pv.LastModified = r.str(), r.str()
+	return pv
 }
 
 func decodePart(b []byte) (partPlan, error) {
 	r := reader{b: b}
 	var p partPlan
-	if r.byte1() != recPart {
+	tag := r.byte1()
+	if tag != recPart && tag != recPartPrev {
 		return p, fmt.Errorf("%w: not a part", errRecord)
 	}
 	n := r.uvarint()
@@ -73,6 +113,9 @@ func decodePart(b []byte) (partPlan, error) {
 		e := genEntry{URL: r.str()}
 		h := r.uvarint()
 		e.Cash, e.Depth = r.f64(), uint32(r.uvarint())
+		if tag == recPartPrev {
+			e.Prev = r.prev()
+		}
 		if h >= uint64(len(p.Hosts)) {
 			r.fail()
 			break
@@ -191,7 +234,14 @@ func (s *stageStats) fill(st *RoundStats) {
 	st.Troubled = s.Troubled
 }
 
-const stageVersion = 1
+// Staged batch encodings: version 1, and version 2, whose fetch results
+// may carry a refetch schedule's part (each op then ends with a presence
+// byte, and the change and validators). A batch without one is written in
+// version 1, as before refetch existed.
+const (
+	stageVersion  = 1
+	stageVersion2 = 2
+)
 
 // Flags of a staged fetch result.
 const (
@@ -199,7 +249,14 @@ const (
 )
 
 func (s *stageBatch) encode() []byte {
-	dst := []byte{recStage, stageVersion}
+	version := byte(stageVersion)
+	for i := range s.Ops {
+		if s.Ops[i].Schedule != nil {
+			version = stageVersion2
+			break
+		}
+	}
+	dst := []byte{recStage, version}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Ops)))
 	for _, op := range s.Ops {
 		dst = appendString(dst, op.URL)
@@ -213,6 +270,15 @@ func (s *stageBatch) encode() []byte {
 		dst = appendTime(dst, op.At)
 		dst = binary.BigEndian.AppendUint64(dst, op.ContentFP)
 		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(op.Spend))
+		if version == stageVersion2 {
+			if sc := op.Schedule; sc == nil {
+				dst = append(dst, 0)
+			} else {
+				dst = append(dst, 1, byte(sc.Change))
+				dst = appendString(dst, sc.ETag)
+				dst = appendString(dst, sc.LastModified)
+			}
+		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Requeues)))
 	for _, u := range s.Requeues {
@@ -267,8 +333,12 @@ func validCash(c float64) bool { return c >= 0 && !math.IsInf(c, 0) && !math.IsN
 func decodeStage(b []byte, round uint64) (stageBatch, error) {
 	r := reader{b: b}
 	var s stageBatch
-	if r.byte1() != recStage || r.byte1() != stageVersion {
+	if r.byte1() != recStage {
 		return s, fmt.Errorf("%w: not a staged batch", errRecord)
+	}
+	version := r.byte1()
+	if version != stageVersion && version != stageVersion2 {
+		return s, fmt.Errorf("%w: staged batch version %d", errRecord, version)
 	}
 	count := func(what string) uint64 {
 		n := r.uvarint()
@@ -289,6 +359,14 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 		op.Spend = r.f64()
 		if !validCash(op.Spend) {
 			r.fail()
+		}
+		if version == stageVersion2 && r.byte1() == 1 {
+			sc := &store.Schedule{Change: store.Change(r.byte1())}
+			sc.ETag, sc.LastModified = r.str(), r.str()
+			if sc.Change > store.ChangeUnchanged || op.Retry {
+				r.fail()
+			}
+			op.Schedule = sc
 		}
 		s.Ops = append(s.Ops, op)
 	}

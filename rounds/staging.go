@@ -491,6 +491,18 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 			op.Status = store.StatusError
 		}
 		op.Spend = res.Cash
+		if c.o.Refetch.On() && op.Status == store.StatusFetched {
+			// What the update's schedule needs (its times come there).
+			op.Schedule = &store.Schedule{ETag: res.ETag, LastModified: res.LastModified, Change: fetchChange(res)}
+		}
+		if res.NotModified {
+			// A 304 has no links to give its cash to: the page keeps it
+			// (nothing spent, nothing distributed) until a fetch with a
+			// body, or a revisit from the link store, passes it on.
+			op.Spend = 0
+			b.Ops = append(b.Ops, op)
+			continue
+		}
 		b.Ops = append(b.Ops, op)
 		var links []string
 		switch {
@@ -532,6 +544,18 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 	}
 	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) - n0)
 	return nil
+}
+
+// fetchChange is what a page's fetch found against its previous fetch.
+func fetchChange(res *fetcher.Result) store.Change {
+	switch {
+	case res.Prev == (fetcher.Prev{}):
+		return store.ChangeNone
+	case res.NotModified || res.Unchanged:
+		return store.ChangeUnchanged
+	default:
+		return store.ChangeChanged
+	}
 }
 
 // stageAcc accumulates the map side of a part's results until it is staged.

@@ -277,7 +277,7 @@ func (n *nodeSide) take(ctx context.Context, f Fetcher, ref partRef, owner []byt
 			continue
 		}
 		jobs = append(jobs, fetcher.Job{URL: e.URL, Host: e.Host, Round: ref.round, Part: uint32(ref.id), Take: epoch, Depth: e.Depth, Cash: e.Cash,
-			NotBefore: notBefore[e.Host], FreshRobots: o.Lost})
+			NotBefore: notBefore[e.Host], FreshRobots: o.Lost, Prev: e.Prev})
 	}
 	p.pending.Store(int64(len(jobs)))
 	if len(jobs) == 0 {

@@ -14,11 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/mapreduce"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/rounds/segment"
 	"github.com/meridian-crawler/meridian/route"
 )
@@ -446,8 +448,8 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			seen[op.URL] = true
 			fetchOps = append(fetchOps, op)
 			spent.Add(op.Spend)
-			if !op.Retry {
-				budget[hostOf(op.URL)]++
+			if !op.Retry && (op.Schedule == nil || op.Schedule.Change == store.ChangeNone) {
+				budget[hostOf(op.URL)]++ // a refetch uses none of the page budget
 			}
 		}
 		requeues = append(requeues, b.Requeues...)
@@ -544,6 +546,9 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		return nil
 	}
 	for _, op := range fetchOps {
+		if err := c.schedule(&op); err != nil {
+			return fmt.Errorf("rounds: round %d: %w", round, err)
+		}
 		if err := add(func(b *store.Batch) { b.RecordRoundFetch(op) }); err != nil {
 			return err
 		}
@@ -858,4 +863,48 @@ func (c *Crawler) lateResults(round uint64) (int64, error) {
 		return nil
 	})
 	return late, err
+}
+
+// schedule completes a fetched page's refetch schedule (its validators and
+// change came from the map side) with its next fetch and interval, from
+// the interval its record holds (plan.Refetch.Next). An op without a
+// schedule, or with refetch off, is left as it is. It reads the URL's
+// record, which this round's commands change only once applied: a leader
+// that prepares the update again gets the same commands for those not
+// applied yet.
+func (c *Crawler) schedule(op *store.FetchResult) error {
+	sc := op.Schedule
+	if sc == nil || op.Retry {
+		op.Schedule = nil
+		return nil
+	}
+	if !c.o.Refetch.On() {
+		op.Schedule = nil
+		return nil
+	}
+	var interval time.Duration
+	if sc.Change != store.ChangeNone {
+		rec, ok, err := c.st.Get(op.URL)
+		if err != nil {
+			return fmt.Errorf("schedule %s: %w", op.URL, err)
+		}
+		if ok {
+			interval = rec.Interval
+		}
+	}
+	change := plan.FirstFetch
+	switch sc.Change {
+	case store.ChangeChanged:
+		change = plan.Changed
+	case store.ChangeUnchanged:
+		change = plan.Unchanged
+	}
+	if op.At.IsZero() { // no fetch time to count from (a fetched page has one)
+		op.Schedule = nil
+		return nil
+	}
+	full := *sc
+	full.NextFetch, full.Interval = c.o.Refetch.Next(op.At, interval, change)
+	op.Schedule = &full
+	return nil
 }

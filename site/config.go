@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/shardset"
 )
 
@@ -48,28 +49,33 @@ type Config struct {
 	ExpectNodes   int           // a sharded site's crawlers wait (at most 5 min) until the site has this many nodes and its shards are placed
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
-	MaxBody       int64         // bytes per response body
-	Timeout       time.Duration // total time per fetch
-	Backoff       time.Duration // first back-off of a failing host (doubles per failure)
-	BackoffMax    time.Duration // longest back-off
-	MaxRetries    int           // transient failures before a URL is given up
-	MaxRedirects  int           // longest redirect chain followed
-	UserAgent     string
-	WARCSize      int64  // rotate WARC files past this many bytes
-	Scope         string // comma-separated host suffixes to stay within ("" → anything)
-	SkipExts      string // comma-separated path extensions not fetched ("" → none)
-	Websim        string // "" or "off": none; else a profile: start an in-process websim to crawl
-	WebsimHosts   int
-	WebsimPages   int
-	WebsimSeed    uint64
-	WebsimIPs     int
-	Progress      time.Duration // live progress line interval on stderr (0: none)
-	NoSync        bool          // skip fsync of the Raft log (benchmarks)
-	KeepFiles     bool          // keep each round's files after its update
-	Damping       float64       // share of a page's distributed cash that follows its links (the rest: virtual page)
-	Revisits      int           // stored pages per update that pass on cash received after their fetch (0: width/16, -1: none)
-	LinkMemory    int64         // bytes of outlinks kept for revisits
-	Federation    string        // federation file ("" → this site crawls alone)
+	// Refetch is the refetch schedule (issue 23): each fetched page is
+	// fetched again Refetch.Interval after its fetch (0: never, and a
+	// crawl ends when its frontier is empty); Adaptive scales a page's
+	// interval by what its refetches find, within [Min, Max].
+	Refetch      plan.Refetch
+	MaxBody      int64         // bytes per response body
+	Timeout      time.Duration // total time per fetch
+	Backoff      time.Duration // first back-off of a failing host (doubles per failure)
+	BackoffMax   time.Duration // longest back-off
+	MaxRetries   int           // transient failures before a URL is given up
+	MaxRedirects int           // longest redirect chain followed
+	UserAgent    string
+	WARCSize     int64  // rotate WARC files past this many bytes
+	Scope        string // comma-separated host suffixes to stay within ("" → anything)
+	SkipExts     string // comma-separated path extensions not fetched ("" → none)
+	Websim       string // "" or "off": none; else a profile: start an in-process websim to crawl
+	WebsimHosts  int
+	WebsimPages  int
+	WebsimSeed   uint64
+	WebsimIPs    int
+	Progress     time.Duration // live progress line interval on stderr (0: none)
+	NoSync       bool          // skip fsync of the Raft log (benchmarks)
+	KeepFiles    bool          // keep each round's files after its update
+	Damping      float64       // share of a page's distributed cash that follows its links (the rest: virtual page)
+	Revisits     int           // stored pages per update that pass on cash received after their fetch (0: width/16, -1: none)
+	LinkMemory   int64         // bytes of outlinks kept for revisits
+	Federation   string        // federation file ("" → this site crawls alone)
 	// FederationListen is where this node serves the federation endpoint:
 	// "" → the address the federation file names for the site; "off" →
 	// not here (another node of the site serves it, e.g. on this machine).
@@ -166,6 +172,9 @@ func (c Config) Validate() error {
 	}
 	if c.HostBudget < 1 {
 		bad("--host-budget must be at least 1, got %d", c.HostBudget)
+	}
+	if _, err := c.Refetch.WithDefaults(); err != nil {
+		bad("--refetch-interval %v, --refetch-adaptive %v, --refetch-min %v, --refetch-max %v: %v", c.Refetch.Interval, c.Refetch.Adaptive, c.Refetch.Min, c.Refetch.Max, err)
 	}
 	if c.MaxBody < 1024 {
 		bad("--max-body must be at least 1024 bytes, got %d", c.MaxBody)
@@ -305,33 +314,34 @@ func LoadConfigFile(path string, set func(key, value string) error) error {
 // fetches it). A node that joins a site takes them from the node it joins
 // through, keeps them in its data directory, and uses them on restarts.
 type Settings struct {
-	Width         int           `json:"width"`
-	PerHost       int           `json:"per_host"`
-	HostDelay     time.Duration `json:"host_delay"`
-	MaxCrawlDelay time.Duration `json:"max_crawl_delay"`
-	IPDelay       time.Duration `json:"ip_delay"`
-	DNS           string        `json:"dns,omitempty"`
-	AllowPrivate  bool          `json:"allow_private,omitempty"`
-	MaxDepth      int           `json:"max_depth"`
-	HostBudget    int           `json:"host_budget"`
-	MaxBody       int64         `json:"max_body"`
-	Timeout       time.Duration `json:"timeout"`
-	Backoff       time.Duration `json:"backoff"`
-	BackoffMax    time.Duration `json:"backoff_max"`
-	MaxRetries    int           `json:"max_retries"`
-	MaxRedirects  int           `json:"max_redirects"`
-	UserAgent     string        `json:"user_agent,omitempty"`
-	Scope         string        `json:"scope,omitempty"`
-	SkipExts      string        `json:"skip_ext,omitempty"`
-	Rounds        int           `json:"rounds,omitempty"`
-	Damping       float64       `json:"damping"`
-	Revisits      int           `json:"revisits,omitempty"`
-	LinkMemory    int64         `json:"link_memory"`
-	FailTimeout   time.Duration `json:"fail_timeout"`
-	ReplaceAfter  time.Duration `json:"replace_after,omitempty"`
-	CheckCash     bool          `json:"check_cash,omitempty"`
-	Shards        int           `json:"shards,omitempty"`
-	Replicas      int           `json:"replicas,omitempty"`
+	Width         int              `json:"width"`
+	PerHost       int              `json:"per_host"`
+	HostDelay     time.Duration    `json:"host_delay"`
+	MaxCrawlDelay time.Duration    `json:"max_crawl_delay"`
+	IPDelay       time.Duration    `json:"ip_delay"`
+	DNS           string           `json:"dns,omitempty"`
+	AllowPrivate  bool             `json:"allow_private,omitempty"`
+	MaxDepth      int              `json:"max_depth"`
+	HostBudget    int              `json:"host_budget"`
+	Refetch       *refetchSettings `json:"refetch,omitempty"`
+	MaxBody       int64            `json:"max_body"`
+	Timeout       time.Duration    `json:"timeout"`
+	Backoff       time.Duration    `json:"backoff"`
+	BackoffMax    time.Duration    `json:"backoff_max"`
+	MaxRetries    int              `json:"max_retries"`
+	MaxRedirects  int              `json:"max_redirects"`
+	UserAgent     string           `json:"user_agent,omitempty"`
+	Scope         string           `json:"scope,omitempty"`
+	SkipExts      string           `json:"skip_ext,omitempty"`
+	Rounds        int              `json:"rounds,omitempty"`
+	Damping       float64          `json:"damping"`
+	Revisits      int              `json:"revisits,omitempty"`
+	LinkMemory    int64            `json:"link_memory"`
+	FailTimeout   time.Duration    `json:"fail_timeout"`
+	ReplaceAfter  time.Duration    `json:"replace_after,omitempty"`
+	CheckCash     bool             `json:"check_cash,omitempty"`
+	Shards        int              `json:"shards,omitempty"`
+	Replicas      int              `json:"replicas,omitempty"`
 }
 
 // SettingsOf returns c's crawl settings.
@@ -341,7 +351,23 @@ func SettingsOf(c Config) Settings {
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
 		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
-		ReplaceAfter: c.ReplaceAfter}
+		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch)}
+}
+
+// refetchSettings is Settings' refetch schedule (absent: never refetch,
+// as for a site created before refetch existed).
+type refetchSettings struct {
+	Interval time.Duration `json:"interval"`
+	Adaptive bool          `json:"adaptive,omitempty"`
+	Min      time.Duration `json:"min,omitempty"`
+	Max      time.Duration `json:"max,omitempty"`
+}
+
+func refetchSettingsOf(r plan.Refetch) *refetchSettings {
+	if !r.On() {
+		return nil
+	}
+	return &refetchSettings{Interval: r.Interval, Adaptive: r.Adaptive, Min: r.Min, Max: r.Max}
 }
 
 // Apply sets s in c.
@@ -355,4 +381,8 @@ func (s Settings) Apply(c *Config) {
 		c.ReplaceAfter = s.ReplaceAfter
 	}
 	c.Shards, c.Replicas = s.Shards, s.Replicas
+	c.Refetch = plan.Refetch{}
+	if r := s.Refetch; r != nil {
+		c.Refetch = plan.Refetch{Interval: r.Interval, Adaptive: r.Adaptive, Min: r.Min, Max: r.Max}
+	}
 }

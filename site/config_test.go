@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -111,5 +112,46 @@ func TestFetchFromConfig(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestRefetchSetting: the refetch schedule's flags are checked together
+// (bounds without the adaptive schedule, or min > interval, are refused
+// naming the flags); the schedule travels with the site's crawl settings to a joining node, and a site
+// whose settings predate it never refetches.
+func TestRefetchSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		r       plan.Refetch
+		errText string
+	}{
+		{"off", plan.Refetch{}, ""},
+		{"fixed", plan.Refetch{Interval: time.Hour}, ""},
+		{"adaptive", plan.Refetch{Interval: time.Hour, Adaptive: true}, ""},
+		{"bounds without adaptive", plan.Refetch{Interval: time.Hour, Max: 2 * time.Hour}, "--refetch-interval 1h0m0s, --refetch-adaptive false, --refetch-min 0s, --refetch-max 2h0m0s: plan: bad refetch schedule: refetch bounds"},
+		{"adaptive without interval", plan.Refetch{Adaptive: true}, "need a refetch interval"},
+		{"min above the interval", plan.Refetch{Interval: time.Minute, Adaptive: true, Min: time.Hour}, "want min ≤ interval ≤ max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := site.DefaultConfig()
+			cfg.Refetch = tc.r
+			err := cfg.Validate()
+			if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {
+				t.Fatalf("Validate: %v, want %q", err, tc.errText)
+			}
+		})
+	}
+	cfg := site.DefaultConfig()
+	cfg.Refetch = plan.Refetch{Interval: time.Hour, Adaptive: true, Max: 48 * time.Hour}
+	joiner := site.DefaultConfig()
+	site.SettingsOf(cfg).Apply(&joiner)
+	if joiner.Refetch != cfg.Refetch {
+		t.Errorf("joining node's refetch %+v, want the site's %+v", joiner.Refetch, cfg.Refetch)
+	}
+	old := site.SettingsOf(site.DefaultConfig())
+	joiner.Refetch = plan.Refetch{Interval: time.Minute}
+	old.Apply(&joiner)
+	if joiner.Refetch.On() {
+		t.Errorf("joining a site without refetch: %+v, want none", joiner.Refetch)
 	}
 }

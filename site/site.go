@@ -323,7 +323,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	}
 	s.crawler, err = rounds.New(rounds.Options{
 		DB: s.db, Dir: cfg.Data, NodeID: cfg.Node, Width: cfg.Width, PerHost: cfg.PerHost,
-		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
 		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
 		HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
 		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {

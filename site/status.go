@@ -76,10 +76,13 @@ type fetcherStatus struct {
 }
 
 type crawldbStatus struct {
-	URLs     uint64            `json:"urls"`
-	Frontier uint64            `json:"frontier"`
-	ByStatus map[string]uint64 `json:"by_status"`
-	Leader   bool              `json:"leader"`
+	URLs     uint64 `json:"urls"`
+	Frontier uint64 `json:"frontier"`
+	// Scheduled counts the fetched pages waiting for their refetch
+	// (--refetch-interval).
+	Scheduled uint64            `json:"scheduled,omitempty"`
+	ByStatus  map[string]uint64 `json:"by_status"`
+	Leader    bool              `json:"leader"`
 }
 
 func fetcherStatusOf(st fetcher.Stats, from []netip.Addr) fetcherStatus {
@@ -99,7 +102,7 @@ func (s *Site) Status() Status {
 	}
 	rs := s.crawler.Status()
 	c := s.db.Store().Counts()
-	cs := crawldbStatus{URLs: c.URLs, Frontier: c.Frontier, ByStatus: map[string]uint64{}, Leader: s.db.IsLeader()}
+	cs := crawldbStatus{URLs: c.URLs, Frontier: c.Frontier, Scheduled: c.Scheduled, ByStatus: map[string]uint64{}, Leader: s.db.IsLeader()}
 	for k, v := range c.ByStatus {
 		cs.ByStatus[store.Status(k).String()] = v
 	}

@@ -67,6 +67,9 @@ func (st Status) WriteSummary(w io.Writer) error {
 
 	c := st.CrawlDB
 	p("crawldb   %d URLs, %d in the frontier, %d fetched", c.URLs, c.Frontier, c.ByStatus["fetched"])
+	if c.Scheduled > 0 {
+		p(" (%d waiting for their refetch)", c.Scheduled)
+	}
 	var other []string
 	for _, k := range slices.Sorted(maps.Keys(c.ByStatus)) {
 		if k != "fetched" && k != "unfetched" && c.ByStatus[k] > 0 {

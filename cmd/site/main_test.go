@@ -226,3 +226,27 @@ func TestUpAndStatus(t *testing.T) {
 		t.Fatalf("status of a stopped site: %v", err)
 	}
 }
+
+// TestRefetchFlags: the refetch flags reach the site's configuration, and
+// a schedule that cannot be used is refused before the site starts.
+func TestRefetchFlags(t *testing.T) {
+	cfg, err := capture(t, "up", "--refetch-interval", "6h", "--refetch-adaptive", "--refetch-min", "1h", "--refetch-max", "48h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Refetch; r.Interval != 6*time.Hour || !r.Adaptive || r.Min != time.Hour || r.Max != 48*time.Hour {
+		t.Errorf("refetch %+v, want 6h adaptive within [1h, 48h]", r)
+	}
+	if cfg, err = capture(t, "up"); err != nil || cfg.Refetch.On() {
+		t.Errorf("no refetch flags: %+v, %v; want never", cfg.Refetch, err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	root := newRoot(io.Discard, io.Discard, upSite)
+	root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "off", "--refetch-adaptive"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--refetch-adaptive true") || !strings.Contains(err.Error(), "need a refetch interval") {
+		t.Errorf("--refetch-adaptive alone: %v, want it refused naming the flags", err)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("the refused node created its data directory")
+	}
+}

@@ -1,5 +1,7 @@
 package plan
 
+import "time"
+
 // When a crawl ends.
 
 // Verdict is what the leader does about the crawl's end after a step.
@@ -20,9 +22,12 @@ const (
 	// Backoff: the only URLs left belong to hosts backing off; look again
 	// after a while.
 	Backoff
+	// Waiting: nothing to fetch now, but pages are scheduled for a refetch
+	// (a crawl that refetches does not end): look again at NextDue.
+	Waiting
 )
 
-var verdictNames = [...]string{"go", "rounds", "exhausted", "idle", "backoff"}
+var verdictNames = [...]string{"go", "rounds", "exhausted", "idle", "backoff", "waiting"}
 
 // String names the verdict (the finish reasons "rounds" and "exhausted"
 // are the names rounds.Finish uses).
@@ -57,6 +62,9 @@ type EndState struct {
 	// member is done and nothing is in transit. Only read when NeedsFederation
 	// says so.
 	FederationDone bool
+	// NextDue is the earliest next fetch of a page scheduled for a refetch
+	// (zero: none, or refetch off). Only read when NeedsBackoff says so.
+	NextDue time.Time
 }
 
 // NeedsBackoff reports whether End needs s.BackingOff: nothing is in
@@ -68,13 +76,14 @@ func NeedsBackoff(s EndState) bool {
 // NeedsFederation reports whether End needs s.FederationDone: the site is
 // done on its own and belongs to a federation.
 func NeedsFederation(s EndState) bool {
-	return NeedsBackoff(s) && !s.BackingOff && s.Federated
+	return NeedsBackoff(s) && !s.BackingOff && s.NextDue.IsZero() && s.Federated
 }
 
 // End decides whether the crawl ends. A round limit ends the crawl once no
 // round is in flight; a crawl without URLs to generate ends when no round
-// is in flight, no host it waits for is backing off, and, in a federation,
-// when the federation's crawl has ended (until then URLs may still arrive).
+// is in flight, no host it waits for is backing off, no page is scheduled
+// for a refetch, and, in a federation, when the federation's crawl has
+// ended (until then URLs may still arrive).
 func End(s EndState) Verdict {
 	switch {
 	case s.Active > 0:
@@ -85,6 +94,8 @@ func End(s EndState) Verdict {
 		return Go
 	case s.BackingOff:
 		return Backoff
+	case !s.NextDue.IsZero():
+		return Waiting
 	case s.Federated && !s.FederationDone:
 		return Idle
 	default:

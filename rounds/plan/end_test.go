@@ -1,8 +1,12 @@
 package plan
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestEnd(t *testing.T) {
+	due := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name string
 		s    EndState
@@ -23,6 +27,11 @@ func TestEnd(t *testing.T) {
 		{"exhausted, federation done", EndState{FrontierEmpty: true, Federated: true, FederationDone: true}, EndExhausted, true, true},
 		{"backing off in a federation", EndState{FrontierEmpty: true, Federated: true, BackingOff: true, FederationDone: true}, Backoff, true, false},
 		{"federation done but a round in flight", EndState{Active: 1, FrontierEmpty: true, Federated: true, FederationDone: true}, Go, false, false},
+		{"pages scheduled for a refetch", EndState{FrontierEmpty: true, NextDue: due}, Waiting, true, false},
+		{"refetches wait in a federation", EndState{FrontierEmpty: true, Federated: true, NextDue: due}, Waiting, true, false},
+		{"backing off before a refetch", EndState{FrontierEmpty: true, BackingOff: true, NextDue: due}, Backoff, true, false},
+		{"a refetch due but a round in flight", EndState{Active: 1, FrontierEmpty: true, NextDue: due}, Go, false, false},
+		{"the limit ends a crawl that refetches", EndState{LimitReached: true, FrontierEmpty: true, NextDue: due}, EndRounds, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,218 @@
+package rounds
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
+	"github.com/meridian-crawler/meridian/rounds/plan"
+	"github.com/meridian-crawler/meridian/websim"
+	"github.com/meridian-crawler/meridian/websim/synth"
+)
+
+// TestStageBatchSchedule: a staged batch without refetch data is encoded
+// as before refetch existed (version 1); one whose fetch results carry a
+// schedule's part in version 2, and both decode back.
+func TestStageBatchSchedule(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_000).UTC()
+	plain := stageBatch{Ops: []store.FetchResult{{URL: "http://a.test/", Status: store.StatusFetched, HTTPStatus: 200, At: at, ContentFP: 5, Spend: 0.5}}}
+	sched := stageBatch{Ops: []store.FetchResult{
+		plain.Ops[0],
+		{URL: "http://a.test/b", Status: store.StatusFetched, HTTPStatus: 304, At: at, ContentFP: 6,
+			Schedule: &store.Schedule{ETag: `"v2"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT", Change: store.ChangeUnchanged}},
+	}}
+	for _, tc := range []struct {
+		name    string
+		b       stageBatch
+		version byte
+	}{{"no schedule", plain, stageVersion}, {"a schedule", sched, stageVersion2}} {
+		enc := tc.b.encode()
+		if enc[1] != tc.version {
+			t.Errorf("%s: version %d, want %d", tc.name, enc[1], tc.version)
+		}
+		got, err := decodeStage(enc, 3)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(got.Ops) != len(tc.b.Ops) {
+			t.Fatalf("%s: %d ops, want %d", tc.name, len(got.Ops), len(tc.b.Ops))
+		}
+		for i, op := range got.Ops {
+			want := tc.b.Ops[i]
+			if op.URL != want.URL || op.Spend != want.Spend || (op.Schedule == nil) != (want.Schedule == nil) ||
+				op.Schedule != nil && *op.Schedule != *want.Schedule {
+				t.Errorf("%s: op %d = %+v (schedule %+v), want %+v", tc.name, i, op, op.Schedule, want)
+			}
+		}
+		if _, err := decodeStage(enc[:len(enc)-2], 3); err == nil {
+			t.Errorf("%s: a cut batch decoded", tc.name)
+		}
+	}
+}
+
+// TestMapRefetch: with refetch on, a fetched page's op carries what its
+// schedule needs (validators, and what the fetch found against the
+// previous one); a 304 spends none of its cash and gives none away; with
+// refetch off nothing changes.
+func TestMapRefetch(t *testing.T) {
+	prev := fetcher.Prev{FetchedAt: time.UnixMilli(1_700_000_000_000).UTC(), ContentFP: 9, ETag: `"v1"`}
+	page := func(url string, mod func(r *fetcher.Result)) *fetcher.Result {
+		r := &fetcher.Result{Job: fetcher.Job{URL: url, Host: "a.test", Round: 1, Cash: 1}, Status: store.StatusFetched, HTTPStatus: 200,
+			ContentFP: 9, FetchedAt: time.UnixMilli(1_700_000_100_000).UTC(), ETag: `"v1"`, Links: []string{"http://a.test/x", "http://a.test/y"}}
+		mod(r)
+		return r
+	}
+	results := []*fetcher.Result{
+		page("http://a.test/first", func(r *fetcher.Result) {}),
+		page("http://a.test/changed", func(r *fetcher.Result) { r.Prev, r.ContentFP, r.ETag = prev, 10, `"v2"` }),
+		page("http://a.test/same", func(r *fetcher.Result) { r.Prev, r.Unchanged = prev, true }),
+		page("http://a.test/304", func(r *fetcher.Result) { r.Prev, r.NotModified, r.HTTPStatus, r.Links = prev, true, 304, nil }),
+	}
+	wantChange := map[string]store.Change{"http://a.test/first": store.ChangeNone, "http://a.test/changed": store.ChangeChanged,
+		"http://a.test/same": store.ChangeUnchanged, "http://a.test/304": store.ChangeUnchanged}
+	for _, on := range []bool{false, true} {
+		c := &Crawler{o: Options{Damping: 0.85, MaxDepth: 10}}
+		if on {
+			c.o.Refetch = plan.Refetch{Interval: time.Hour}
+		}
+		acc := newStageAcc()
+		if err := c.mapResults(&nodePart{ref: partRef{round: 1}}, results, acc); err != nil {
+			t.Fatal(err)
+		}
+		b := acc.batch()
+		if len(b.Ops) != len(results) {
+			t.Fatalf("refetch %v: %d ops, want %d", on, len(b.Ops), len(results))
+		}
+		for _, op := range b.Ops {
+			switch {
+			case !on && op.Schedule != nil:
+				t.Errorf("refetch off: %s has a schedule %+v", op.URL, *op.Schedule)
+			case on && (op.Schedule == nil || op.Schedule.Change != wantChange[op.URL]):
+				t.Errorf("refetch on: %s has schedule %+v, want change %v", op.URL, op.Schedule, wantChange[op.URL])
+			case on && op.URL == "http://a.test/changed" && op.Schedule.ETag != `"v2"`:
+				t.Errorf("the changed page's schedule keeps ETag %q, want the new one", op.Schedule.ETag)
+			}
+			if want := map[bool]float64{true: 0, false: 1}[op.URL == "http://a.test/304"]; op.Spend != want {
+				t.Errorf("refetch %v: %s spends %v, want %v", on, op.URL, op.Spend, want)
+			}
+		}
+		// Three pages gave their cash to x and y; the 304 gave nothing.
+		if got, want := acc.credits["http://a.test/x"].cash+acc.credits["http://a.test/y"].cash+acc.virtual.Value(), 3.0; got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("refetch %v: %v cash given away, want %v (three pages of 1; the 304 keeps its own)", on, got, want)
+		}
+	}
+}
+
+// TestSchedule: the update's schedule of a fetched page counts from its
+// fetch time with the interval its record holds: the schedule's interval
+// for a first fetch, the adaptive one scaled by what the refetch found.
+func TestSchedule(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	c := &Crawler{o: Options{Refetch: plan.Refetch{Interval: 10 * time.Hour, Adaptive: true, Min: time.Hour, Max: 100 * time.Hour}}, st: db.Store()}
+	const u = "http://a.test/p"
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	b := store.NewBatch()
+	b.UpsertCash(u, 1, 0)
+	b.MarkGenerated(u, 1)
+	b.RecordRoundFetch(store.FetchResult{URL: u, Status: store.StatusFetched, At: at, Round: 1, Spend: 1,
+		Schedule: &store.Schedule{NextFetch: at.Add(20 * time.Hour), Interval: 20 * time.Hour}})
+	if _, err := db.Apply(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		url    string
+		change store.Change
+		want   time.Duration
+	}{
+		{"a first fetch", "http://a.test/new", store.ChangeNone, 10 * time.Hour},
+		{"changed", u, store.ChangeChanged, 16 * time.Hour},
+		{"unchanged", u, store.ChangeUnchanged, 28 * time.Hour},
+	} {
+		op := store.FetchResult{URL: tc.url, Status: store.StatusFetched, At: at.Add(time.Hour), Schedule: &store.Schedule{ETag: `"e"`, Change: tc.change}}
+		if err := c.schedule(&op); err != nil {
+			t.Fatal(err)
+		}
+		if sc := op.Schedule; sc == nil || sc.Interval != tc.want || !sc.NextFetch.Equal(at.Add(time.Hour+tc.want)) || sc.ETag != `"e"` {
+			t.Errorf("%s: schedule %+v, want interval %v from the fetch", tc.name, sc, tc.want)
+		}
+	}
+	retry := store.FetchResult{URL: u, Retry: true, Schedule: &store.Schedule{}}
+	if err := c.schedule(&retry); err != nil || retry.Schedule != nil {
+		t.Errorf("a retry keeps schedule %+v (%v), want none", retry.Schedule, err)
+	}
+}
+
+// TestRefetchCrawl crawls a web that changes (websim: a simulated day a
+// second, each page at a rate after Cho and Garcia-Molina) with the
+// adaptive refetch schedule, for a number of rounds, and checks that the
+// crawl kept going past its first pass and refreshed its collection:
+// pages that changed were fetched again and the links their new versions
+// added entered the crawl; pages that had not changed were answered 304;
+// every interval stayed within its bounds and some moved; and OPIC's cash
+// stayed conserved through the refetches.
+func TestRefetchCrawl(t *testing.T) {
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 6, Pages: 6, Seed: 5, IPs: 4, Profile: synth.Clean, Changes: true},
+		TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	defer ts.db.Close()
+	r := plan.Refetch{Interval: 500 * time.Millisecond, Adaptive: true, Min: 200 * time.Millisecond, Max: 3 * time.Second}
+	newCrawler(t, ts, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, Refetch: r})
+	defer ts.c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 40
+	if err := ts.run(t, ctx, rounds); err != nil {
+		t.Fatalf("run: %v (a crawl that refetches ends at its round limit, not exhausted)", err)
+	}
+	var changed, unchanged, news, adapted, scheduled int
+	err = ts.c.st.ScanURLs(func(rec store.URLRecord) error {
+		changed += int(rec.Changed)
+		unchanged += int(rec.Unchanged)
+		if strings.Contains(rec.URL, "/news/") && rec.Status == store.StatusFetched {
+			news++
+		}
+		if rec.Interval != 0 {
+			scheduled++
+			if rec.Interval < r.Min || rec.Interval > r.Max {
+				t.Errorf("%s: interval %v outside [%v, %v]", rec.URL, rec.Interval, r.Min, r.Max)
+			}
+			if rec.Interval != r.Interval {
+				adapted++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ts.f.Stats()
+	t.Logf("%d refetches found a change, %d none (%d answered 304); %d news pages fetched; %d of %d intervals adapted",
+		changed, unchanged, st.NotModified, news, adapted, scheduled)
+	if changed == 0 || unchanged == 0 || st.NotModified == 0 {
+		t.Errorf("refetches: %d changed, %d unchanged, %d answered 304: want some of each", changed, unchanged, st.NotModified)
+	}
+	if news == 0 {
+		t.Error("no page that a new version linked was fetched: changed pages' new links did not enter the crawl")
+	}
+	if adapted == 0 {
+		t.Error("no interval moved from the first one")
+	}
+	if cashOff, histOff := conservation(t, ts.c); math.Abs(cashOff) > 1e-6 || math.Abs(histOff) > 1e-6 {
+		t.Errorf("cash off by %v, history off by %v", cashOff, histOff)
+	}
+}
