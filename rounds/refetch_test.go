@@ -216,3 +216,46 @@ func TestRefetchCrawl(t *testing.T) {
 		t.Errorf("cash off by %v, history off by %v", cashOff, histOff)
 	}
 }
+
+// TestRevisitSkipsRefetches: the link store's revisits pass on the cash of
+// fetched pages that are never fetched again, not of pages in the refetch
+// cycle: one of those could be generated for its refetch, its cash in the
+// job, between the revisit's plan and its command, and its cash would be
+// given away twice (found by a SIGKILL run of a refetching crawl with
+// --check-cash: cash created from the first refetch on).
+func TestRevisitSkipsRefetches(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	c, err := New(Options{DB: db, Dir: dir, Width: 100, Revisits: 10, Refetch: plan.Refetch{Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	b := store.NewBatch()
+	for _, u := range []string{"http://a.test/once", "http://a.test/cycle"} {
+		b.UpsertCash(u, 1, 0)
+		b.MarkGenerated(u, 1)
+		fr := store.FetchResult{URL: u, Status: store.StatusFetched, At: at, Round: 1, Spend: 1}
+		if strings.HasSuffix(u, "cycle") {
+			fr.Schedule = &store.Schedule{NextFetch: at.Add(time.Hour), Interval: time.Hour}
+		}
+		b.RecordRoundFetch(fr)
+		b.UpsertCash(u, 0.5, 0) // cash from an in-link since
+	}
+	if _, err := db.Apply(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://a.test/once", "http://a.test/cycle"} {
+		c.links.offer(u, 0, []string{"http://a.test/x"}, 1)
+		c.links.credit([]target{{url: u, credit: credit{cash: 0.5}}}, 0) // the cash it was owed since
+	}
+	rb, err := c.revisit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rb.Revisits) != 1 || rb.Revisits[0].url != "http://a.test/once" {
+		t.Fatalf("revisits %+v, want the page fetched once only", rb.Revisits)
+	}
+}

@@ -726,7 +726,11 @@ func (c *Crawler) revisit(ctx context.Context) (*stageBatch, error) {
 		if err != nil {
 			return nil, fmt.Errorf("revisit %s: %w", r.url, err)
 		}
-		if !ok || rec.Status != store.StatusFetched {
+		if !ok || rec.Status != store.StatusFetched || rec.Due || !rec.NextFetch.IsZero() {
+			// A page in the refetch cycle is fetched again, which passes
+			// its cash on; revisited too, it could be generated for its
+			// refetch (with its cash in the job) between this plan and its
+			// command, and its cash would be given away twice.
 			c.links.forget(r.url)
 			continue
 		}
