@@ -1,7 +1,11 @@
 package rounds
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -15,21 +19,38 @@ import (
 )
 
 // TestStageBatchSchedule: a staged batch without refetch data is encoded
-// as before refetch existed (version 1); one whose fetch results carry a
-// schedule's part in version 2, and both decode back.
+// as before refetch existed (version 1, byte for byte); one whose fetch
+// results carry a schedule's part, or whose counters count refetches, in
+// version 2; all decode back, and a batch cut anywhere does not.
 func TestStageBatchSchedule(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000).UTC()
-	plain := stageBatch{Ops: []store.FetchResult{{URL: "http://a.test/", Status: store.StatusFetched, HTTPStatus: 200, At: at, ContentFP: 5, Spend: 0.5}}}
-	sched := stageBatch{Ops: []store.FetchResult{
+	plain := stageBatch{Ops: []store.FetchResult{{URL: "http://a.test/", Status: store.StatusFetched, HTTPStatus: 200, At: at, ContentFP: 5, Spend: 0.5}},
+		Requeues: []string{"http://a.test/r"}, Credits: []target{{url: "http://a.test/c", credit: credit{cash: 0.25, depth: 2}}}, Virtual: 0.125,
+		Stats: stageStats{Fetched: 1, Retries: 2, Bytes: 300, Links: 4, Wait: 5, Class: [6]int64{0, 0, 1}, Status: [16]int64{0, 0, 1},
+			Troubled: map[string]*HostFate{"b.test": {Retries: 2}}}}
+	// plain as the encoder wrote it before refetch existed.
+	const plainV1 = "5301010e687474703a2f2f612e746573742f0300c80180a0abfef96200000000000000053fe0000000000000010f687474703a2f2f612e746573742f72" +
+		"00010f687474703a2f2f612e746573742f633fd0000000000000023fc0000000000000000001020000ac02040500000100000000000100000000000000000000000000" +
+		"187b22622e74657374223a7b2272657472696573223a327d7d"
+	if got := hex.EncodeToString(plain.encode()); got != plainV1 {
+		t.Errorf("a batch without refetch data encodes as\n%s\nwant, as before refetch existed,\n%s", got, plainV1)
+	}
+	sched := plain
+	sched.Ops = []store.FetchResult{
 		plain.Ops[0],
 		{URL: "http://a.test/b", Status: store.StatusFetched, HTTPStatus: 304, At: at, ContentFP: 6,
 			Schedule: &store.Schedule{ETag: `"v2"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT", Change: store.ChangeUnchanged}},
-	}}
+	}
+	sched.Stats.Refetches, sched.Stats.NotModified = 1, 1
+	// Counters of refetches, but no op with a schedule (say, the results
+	// were all errors).
+	counted := plain
+	counted.Stats.Refetches, counted.Stats.NotModified, counted.Stats.Unchanged, counted.Stats.Changed = 300, 7, 200, 93
 	for _, tc := range []struct {
 		name    string
 		b       stageBatch
 		version byte
-	}{{"no schedule", plain, stageVersion}, {"a schedule", sched, stageVersion2}} {
+	}{{"no refetch data", plain, stageVersion}, {"a schedule", sched, stageVersion2}, {"refetch counters only", counted, stageVersion2}} {
 		enc := tc.b.encode()
 		if enc[1] != tc.version {
 			t.Errorf("%s: version %d, want %d", tc.name, enc[1], tc.version)
@@ -48,16 +69,40 @@ func TestStageBatchSchedule(t *testing.T) {
 				t.Errorf("%s: op %d = %+v (schedule %+v), want %+v", tc.name, i, op, op.Schedule, want)
 			}
 		}
-		if _, err := decodeStage(enc[:len(enc)-2], 3); err == nil {
-			t.Errorf("%s: a cut batch decoded", tc.name)
+		gs, ws := got.Stats, tc.b.Stats
+		if gs.Refetches != ws.Refetches || gs.NotModified != ws.NotModified || gs.Unchanged != ws.Unchanged || gs.Changed != ws.Changed ||
+			gs.Fetched != ws.Fetched || gs.Wait != ws.Wait || gs.Status != ws.Status || len(gs.Troubled) != len(ws.Troubled) {
+			t.Errorf("%s: counters %+v, want %+v", tc.name, gs, ws)
 		}
+		for n := range len(enc) {
+			if _, err := decodeStage(enc[:n], 3); !errors.Is(err, errRecord) {
+				t.Fatalf("%s: the batch cut to %d of %d bytes decoded (%v), want %v", tc.name, n, len(enc), err, errRecord)
+			}
+		}
+	}
+	// The round's sum, and its statistics.
+	var sum stageStats
+	sum.add(&sched.Stats)
+	sum.add(&counted.Stats)
+	var st RoundStats
+	sum.fill(&st)
+	if st.Refetches != 301 || st.NotModified != 8 || st.Unchanged != 200 || st.Changed != 93 {
+		t.Errorf("round statistics: %d refetches, %d not modified, %d unchanged, %d changed; want 301, 8, 200, 93",
+			st.Refetches, st.NotModified, st.Unchanged, st.Changed)
+	}
+	var none RoundStats
+	plain.Stats.fill(&none)
+	if b, _ := json.Marshal(none); bytes.Contains(b, []byte("refetches")) || bytes.Contains(b, []byte("changed")) {
+		t.Errorf("a round without refetches writes %s", b)
 	}
 }
 
 // TestMapRefetch: with refetch on, a fetched page's op carries what its
 // schedule needs (validators, and what the fetch found against the
 // previous one); a 304 spends none of its cash and gives none away; with
-// refetch off nothing changes.
+// refetch off nothing changes. The round's counters count each final
+// refetch result as not modified (304), unchanged (same fingerprint) or
+// changed; a retry is not counted yet.
 func TestMapRefetch(t *testing.T) {
 	prev := fetcher.Prev{FetchedAt: time.UnixMilli(1_700_000_000_000).UTC(), ContentFP: 9, ETag: `"v1"`}
 	page := func(url string, mod func(r *fetcher.Result)) *fetcher.Result {
@@ -104,6 +149,19 @@ func TestMapRefetch(t *testing.T) {
 		if got, want := acc.credits["http://a.test/x"].cash+acc.credits["http://a.test/y"].cash+acc.virtual.Value(), 3.0; got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("refetch %v: %v cash given away, want %v (three pages of 1; the 304 keeps its own)", on, got, want)
 		}
+		// Three refetches (the first fetch is none): one of each kind.
+		if st := b.Stats; st.Fetched != 4 || st.Refetches != 3 || st.NotModified != 1 || st.Unchanged != 1 || st.Changed != 1 {
+			t.Errorf("refetch %v: %d fetched, %d refetches (%d not modified, %d unchanged, %d changed); want 4, 3 (1, 1, 1)",
+				on, st.Fetched, st.Refetches, st.NotModified, st.Unchanged, st.Changed)
+		}
+	}
+	// A refetch to be retried is not a final result: no refetch counted
+	// yet, whatever it found; robots.txt is never a refetch.
+	var st stageStats
+	st.count(page("http://a.test/again", func(r *fetcher.Result) { r.Prev, r.Retry, r.Status, r.HTTPStatus = prev, true, store.StatusError, 503 }))
+	st.count(page("http://a.test/robots.txt", func(r *fetcher.Result) { r.Prev, r.Kind, r.NotModified = prev, fetcher.KindRobots, true }))
+	if st.Retries != 1 || st.Robots != 1 || st.refetched() {
+		t.Errorf("a retry and a robots.txt: %+v, want one retry, one robots.txt and no refetch", st)
 	}
 }
 

@@ -176,6 +176,16 @@ type stageStats struct {
 	Class                                                  [6]int64
 	Status                                                 [16]int64
 	Troubled                                               map[string]*HostFate
+	// Refetches counts the final results of refetch jobs (a Prev), of
+	// which NotModified were answered 304, Unchanged 2xx with the same
+	// fingerprint, and Changed the rest. (Left out of the update file's
+	// trailer when 0, which is then what it was before refetch existed.)
+	Refetches, NotModified, Unchanged, Changed int64 `json:",omitempty"`
+}
+
+// refetched reports whether s counts any refetch.
+func (s *stageStats) refetched() bool {
+	return s.Refetches != 0 || s.NotModified != 0 || s.Unchanged != 0 || s.Changed != 0
 }
 
 func (s *stageStats) add(o *stageStats) {
@@ -186,6 +196,10 @@ func (s *stageStats) add(o *stageStats) {
 	s.Bytes += o.Bytes
 	s.Links += o.Links
 	s.Wait += o.Wait
+	s.Refetches += o.Refetches
+	s.NotModified += o.NotModified
+	s.Unchanged += o.Unchanged
+	s.Changed += o.Changed
 	for i := range s.Class {
 		s.Class[i] += o.Class[i]
 	}
@@ -219,6 +233,7 @@ func (s *stageStats) add(o *stageStats) {
 func (s *stageStats) fill(st *RoundStats) {
 	st.Fetched, st.Retries, st.Robots, st.Sitemaps = s.Fetched, s.Retries, s.Robots, s.Sitemaps
 	st.Bytes, st.Links, st.WaitSecs = s.Bytes, s.Links, time.Duration(s.Wait).Seconds()
+	st.Refetches, st.NotModified, st.Unchanged, st.Changed = s.Refetches, s.NotModified, s.Unchanged, s.Changed
 	st.ByClass = map[string]int64{}
 	for i, n := range s.Class {
 		if n > 0 {
@@ -234,10 +249,13 @@ func (s *stageStats) fill(st *RoundStats) {
 	st.Troubled = s.Troubled
 }
 
-// Staged batch encodings: version 1, and version 2, whose fetch results
-// may carry a refetch schedule's part (each op then ends with a presence
-// byte, and the change and validators). A batch without one is written in
-// version 1, as before refetch existed.
+// Staged batch encodings: version 1, and version 2, which has refetch
+// data: each fetch result ends with a presence byte and, if it carries a
+// refetch schedule's part, its change and validators; and after the
+// counters by status come the refetch counters (Refetches, NotModified,
+// Unchanged, Changed, uvarints). A batch without refetch data (no op with
+// a schedule, the refetch counters 0) is written in version 1, byte for
+// byte as before refetch existed.
 const (
 	stageVersion  = 1
 	stageVersion2 = 2
@@ -250,6 +268,9 @@ const (
 
 func (s *stageBatch) encode() []byte {
 	version := byte(stageVersion)
+	if s.Stats.refetched() {
+		version = stageVersion2
+	}
 	for i := range s.Ops {
 		if s.Ops[i].Schedule != nil {
 			version = stageVersion2
@@ -319,6 +340,11 @@ func (s *stageBatch) encode() []byte {
 	}
 	for _, v := range st.Status {
 		dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
+	}
+	if version == stageVersion2 {
+		for _, v := range []int64{st.Refetches, st.NotModified, st.Unchanged, st.Changed} {
+			dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
+		}
 	}
 	var troubled []byte
 	if len(st.Troubled) > 0 {
@@ -426,6 +452,11 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 	}
 	for i := range st.Status {
 		st.Status[i] = int64(min(r.uvarint(), math.MaxInt64))
+	}
+	if version == stageVersion2 {
+		for _, p := range []*int64{&st.Refetches, &st.NotModified, &st.Unchanged, &st.Changed} {
+			*p = int64(min(r.uvarint(), math.MaxInt64))
+		}
 	}
 	if tj := r.str(); tj != "" && r.err == nil {
 		if err := json.Unmarshal([]byte(tj), &st.Troubled); err != nil {

@@ -618,6 +618,17 @@ func (s *stageStats) count(res *fetcher.Result) {
 		if int(res.Status) < len(s.Status) {
 			s.Status[res.Status]++
 		}
+		if res.Prev != (fetcher.Prev{}) {
+			s.Refetches++
+			switch {
+			case res.NotModified:
+				s.NotModified++
+			case res.Unchanged:
+				s.Unchanged++
+			default:
+				s.Changed++
+			}
+		}
 	}
 	// The host's fate, when not a plain success.
 	st := res.Status

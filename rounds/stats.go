@@ -40,6 +40,17 @@ type RoundStats struct {
 	// over their outlinks without a refetch; RevisitCash is that cash.
 	Revisits    int     `json:"revisits"`
 	RevisitCash float64 `json:"revisit_cash"`
+	// Refetches counts the final results of refetches (pages fetched
+	// again, with a conditional request: --refetch-interval); of which
+	// NotModified were answered 304 Not Modified, Unchanged 2xx with the
+	// body fetched before, and Changed the rest (a new body, or a
+	// redirect, a gone page or an error: the stored copy is not known to
+	// be the live one). Refetches = NotModified + Unchanged + Changed;
+	// all 0, and left out, without refetch.
+	Refetches   int64 `json:"refetches,omitempty"`
+	NotModified int64 `json:"not_modified,omitempty"`
+	Unchanged   int64 `json:"unchanged,omitempty"`
+	Changed     int64 `json:"changed,omitempty"`
 	// Troubled lists the hosts whose fetches in this round did not all
 	// succeed (at most maxTroubled of them): their fate in the round.
 	Troubled map[string]*HostFate `json:"troubled_hosts,omitempty"`

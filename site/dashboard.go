@@ -47,6 +47,9 @@ type Dashboard struct {
 	OPIC    DashOPIC   `json:"opic"`
 	Hosts   DashHosts  `json:"hosts"`
 	Nodes   []DashNode `json:"nodes,omitempty"`
+	// Refetch is the refetch figures, present when the site refetches
+	// (--refetch-interval) or its recent rounds refetched pages.
+	Refetch *DashRefetch `json:"refetch,omitempty"`
 	// Federation is absent on a site without --federation.
 	Federation *DashFed `json:"federation,omitempty"`
 	// Sharded is a sharded node's shards and the site's nodes (absent on a
@@ -143,6 +146,80 @@ type DashDB struct {
 	Frontier uint64 `json:"frontier"`
 	Fetched  uint64 `json:"fetched"`
 	Disk     int64  `json:"disk_bytes"`
+}
+
+// DashRefetch is the dashboard's refetch panel: the recent rounds'
+// refetch figures, and the pages waiting for their refetch.
+type DashRefetch struct {
+	RefetchFigures
+	// Scheduled counts the fetched pages waiting for their refetch (not
+	// due yet; a due page is back in the frontier), as GET /status's
+	// crawldb.scheduled.
+	Scheduled uint64 `json:"scheduled"`
+}
+
+// RefetchFigures are the refetches of the recent rounds (the last
+// dashRounds rounds this node recorded: the rounds it led), as `site
+// status`, GET /status's refetch and the dashboard show them.
+type RefetchFigures struct {
+	Rounds int `json:"rounds"` // rounds counted
+	// Window is the span of those rounds, in seconds: from the first
+	// one's start to the last one's end.
+	Window float64 `json:"window_s"`
+	// Refetches counts their refetch results (pages fetched again, final
+	// results), of which NotModified were answered 304, Unchanged 2xx with
+	// the body fetched before, and Changed the rest.
+	Refetches   int64 `json:"refetches"`
+	NotModified int64 `json:"not_modified"`
+	Unchanged   int64 `json:"unchanged"`
+	Changed     int64 `json:"changed"`
+	// Rate is Refetches per second over Window.
+	Rate float64 `json:"refetches_s"`
+	// NotModifiedShare is NotModified / Refetches: the 304 share.
+	NotModifiedShare float64 `json:"not_modified_share"`
+	// Freshness is (NotModified + Unchanged) / Refetches: the share of
+	// refetched pages whose stored copy was still the live one when they
+	// were refetched. It estimates the collection's freshness from below:
+	// a page that changes at rate λ (a Poisson process), refetched every
+	// I, is unchanged at its refetch with probability e^{−λI}, but fresh
+	// (Cho and Garcia-Molina) on average over the interval for
+	// (1−e^{−λI})/(λI) of the time, which is more.
+	Freshness float64 `json:"est_freshness"`
+}
+
+// roundRefetch is one round's refetch counts, kept for RefetchFigures.
+type roundRefetch struct {
+	started, ended                             time.Time
+	refetches, notModified, unchanged, changed int64
+}
+
+// refetchFigures sums the rounds' refetch counts (rs: the recent rounds,
+// in any order; a sharded node's shards' rounds overlap in time).
+func refetchFigures(rs []roundRefetch) RefetchFigures {
+	var f RefetchFigures
+	var first, last time.Time
+	for _, r := range rs {
+		f.Rounds++
+		f.Refetches += r.refetches
+		f.NotModified += r.notModified
+		f.Unchanged += r.unchanged
+		f.Changed += r.changed
+		if first.IsZero() || r.started.Before(first) {
+			first = r.started
+		}
+		if r.ended.After(last) {
+			last = r.ended
+		}
+	}
+	if f.Rounds > 0 && last.After(first) {
+		f.Window = last.Sub(first).Seconds()
+		f.Rate = float64(f.Refetches) / f.Window
+	}
+	if f.Refetches > 0 {
+		f.NotModifiedShare = float64(f.NotModified) / float64(f.Refetches)
+		f.Freshness = float64(f.NotModified+f.Unchanged) / float64(f.Refetches)
+	}
+	return f
 }
 
 // DashOPIC is OPIC's state: the virtual page's cash and the frontier's
@@ -245,6 +322,7 @@ type dashState struct {
 	mu       sync.Mutex
 	samples  []Sample // oldest first, at most dashSamples
 	rounds   []RoundBar
+	refetch  []roundRefetch // of the last dashRounds rounds, oldest first
 	troubled []DashHost
 	slowest  []DashHost // the last lists read from the leader
 	ips      []DashIP
@@ -343,6 +421,13 @@ func (d *dashState) sample(st fetcher.Stats, now time.Time, workers int) {
 	d.prev, d.prevAt = st, now
 }
 
+// refetches returns the refetch figures of the recent rounds.
+func (d *dashState) refetches() RefetchFigures {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return refetchFigures(d.refetch)
+}
+
 // latest returns the newest sample (zero before the second one).
 func (d *dashState) latest() Sample {
 	d.mu.Lock()
@@ -390,6 +475,12 @@ func (d *dashState) round(st rounds.RoundStats) {
 		d.rounds = d.rounds[:dashRounds-1]
 	}
 	d.rounds = append(d.rounds, bar)
+	if len(d.refetch) == dashRounds {
+		copy(d.refetch, d.refetch[1:])
+		d.refetch = d.refetch[:dashRounds-1]
+	}
+	d.refetch = append(d.refetch, roundRefetch{started: st.Started, ended: st.Ended,
+		refetches: st.Refetches, notModified: st.NotModified, unchanged: st.Unchanged, changed: st.Changed})
 	if len(troubled) > 0 {
 		d.troubled = troubled[:min(len(troubled), dashTop)]
 	}
@@ -451,6 +542,9 @@ func (s *Site) Dashboard() Dashboard {
 	}
 	if rs.Finished != nil {
 		d.Finished = rs.Finished.Reason
+	}
+	if rf := s.dash.refetches(); s.cfg.Refetch.On() || rf.Refetches > 0 {
+		d.Refetch = &DashRefetch{RefetchFigures: rf, Scheduled: c.Scheduled}
 	}
 	if top, err := s.db.Store().Frontier(store.FrontierQuery{Width: dashTop, PerHost: 1}); err == nil {
 		for _, e := range top {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site"
 )
@@ -34,7 +35,8 @@ const readRate = `(() => { const e = document.getElementById('pages-s'); return 
 // chromium and checks what it shows against the site: the pages/s figure
 // equals /status's for the same sample, the rounds timeline has one bar per
 // phase of every finished round (as rounds.jsonl lists them), the payload
-// stays within its bounds, and the page logs no error. A screenshot is
+// stays within its bounds, a crawl without refetch has no refetch figures
+// (nor panel), and the page logs no error. A screenshot is
 // saved among the test's artifacts.
 func TestDashboardInChromium(t *testing.T) {
 	cfg := testConfig(t, "realistic")
@@ -133,8 +135,152 @@ func TestDashboardInChromium(t *testing.T) {
 	if d.CrawlDB.Fetched == 0 || d.CrawlDB.Disk == 0 || d.Finished != "exhausted" {
 		t.Errorf("dashboard after the crawl: %+v, finished %q", d.CrawlDB, d.Finished)
 	}
+	// No refetch: no refetch figures, in the JSON or on the page.
+	if d.Refetch != nil || bytesContain(raw, `"refetch"`) {
+		t.Errorf("a crawl without refetch has refetch figures %+v", d.Refetch)
+	}
+	if hidden, err := eval[bool](b, `document.getElementById('refetch-panel').hidden`); err != nil || !hidden {
+		t.Errorf("a crawl without refetch shows the refetch panel (hidden %v, %v)", hidden, err)
+	}
 	t.Logf("dashboard.json: %d bytes", len(raw))
 	b.screenshot(t, "dashboard")
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
+	}
+}
+
+func bytesContain(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// TestDashboardRefetch: a site that refetches (--refetch-interval, ended
+// by --rounds) shows the refetch figures of its recent rounds, as its
+// rounds.jsonl counts them: dashboard.json's refetch (refetches/s over the
+// rounds' span, the 304 share, the estimated freshness, and the pages
+// waiting for their refetch) and /status's are the sums of the last
+// rounds' counters, `site status` prints them, the metrics count the
+// refetches of every round and the scheduled pages, and the dashboard page
+// shows the panel with the figures of dashboard.json. (websim's pages
+// here do not change and have no validators: every refetch finds the same
+// body.)
+func TestDashboardRefetch(t *testing.T) {
+	cfg := testConfig(t, "clean")
+	cfg.WebsimHosts, cfg.WebsimPages = 10, 4
+	cfg.Refetch = plan.Refetch{Interval: 300 * time.Millisecond}
+	cfg.Rounds = 8
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := site.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Run(ctx, nil); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	base := "http://" + s.Addr()
+
+	ls := readRounds(t, cfg.Data)
+	var all int64
+	for _, l := range ls {
+		all += l.Refetches
+		if l.NotModified+l.Unchanged+l.Changed != l.Refetches {
+			t.Errorf("round %d: %d refetches, %d + %d + %d of them", l.Round, l.Refetches, l.NotModified, l.Unchanged, l.Changed)
+		}
+	}
+	recent := ls[max(0, len(ls)-60):]
+	want := site.RefetchFigures{Rounds: len(recent), Window: recent[len(recent)-1].Ended.Sub(recent[0].Started).Seconds()}
+	for _, l := range recent {
+		want.Refetches += l.Refetches
+		want.NotModified += l.NotModified
+		want.Unchanged += l.Unchanged
+		want.Changed += l.Changed
+	}
+	if want.Refetches == 0 {
+		t.Fatalf("%d rounds refetched nothing", len(ls))
+	}
+	want.Rate = float64(want.Refetches) / want.Window
+	want.NotModifiedShare = float64(want.NotModified) / float64(want.Refetches)
+	want.Freshness = float64(want.NotModified+want.Unchanged) / float64(want.Refetches)
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) } // times in rounds.jsonl are rounded
+	same := func(got site.RefetchFigures) bool {
+		return got.Rounds == want.Rounds && got.Refetches == want.Refetches && got.NotModified == want.NotModified &&
+			got.Unchanged == want.Unchanged && got.Changed == want.Changed && near(got.Window, want.Window) && near(got.Rate, want.Rate) &&
+			got.NotModifiedShare == want.NotModifiedShare && got.Freshness == want.Freshness
+	}
+	t.Logf("%d rounds, %d refetches; recent: %+v", len(ls), all, want)
+
+	var d site.Dashboard
+	if err := getJSON(t, base+"/dashboard.json", &d); err != nil {
+		t.Fatal(err)
+	}
+	var st site.Status
+	if err := getJSON(t, base+"/status", &st); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Refetch == nil:
+		t.Fatal("dashboard.json has no refetch figures")
+	case !same(d.Refetch.RefetchFigures):
+		t.Errorf("dashboard.json's refetch %+v, want %+v", d.Refetch.RefetchFigures, want)
+	case d.Refetch.Scheduled != st.CrawlDB.Scheduled || d.Refetch.Scheduled == 0:
+		t.Errorf("dashboard.json: %d pages scheduled; /status: %d", d.Refetch.Scheduled, st.CrawlDB.Scheduled)
+	}
+	if st.Refetch == nil || !same(*st.Refetch) {
+		t.Errorf("/status's refetch %+v, want %+v", st.Refetch, want)
+	}
+	var sum strings.Builder
+	if err := st.WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if line := fmt.Sprintf("refetch   %.1f/s over the last %d rounds", want.Rate, want.Rounds); !strings.Contains(sum.String(), line) ||
+		!strings.Contains(sum.String(), fmt.Sprintf("est. freshness %.1f%%", 100*want.Freshness)) {
+		t.Errorf("site status lacks %q and the freshness:\n%s", line, sum.String())
+	}
+
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var notModified, unchanged, changed int64
+	for _, l := range ls {
+		notModified, unchanged, changed = notModified+l.NotModified, unchanged+l.Unchanged, changed+l.Changed
+	}
+	for _, m := range []string{fmt.Sprintf("meridian_refetches_total %d\n", all), fmt.Sprintf("meridian_refetch_not_modified_total %d\n", notModified),
+		fmt.Sprintf("meridian_refetch_unchanged_total %d\n", unchanged), fmt.Sprintf("meridian_refetch_changed_total %d\n", changed),
+		fmt.Sprintf("meridian_crawldb_scheduled %d\n", st.CrawlDB.Scheduled)} {
+		if !strings.Contains(string(raw), m) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(m))
+		}
+	}
+
+	// The page: the panel, with dashboard.json's figures.
+	b := startBrowser(t)
+	if err := b.do(60*time.Second, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	waitFor(t, 20*time.Second, "two dashboard updates", func() bool { return b.polls() >= 2 })
+	type panel struct {
+		Hidden                                    bool
+		Refetches, Rate, Share, Freshness, Sched  string
+		RateText, ShareText, FreshText, SchedText string
+	}
+	p, err := eval[panel](b, `(() => { const p = document.getElementById('refetch-panel'), x = (id) => document.getElementById(id).textContent;
+		return {Hidden: p.hidden, Refetches: p.dataset.refetches, Rate: p.dataset.rate, Share: p.dataset.notModifiedShare, Freshness: p.dataset.freshness,
+			Sched: p.dataset.scheduled, RateText: x('refetch-rate'), ShareText: x('refetch-304'), FreshText: x('refetch-fresh'), SchedText: x('refetch-scheduled')}; })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Hidden || p.Refetches != strconv.FormatInt(want.Refetches, 10) || mustFloat(t, p.Rate) != d.Refetch.Rate ||
+		mustFloat(t, p.Share) != want.NotModifiedShare || mustFloat(t, p.Freshness) != want.Freshness || p.Sched != strconv.FormatUint(d.Refetch.Scheduled, 10) {
+		t.Errorf("the page's refetch panel %+v; dashboard.json %+v", p, *d.Refetch)
+	}
+	if p.RateText != fmt.Sprintf("%.1f", d.Refetch.Rate) || p.FreshText != fmt.Sprintf("%.1f%%", 100*want.Freshness) ||
+		p.ShareText != fmt.Sprintf("%.1f%%", 100*want.NotModifiedShare) {
+		t.Errorf("the page shows %s refetches/s, %s answered 304, %s est. freshness; want %.1f, %.1f%%, %.1f%%",
+			p.RateText, p.ShareText, p.FreshText, d.Refetch.Rate, 100*want.NotModifiedShare, 100*want.Freshness)
+	}
+	b.screenshot(t, "dashboard-refetch")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors or warnings: %v", len(errs), errs)
 	}

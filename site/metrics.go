@@ -20,6 +20,14 @@ type metrics struct {
 	revisits  prometheus.Counter
 	phaseSecs *prometheus.CounterVec
 	lastRound prometheus.Gauge
+
+	// refetches and of them notModified, unchanged and changed: the
+	// rounds' refetch results (RoundStats.Refetches…).
+	refetches   prometheus.Counter
+	notModified prometheus.Counter
+	unchanged   prometheus.Counter
+	changed     prometheus.Counter
+
 	// dashPolls and dashSecs: GET /dashboard.json answered, and the time
 	// spent building and writing them (what a watching browser costs).
 	dashPolls prometheus.Counter
@@ -37,12 +45,17 @@ func newMetrics() *metrics {
 	m.bytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_round_bytes_total", Help: "Body bytes fetched in completed rounds."})
 	m.newURLs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_new_urls_total", Help: "URLs new to the crawl database."})
 	m.revisits = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_revisits_total", Help: "Fetched pages whose later cash an update passed on over their stored outlinks."})
+	m.refetches = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetches_total", Help: "Pages fetched again (--refetch-interval) in completed rounds: final results."})
+	m.notModified = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_not_modified_total", Help: "Refetches answered 304 Not Modified."})
+	m.unchanged = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_unchanged_total", Help: "Refetches answered 2xx with the body fetched before (same fingerprint)."})
+	m.changed = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_changed_total", Help: "Refetches that did not find the page unchanged: a new body, or a redirect, a gone page or an error."})
 	m.phaseSecs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_phase_seconds_total", Help: "Time spent in each phase of completed rounds."}, []string{"phase"})
 	m.lastRound = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_last_round", Help: "The last completed round."})
 	m.dashPolls = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_polls_total", Help: "Dashboard updates served (GET /dashboard.json)."})
 	m.dashSecs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_seconds_total", Help: "Time spent building and writing dashboard updates (waits for locks included)."})
 	m.dashCPU = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_cpu_seconds_total", Help: "CPU time spent building and writing dashboard updates (Linux; 0 elsewhere)."})
 	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.revisits, m.phaseSecs, m.lastRound, m.dashPolls, m.dashSecs, m.dashCPU,
+		m.refetches, m.notModified, m.unchanged, m.changed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -56,6 +69,10 @@ func (m *metrics) round(st rounds.RoundStats) {
 	m.bytes.Add(float64(st.Bytes))
 	m.newURLs.Add(float64(st.NewURLs))
 	m.revisits.Add(float64(st.Revisits))
+	m.refetches.Add(float64(st.Refetches))
+	m.notModified.Add(float64(st.NotModified))
+	m.unchanged.Add(float64(st.Unchanged))
+	m.changed.Add(float64(st.Changed))
 	m.phaseSecs.WithLabelValues("generate").Add(st.GenerateSeconds)
 	m.phaseSecs.WithLabelValues("fetch").Add(st.FetchSeconds)
 	m.phaseSecs.WithLabelValues("update").Add(st.UpdateSeconds)
@@ -94,6 +111,7 @@ func (m *metrics) attach(s *Site) {
 	gauge("meridian_fetch_hosts", "Hosts in the fetcher's workbench.", func() float64 { return float64(s.fetch.Stats().Hosts) })
 	gauge("meridian_crawldb_urls", "URLs in the crawl database.", func() float64 { return float64(s.counts().URLs) })
 	gauge("meridian_crawldb_frontier", "Unfetched URLs in the frontier.", func() float64 { return float64(s.counts().Frontier) })
+	gauge("meridian_crawldb_scheduled", "Fetched pages waiting for their refetch (not due yet).", func() float64 { return float64(s.counts().Scheduled) })
 	gauge("meridian_round_current", "The newest round generated.", func() float64 {
 		if n := s.roundsStatus().Next; n > 0 {
 			return float64(n - 1)

@@ -229,6 +229,7 @@ func (s *Site) shardedStatus() Status {
 		c := db.Store().Counts()
 		cs.URLs += c.URLs
 		cs.Frontier += c.Frontier
+		cs.Scheduled += c.Scheduled
 		for k, v := range c.ByStatus {
 			cs.ByStatus[store.Status(k).String()] += v
 		}
@@ -239,6 +240,7 @@ func (s *Site) shardedStatus() Status {
 		Shards: shards, Sharding: &settings}
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
+	st.Refetch = s.refetchStatus()
 	if s.fed != nil {
 		fs := s.fed.Status()
 		st.Federation = &fs
@@ -294,6 +296,7 @@ func (s *Site) counts() store.Counts {
 		out.URLs += c.URLs
 		out.Frontier += c.Frontier
 		out.Outbox += c.Outbox
+		out.Scheduled += c.Scheduled
 		for k, v := range c.ByStatus {
 			out.ByStatus[k] += v
 		}

@@ -36,6 +36,9 @@ type Status struct {
 	Fetcher fetcherStatus `json:"fetcher"`
 	CrawlDB crawldbStatus `json:"crawldb"`
 	Websim  string        `json:"websim_stats,omitempty"`
+	// Refetch is the refetch figures of the recent rounds this node led
+	// (the dashboard's); absent when they refetched nothing.
+	Refetch *RefetchFigures `json:"refetch,omitempty"`
 	// Nodes are the site's nodes as its leader sees them (asked of the
 	// leader when this node does not lead).
 	Nodes []rounds.NodeView `json:"nodes,omitempty"`
@@ -110,6 +113,7 @@ func (s *Site) Status() Status {
 		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats(), s.cfg.FetchFrom), CrawlDB: cs, Traffic: s.db.Traffic()}
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
+	st.Refetch = s.refetchStatus()
 	if s.fed != nil {
 		fs := s.fed.Status()
 		st.Federation = &fs
@@ -125,6 +129,15 @@ func (s *Site) Status() Status {
 		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"
 	}
 	return st
+}
+
+// refetchStatus is the recent rounds' refetch figures, nil if they
+// refetched nothing.
+func (s *Site) refetchStatus() *RefetchFigures {
+	if rf := s.dash.refetches(); rf.Refetches > 0 {
+		return &rf
+	}
+	return nil
 }
 
 // nodes returns the site's nodes: this node's view if it leads, else the

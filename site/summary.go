@@ -15,9 +15,10 @@ import (
 
 // WriteSummary writes st as the few lines an operator reads at a glance
 // (`site status`; `site status --json` prints st itself): the node and its
-// role, the rounds, the fetcher, the crawl database, a sharded node's
-// shards (and with Site its site-wide view: every shard and node), the
-// site's nodes and the federation's peers when there are any.
+// role, the rounds, the fetcher, the crawl database, the recent rounds'
+// refetches when there were any, a sharded node's shards (and with Site
+// its site-wide view: every shard and node), the site's nodes and the
+// federation's peers when there are any.
 func (st Status) WriteSummary(w io.Writer) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -80,6 +81,12 @@ func (st Status) WriteSummary(w io.Writer) error {
 		p(" (%s)", strings.Join(other, ", "))
 	}
 	p("\n")
+	if rf := st.Refetch; rf != nil && rf.Refetches > 0 {
+		p("refetch   %.1f/s over the last %d rounds (%s): %d refetches, %.1f%% answered 304 Not Modified\n",
+			rf.Rate, rf.Rounds, roundDur(rf.Window), rf.Refetches, 100*rf.NotModifiedShare)
+		p("          est. freshness %.1f%%: the share of refetched pages whose stored copy was still the live one "+
+			"(304 or the same body); per page a lower bound on its time-averaged freshness\n", 100*rf.Freshness)
+	}
 
 	if st.Sharding != nil || len(st.Shards) > 0 {
 		writeShards(&b, st)

@@ -34,6 +34,13 @@ func TestWriteSummary(t *testing.T) {
 	budget.Rounds.Finished = &rounds.Finish{Reason: rounds.EndBudget, Rounds: 5, Frontier: 12}
 	stopping := base
 	stopping.Stopped = &rounds.Finish{Reason: rounds.EndSignal, Rounds: 5, Frontier: 600, InFlight: 40}
+	refetching := base
+	refetching.CrawlDB.Scheduled = 340
+	refetching.Refetch = &site.RefetchFigures{Rounds: 60, Window: 450, Refetches: 1125, NotModified: 450, Unchanged: 461, Changed: 214,
+		Rate: 2.5, NotModifiedShare: 0.4, Freshness: 0.80978}
+	idle := base // refetching on, nothing refetched yet
+	idle.CrawlDB.Scheduled = 340
+	idle.Refetch = &site.RefetchFigures{Rounds: 3, Window: 12}
 	fetchFrom := base
 	fetchFrom.Fetcher.FetchFrom = []netip.Addr{netip.MustParseAddr("127.0.2.1"), netip.MustParseAddr("127.0.2.2")}
 	sharded := base
@@ -61,7 +68,12 @@ func TestWriteSummary(t *testing.T) {
 	}{
 		{"one node", base, []string{"site eu, node eu-1 (leader), pid 42, up 1m15s", "rounds    5 done, phase fetch; in flight: 6 update, 7 fetch",
 			"last round 5: 100 generated, 98 fetched (90 2xx), 300 new URLs", "crawldb   1000 URLs, 600 in the frontier, 350 fetched (50 gone)"},
-			[]string{"nodes", "federation", "shards", "fetching from"}},
+			[]string{"nodes", "federation", "shards", "fetching from", "refetch", "freshness"}},
+		{"refetches", refetching, []string{"crawldb   1000 URLs, 600 in the frontier, 350 fetched (340 waiting for their refetch) (50 gone)\n",
+			"refetch   2.5/s over the last 60 rounds (7m30s): 1125 refetches, 40.0% answered 304 Not Modified\n",
+			"          est. freshness 81.0%: the share of refetched pages whose stored copy was still the live one (304 or the same body); per page a lower bound on its time-averaged freshness\n"},
+			nil},
+		{"no refetches yet", idle, []string{"(340 waiting for their refetch)"}, []string{"refetch   ", "freshness"}},
 		{"fetch from", fetchFrom, []string{"hosts in the workbench; fetching from 127.0.2.1, 127.0.2.2\n"}, nil},
 		{"nodes", withNodes, []string{"\nnodes\n", "eu-1  leader", "true", "55", "eu-2  follower  false"}, []string{"federation"}},
 		{"federation", withFed, []string{"federation (consistent partitioner): crawling; sent 1234 URLs, received 567; outbox 2 entries; URL-sent cache hit 75.0% of 400",

@@ -433,6 +433,30 @@
     }
   }
 
+  // drawRefetch draws the recent rounds' refetch figures and the pages
+  // waiting for their refetch (r is null on a site that does not refetch
+  // and refetched nothing: the panel stays hidden).
+  function drawRefetch(r) {
+    $('refetch-panel').hidden = !r;
+    if (!r) return;
+    const n = num(r.refetches);
+    const share = (v) => (n > 0 ? (num(v) * 100).toFixed(1) + '%' : '–');
+    setText('refetch-sub', n > 0
+      ? `(${fmtInt(n)} in the last ${fmtInt(r.rounds)} rounds, ${fmtDur(r.window_s)})`
+      : '(none in the last rounds)');
+    setText('refetch-rate', num(r.refetches_s).toFixed(1));
+    setText('refetch-304', share(r.not_modified_share));
+    setText('refetch-fresh', share(r.est_freshness));
+    setText('refetch-scheduled', fmtInt(r.scheduled));
+    // Data attributes for tests and scripts: the figures as received.
+    const p = $('refetch-panel');
+    p.dataset.refetches = String(n);
+    p.dataset.rate = String(num(r.refetches_s));
+    p.dataset.notModifiedShare = String(num(r.not_modified_share));
+    p.dataset.freshness = String(num(r.est_freshness));
+    p.dataset.scheduled = String(num(r.scheduled));
+  }
+
   // drawShards draws a sharded node's shards and the site's nodes (sh is
   // null on a site without shards: the panel stays hidden).
   function drawShards(sh) {
@@ -552,6 +576,7 @@
     if (!now) now = num((d.rate || {}).t) || Date.now();
     drawHeader(d);
     drawTables(d);
+    drawRefetch(d.refetch || null);
     drawShards(d.sharded || null);
     drawSite((d.sharded || {}).site || null);
     drawFederation(d.federation || null);
