@@ -50,6 +50,10 @@ func startSim(ctx context.Context, c *SiteConfig, dir, bin string, clients []geo
 	}
 	ready := filepath.Join(dir, "websim-ready")
 	args := append(serveArgs(o, ready), "--progress", "0")
+	if c.TimeScale > 0 {
+		args = append(args, "--changes", "--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64),
+			"--epoch", o.Epoch.Format(time.RFC3339))
+	}
 	if len(clients) > 0 {
 		file := filepath.Join(dir, "clients.txt")
 		var b strings.Builder

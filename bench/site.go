@@ -50,6 +50,9 @@ func RunSite(ctx context.Context, cfg SiteConfig) (SiteResult, error) {
 	if err := r.start(ctx); err != nil {
 		return res, err
 	}
+	if cfg.RunFor > 0 {
+		crawlDeadline = r.started.Add(cfg.RunFor)
+	}
 	cfg.Progress("site up (pid %d), data in %s", r.site.pid, r.data)
 	var watch *Watch
 	if cfg.Watch {
@@ -94,6 +97,9 @@ func RunSite(ctx context.Context, cfg SiteConfig) (SiteResult, error) {
 			return res, err
 		}
 		res.CheckS = time.Since(t).Seconds()
+	}
+	if cfg.RunFor > 0 && ending == "cut" {
+		return res, nil // the end it asked for
 	}
 	return res, endingErr(ending)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/site"
+	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -78,6 +79,14 @@ type SiteConfig struct {
 	// SiteFlags are more `site up` flags (e.g. --revisits=-1), for
 	// experiments; not with InProcess.
 	SiteFlags []string `json:"site_flags,omitempty"`
+	// TimeScale, when positive, serves a web that changes over time
+	// (websim serve --changes) at this many simulated seconds per second,
+	// from synth.DefaultEpoch; not with InProcess.
+	TimeScale float64 `json:"time_scale,omitempty"`
+	// RunFor, when positive, stops the crawl this long after the site's
+	// start, an expected end (a crawl that refetches does not end by
+	// itself); Timeout still bounds the whole run.
+	RunFor time.Duration `json:"run_for_ns,omitempty"`
 	// Dir is where the run directory (seeds, the site's data, logs) is
 	// made; default the system's temporary directory. Keep keeps it.
 	Dir  string `json:"-"`
@@ -158,6 +167,12 @@ func (c SiteConfig) WithDefaults() (SiteConfig, error) {
 	if c.Hog < 0 || c.Hog > maxHog {
 		bad("hog must be in [0, %d] busy loops, got %d", maxHog, c.Hog)
 	}
+	if c.TimeScale < 0 || c.TimeScale > websim.MaxTimeScale || c.TimeScale > 0 && c.InProcess {
+		bad("time scale must be in [0, %g] and needs websim in its own process, got %v", float64(websim.MaxTimeScale), c.TimeScale)
+	}
+	if c.RunFor < 0 || c.RunFor > c.Timeout {
+		bad("run-for must be in [0, timeout %v], got %v", c.Timeout, c.RunFor)
+	}
 	if c.InProcess && len(c.SiteFlags) > 0 {
 		bad("site flags %q need the site in its own process (not --in-process)", c.SiteFlags)
 	}
@@ -180,6 +195,9 @@ func (c SiteConfig) WithDefaults() (SiteConfig, error) {
 func (c *SiteConfig) webOptions(port int) synth.Options {
 	o := synth.Options{Hosts: c.Hosts, Pages: c.Pages, Seed: c.Seed, IPs: c.IPs, Port: port,
 		Profile: c.Profile, PageBytes: c.PageBytes}
+	if c.TimeScale > 0 {
+		o.Changes, o.Epoch = true, synth.DefaultEpoch
+	}
 	o.EnsureDefaults()
 	return o
 }

@@ -47,7 +47,10 @@ const (
 	flagRefetch     = 1 << 3 // then appendPrev, the ETag and the Last-Modified
 	flagNotModified = 1 << 4 // fetcher.Result.NotModified
 	flagUnchanged   = 1 << 5 // fetcher.Result.Unchanged
-	knownFlags      = flagRetry | flagNoRequest | flagTruncated | flagRefetch | flagNotModified | flagUnchanged
+	// A first fetch answered with validators ends with the ETag and the
+	// Last-Modified, which its refetch will send.
+	flagValidators = 1 << 6
+	knownFlags     = flagRetry | flagNoRequest | flagTruncated | flagRefetch | flagNotModified | flagUnchanged | flagValidators
 )
 
 func appendString(dst []byte, s string) []byte {
@@ -144,6 +147,10 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 			flags |= flagUnchanged
 		}
 	}
+	validators := !refetch && (res.ETag != "" || res.LastModified != "")
+	if validators {
+		flags |= flagValidators
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(max(res.HTTPStatus, 0)))
 	dst = binary.AppendUvarint(dst, uint64(res.Depth))
@@ -169,6 +176,8 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	}
 	if refetch {
 		dst = appendPrev(dst, &res.Prev)
+	}
+	if refetch || validators {
 		dst = appendString(dst, res.ETag)
 		dst = appendString(dst, res.LastModified)
 	}
@@ -194,8 +203,9 @@ type fetchRecord struct {
 	Err        string
 	Links      []string
 	Truncated  string // WARC-Truncated reason, if the body was cut
-	// A refetch's: the job's Prev, the answer's validators, and whether
-	// it was a 304 or an unchanged body (fetcher.Result's fields).
+	// A refetch's: the job's Prev, and whether it was a 304 or an
+	// unchanged body; any fetch's: the answer's validators
+	// (fetcher.Result's fields).
 	Prev                   fetcher.Prev
 	ETag, LastModified     string
 	NotModified, Unchanged bool
@@ -239,7 +249,11 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 		f.ETag, f.LastModified = r.str(), r.str()
 		f.NotModified, f.Unchanged = flags&flagNotModified != 0, flags&flagUnchanged != 0
 	}
-	if flags&^knownFlags != 0 || flags&(flagNotModified|flagUnchanged) != 0 && flags&flagRefetch == 0 {
+	if flags&flagValidators != 0 {
+		f.ETag, f.LastModified = r.str(), r.str()
+	}
+	if flags&^knownFlags != 0 || flags&(flagNotModified|flagUnchanged) != 0 && flags&flagRefetch == 0 ||
+		flags&flagValidators != 0 && flags&flagRefetch != 0 {
 		return f, fmt.Errorf("%w: fetch record flags %#x", errRecord, flags)
 	}
 	if r.err != nil || len(r.b) != 0 {

@@ -40,8 +40,15 @@ func TestRecordRoundTrip(t *testing.T) {
 			Status: store.StatusFetched, HTTPStatus: 304, ContentFP: 9, ETag: `"v1"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT", NotModified: true},
 		{Job: fetcher.Job{URL: "http://a.test/same", Host: "a.test", Prev: fetcher.Prev{ContentFP: 9, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT"}},
 			Status: store.StatusFetched, HTTPStatus: 200, ContentFP: 9, Unchanged: true, Links: []string{"http://a.test/x"}},
+		// A first fetch keeps its answer's validators: its refetch sends them.
+		{Job: fetcher.Job{URL: "http://a.test/v", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, ContentFP: 5,
+			ETag: `"v0"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT"},
 	} {
-		f, err := decodeFetch(appendResult(nil, &res))
+		b := appendResult(nil, &res)
+		if validators := b[3]&flagValidators != 0; validators != (res.Prev == (fetcher.Prev{}) && res.ETag != "") {
+			t.Errorf("%s: validators flag %v", res.URL, validators)
+		}
+		f, err := decodeFetch(b)
 		if err != nil {
 			t.Fatal(err)
 		}

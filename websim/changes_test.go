@@ -125,9 +125,13 @@ func TestChangingPageOverHTTP(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get("ETag") != oldETag || resp.Header.Get("Last-Modified") != oldLM || !bytes.Equal(body, body0) {
 			t.Fatalf("version %d, a second early: %d ETag %s Last-Modified %s", v-1, resp.StatusCode, resp.Header.Get("ETag"), resp.Header.Get("Last-Modified"))
 		}
+		if got, want := resp.Header.Get("Date"), httpDate(ct.Add(-time.Second)); got != want {
+			t.Fatalf("version %d, a second early: Date %q, want the simulated %q", v-1, got, want)
+		}
 		for _, hdr := range []map[string][]string{{"If-None-Match": {oldETag}}, {"If-Modified-Since": {oldLM}}} {
 			resp, body := do(t, c, "GET", url, hdr)
 			if resp.StatusCode != 304 || len(body) != 0 || resp.Header.Get("ETag") != oldETag || resp.Header.Get("Last-Modified") != oldLM ||
+				resp.Header.Get("Date") != httpDate(ct.Add(-time.Second)) ||
 				resp.Header.Get("Content-Type") != "" || resp.Header.Get("Content-Length") != "" {
 				t.Fatalf("version %d, %v: %d, %d bytes, headers %v", v-1, hdr, resp.StatusCode, len(body), resp.Header)
 			}

@@ -268,7 +268,12 @@ func (sw *synthWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	var resp synth.Response
 	if sw.changes {
-		resp = sw.web.RespondAt(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery, sw.clock.At(sw.wall()))
+		// The simulated origin's clock dates its answers (RFC 9110
+		// §6.6.1), to the second: what a freshness measure reads back
+		// from the WARC records (bench fresh).
+		now := sw.clock.At(sw.wall())
+		hdr["Date"] = []string{now.UTC().Format(http.TimeFormat)}
+		resp = sw.web.RespondAt(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery, now)
 	} else {
 		resp = sw.web.Respond(rb.b[:0], rb.links, h, r.URL.Path, r.URL.RawQuery)
 	}

@@ -9,6 +9,7 @@
 //	go run ./cmd/bench partition [--hosts 10000 --ips 64 --replicas 100,200,1000]
 //	go run ./cmd/bench federation [--hosts 3000 --rounds 8 --delays 0,20ms,40ms,80ms --stretched 40ms | --geo [--geo-runs distance,central]]
 //	go run ./cmd/bench geo-floors [--seeds 1-12 --hosts 1000 --pages 20]   (the geographic web of each seed: its runs' floors and mean RTTs; no crawl)
+//	go run ./cmd/bench fresh [--hosts 3000 --days 16 --schedules none,fixed,adaptive,optimal]   (issue 23: freshness and age of a changing web under each refetch schedule)
 //	go run ./cmd/bench check --data DIR [--truth FILE]
 //	go run ./cmd/bench compare A.json B.json   (two `bench site` results)
 //	go run ./cmd/bench plot [--out DIR] RESULT.json...   (SVG figures of results, again)
@@ -50,7 +51,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|geo-floors|peers|check|compare|plot [flags]   (bench NAME -h for the flags)")
+		fmt.Fprintln(stderr, "usage: bench websim|crawldb|site|correctness|cluster|partition|federation|geo-floors|fresh|peers|check|compare|plot [flags]   (bench NAME -h for the flags)")
 		return errors.New("bench: name a benchmark")
 	}
 	switch args[0] {
@@ -74,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runFederation(args[1:], stdout, stderr)
 	case "geo-floors":
 		return runGeoFloors(args[1:], stdout, stderr)
+	case "fresh":
+		return runFresh(args[1:], stdout, stderr)
 	case "plot":
 		return runPlot(args[1:], stdout, stderr)
 	case "peers":

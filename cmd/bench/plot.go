@@ -91,6 +91,8 @@ func figuresOf(path string) ([]bench.Figure, error) {
 		return decodeFigures[bench.PartitionResult](path, head.Result)
 	case "federation":
 		return decodeFigures[bench.FederationResult](path, head.Result)
+	case "fresh":
+		return decodeFigures[bench.FreshResult](path, head.Result)
 	case "websim", "crawldb":
 		return nil, nil
 	default:
