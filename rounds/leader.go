@@ -56,6 +56,9 @@ type leader struct {
 	// this leadership, then counted from the updates' fetch results.
 	fetched map[string]int64
 
+	// rates is the pages' change rates, for the optimal refetch schedule.
+	rates rateState
+
 	// busyUntil is when each host's generated URLs are projected to be
 	// done at its own pace (generate's per-host budget).
 	busyUntil   map[string]time.Time

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
@@ -870,12 +869,18 @@ func (c *Crawler) lateResults(round uint64) (int64, error) {
 }
 
 // schedule completes a fetched page's refetch schedule (its validators and
-// change came from the map side) with its next fetch and interval, from
-// the interval its record holds (plan.Refetch.Next). An op without a
+// what the fetch found come from the map side): its next fetch, from the
+// fetch time, with the interval its record holds (plan.Refetch.Next), or
+// under the optimal schedule from the page's estimated change rate
+// (optimalNext); and its time watched, the record's plus the time since
+// its previous fetch when this fetch compared the two. An op without a
 // schedule, or with refetch off, is left as it is. It reads the URL's
-// record, which this round's commands change only once applied: a leader
-// that prepares the update again gets the same commands for those not
-// applied yet.
+// record for a refetch (or for every page under the optimal schedule),
+// which this round's commands change only once applied: a leader that
+// prepares the update again gets the same commands for those not applied
+// yet. (Under the optimal schedule their intervals depend on the
+// leader's rate histogram and may differ; each command holds the same
+// ops, and those applied are not applied again.)
 func (c *Crawler) schedule(op *store.FetchResult) error {
 	sc := op.Schedule
 	if sc == nil || op.Retry {
@@ -886,14 +891,16 @@ func (c *Crawler) schedule(op *store.FetchResult) error {
 		op.Schedule = nil
 		return nil
 	}
-	var interval time.Duration
-	if sc.Change != store.ChangeNone {
-		rec, ok, err := c.st.Get(op.URL)
-		if err != nil {
+	if op.At.IsZero() { // no fetch time to count from (a fetched page has one)
+		op.Schedule = nil
+		return nil
+	}
+	var rec store.URLRecord
+	var found bool
+	if sc.Change != store.ChangeNone || c.o.Refetch.Optimal {
+		var err error
+		if rec, found, err = c.st.Get(op.URL); err != nil {
 			return fmt.Errorf("schedule %s: %w", op.URL, err)
-		}
-		if ok {
-			interval = rec.Interval
 		}
 	}
 	change := plan.FirstFetch
@@ -903,12 +910,18 @@ func (c *Crawler) schedule(op *store.FetchResult) error {
 	case store.ChangeUnchanged:
 		change = plan.Unchanged
 	}
-	if op.At.IsZero() { // no fetch time to count from (a fetched page has one)
-		op.Schedule = nil
-		return nil
-	}
 	full := *sc
-	full.NextFetch, full.Interval = c.o.Refetch.Next(op.At, interval, change)
+	full.Watched = rec.Watched
+	if change != plan.FirstFetch && !rec.FetchedAt.IsZero() {
+		if d := op.At.Sub(rec.FetchedAt); d > 0 {
+			full.Watched += d
+		}
+	}
+	if c.o.Refetch.Optimal {
+		full.NextFetch, full.Interval = c.optimalNext(op, &rec, found, change, full.Watched)
+	} else {
+		full.NextFetch, full.Interval = c.o.Refetch.Next(op.At, rec.Interval, change)
+	}
 	op.Schedule = &full
 	return nil
 }

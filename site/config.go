@@ -52,7 +52,9 @@ type Config struct {
 	// Refetch is the refetch schedule (issue 23): each fetched page is
 	// fetched again Refetch.Interval after its fetch (0: never, and a
 	// crawl ends when its frontier is empty); Adaptive scales a page's
-	// interval by what its refetches find, within [Min, Max].
+	// interval by what its refetches find, within [Min, Max]; Optimal
+	// gives each page the interval of its estimated change rate that
+	// maximises freshness at the budget of Interval, within [Min, Max].
 	Refetch      plan.Refetch
 	MaxBody      int64         // bytes per response body
 	Timeout      time.Duration // total time per fetch
@@ -174,7 +176,8 @@ func (c Config) Validate() error {
 		bad("--host-budget must be at least 1, got %d", c.HostBudget)
 	}
 	if _, err := c.Refetch.WithDefaults(); err != nil {
-		bad("--refetch-interval %v, --refetch-adaptive %v, --refetch-min %v, --refetch-max %v: %v", c.Refetch.Interval, c.Refetch.Adaptive, c.Refetch.Min, c.Refetch.Max, err)
+		bad("--refetch-interval %v, --refetch-adaptive %v, --refetch-optimal %v, --refetch-min %v, --refetch-max %v: %v",
+			c.Refetch.Interval, c.Refetch.Adaptive, c.Refetch.Optimal, c.Refetch.Min, c.Refetch.Max, err)
 	}
 	if c.MaxBody < 1024 {
 		bad("--max-body must be at least 1024 bytes, got %d", c.MaxBody)
@@ -359,6 +362,7 @@ func SettingsOf(c Config) Settings {
 type refetchSettings struct {
 	Interval time.Duration `json:"interval"`
 	Adaptive bool          `json:"adaptive,omitempty"`
+	Optimal  bool          `json:"optimal,omitempty"`
 	Min      time.Duration `json:"min,omitempty"`
 	Max      time.Duration `json:"max,omitempty"`
 }
@@ -367,7 +371,7 @@ func refetchSettingsOf(r plan.Refetch) *refetchSettings {
 	if !r.On() {
 		return nil
 	}
-	return &refetchSettings{Interval: r.Interval, Adaptive: r.Adaptive, Min: r.Min, Max: r.Max}
+	return &refetchSettings{Interval: r.Interval, Adaptive: r.Adaptive, Optimal: r.Optimal, Min: r.Min, Max: r.Max}
 }
 
 // Apply sets s in c.
@@ -383,6 +387,6 @@ func (s Settings) Apply(c *Config) {
 	c.Shards, c.Replicas = s.Shards, s.Replicas
 	c.Refetch = plan.Refetch{}
 	if r := s.Refetch; r != nil {
-		c.Refetch = plan.Refetch{Interval: r.Interval, Adaptive: r.Adaptive, Min: r.Min, Max: r.Max}
+		c.Refetch = plan.Refetch{Interval: r.Interval, Adaptive: r.Adaptive, Optimal: r.Optimal, Min: r.Min, Max: r.Max}
 	}
 }

@@ -116,8 +116,8 @@ func TestFetchFromConfig(t *testing.T) {
 }
 
 // TestRefetchSetting: the refetch schedule's flags are checked together
-// (bounds without the adaptive schedule, or min > interval, are refused
-// naming the flags); the schedule travels with the site's crawl settings to a joining node, and a site
+// (bounds without the adaptive or optimal schedule, both schedules, or
+// min > interval, are refused naming the flags); the schedule travels with the site's crawl settings to a joining node, and a site
 // whose settings predate it never refetches.
 func TestRefetchSetting(t *testing.T) {
 	for _, tc := range []struct {
@@ -128,7 +128,10 @@ func TestRefetchSetting(t *testing.T) {
 		{"off", plan.Refetch{}, ""},
 		{"fixed", plan.Refetch{Interval: time.Hour}, ""},
 		{"adaptive", plan.Refetch{Interval: time.Hour, Adaptive: true}, ""},
-		{"bounds without adaptive", plan.Refetch{Interval: time.Hour, Max: 2 * time.Hour}, "--refetch-interval 1h0m0s, --refetch-adaptive false, --refetch-min 0s, --refetch-max 2h0m0s: plan: bad refetch schedule: refetch bounds"},
+		{"optimal", plan.Refetch{Interval: time.Hour, Optimal: true, Min: time.Minute}, ""},
+		{"bounds without adaptive", plan.Refetch{Interval: time.Hour, Max: 2 * time.Hour}, "--refetch-interval 1h0m0s, --refetch-adaptive false, --refetch-optimal false, --refetch-min 0s, --refetch-max 2h0m0s: plan: bad refetch schedule: refetch bounds"},
+		{"adaptive and optimal", plan.Refetch{Interval: time.Hour, Adaptive: true, Optimal: true}, "--refetch-adaptive true, --refetch-optimal true"},
+		{"optimal without interval", plan.Refetch{Optimal: true}, "need a refetch interval"},
 		{"adaptive without interval", plan.Refetch{Adaptive: true}, "need a refetch interval"},
 		{"min above the interval", plan.Refetch{Interval: time.Minute, Adaptive: true, Min: time.Hour}, "want min ≤ interval ≤ max"},
 	} {
@@ -141,12 +144,17 @@ func TestRefetchSetting(t *testing.T) {
 			}
 		})
 	}
-	cfg := site.DefaultConfig()
-	cfg.Refetch = plan.Refetch{Interval: time.Hour, Adaptive: true, Max: 48 * time.Hour}
 	joiner := site.DefaultConfig()
-	site.SettingsOf(cfg).Apply(&joiner)
-	if joiner.Refetch != cfg.Refetch {
-		t.Errorf("joining node's refetch %+v, want the site's %+v", joiner.Refetch, cfg.Refetch)
+	for _, r := range []plan.Refetch{
+		{Interval: time.Hour, Adaptive: true, Max: 48 * time.Hour},
+		{Interval: time.Hour, Optimal: true, Min: time.Minute, Max: 48 * time.Hour},
+	} {
+		cfg := site.DefaultConfig()
+		cfg.Refetch = r
+		site.SettingsOf(cfg).Apply(&joiner)
+		if joiner.Refetch != cfg.Refetch {
+			t.Errorf("joining node's refetch %+v, want the site's %+v", joiner.Refetch, cfg.Refetch)
+		}
 	}
 	old := site.SettingsOf(site.DefaultConfig())
 	joiner.Refetch = plan.Refetch{Interval: time.Minute}

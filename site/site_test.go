@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -248,6 +249,19 @@ func TestCrawlRealistic(t *testing.T) {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+	// Refetch is off by default: nothing of it reaches the crawl
+	// database (every record as before refetch existed).
+	if c := s.DB().Store().Counts(); c.Scheduled != 0 {
+		t.Errorf("%d pages scheduled for a refetch with refetch off", c.Scheduled)
+	}
+	if err := s.DB().Store().ScanURLs(func(r store.URLRecord) error {
+		if !r.NextFetch.IsZero() || r.Interval != 0 || r.ETag != "" || r.LastModified != "" || r.Due || r.Changed+r.Unchanged != 0 || r.Watched != 0 {
+			return fmt.Errorf("%s carries refetch fields with refetch off: %+v", r.URL, r)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 	rank, err := crawlcheck.CompareRanking(truth, s.DB().Store())
 	if err != nil {

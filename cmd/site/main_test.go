@@ -237,6 +237,12 @@ func TestRefetchFlags(t *testing.T) {
 	if r := cfg.Refetch; r.Interval != 6*time.Hour || !r.Adaptive || r.Min != time.Hour || r.Max != 48*time.Hour {
 		t.Errorf("refetch %+v, want 6h adaptive within [1h, 48h]", r)
 	}
+	if cfg, err = capture(t, "up", "--refetch-interval", "6h", "--refetch-optimal", "--refetch-max", "48h"); err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Refetch; r.Interval != 6*time.Hour || r.Adaptive || !r.Optimal || r.Min != 0 || r.Max != 48*time.Hour {
+		t.Errorf("refetch %+v, want 6h optimal within [default, 48h]", r)
+	}
 	if cfg, err = capture(t, "up"); err != nil || cfg.Refetch.On() {
 		t.Errorf("no refetch flags: %+v, %v; want never", cfg.Refetch, err)
 	}
@@ -245,6 +251,11 @@ func TestRefetchFlags(t *testing.T) {
 	root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "off", "--refetch-adaptive"})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--refetch-adaptive true") || !strings.Contains(err.Error(), "need a refetch interval") {
 		t.Errorf("--refetch-adaptive alone: %v, want it refused naming the flags", err)
+	}
+	root = newRoot(io.Discard, io.Discard, upSite)
+	root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "off", "--refetch-interval", "1h", "--refetch-adaptive", "--refetch-optimal"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--refetch-optimal true") || !strings.Contains(err.Error(), "exclude each other") {
+		t.Errorf("--refetch-adaptive and --refetch-optimal: %v, want them refused naming the flags", err)
 	}
 	if _, err := os.Stat(data); err == nil {
 		t.Errorf("the refused node created its data directory")

@@ -547,6 +547,7 @@ func applySchedule(rec *URLRecord, sc *opSchedule) {
 	}
 	rec.Interval = time.Duration(sc.interval)
 	rec.ETag, rec.LastModified = string(sc.etag), string(sc.lastMod)
+	rec.Watched = time.Duration(sc.watched)
 	switch sc.change {
 	case ChangeChanged:
 		if rec.Changed < math.MaxUint32 {

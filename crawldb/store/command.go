@@ -230,6 +230,9 @@ type Schedule struct {
 	ETag, LastModified string
 	// Change is what the fetch found, for the URL's counters.
 	Change Change
+	// Watched is the URL's total time watched after this fetch
+	// (URLRecord.Watched), computed by the caller; the store keeps it.
+	Watched time.Duration
 }
 
 // Change is what a fetch of a URL found against its previous fetch.
@@ -262,7 +265,7 @@ func (b *Batch) RecordRoundFetch(r FetchResult) {
 	t := OpRoundFetch
 	if r.Schedule != nil && !r.Retry {
 		sc := r.Schedule
-		if sc.Interval < 0 || sc.Change >= changeCount {
+		if sc.Interval < 0 || sc.Watched < 0 || sc.Change >= changeCount {
 			b.fail(fmt.Errorf("%w: schedule %+v for %s", ErrBadOp, *sc, r.URL))
 			return
 		}
@@ -328,6 +331,7 @@ func (b *Batch) fetch(t OpType, r *FetchResult) {
 		b.buf = appendBytes(b.buf, []byte(validator(sc.ETag)))
 		b.buf = appendBytes(b.buf, []byte(validator(sc.LastModified)))
 		b.buf = append(b.buf, byte(sc.Change))
+		b.buf = binary.AppendUvarint(b.buf, uint64(sc.Watched))
 	}
 }
 
@@ -507,6 +511,7 @@ type opSchedule struct {
 	interval      uint64
 	etag, lastMod []byte
 	change        Change
+	watched       uint64 // ns
 }
 
 // decodeCommand checks and decodes a whole command before anything is
@@ -586,7 +591,8 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 				sc.etag = d.bytes(MaxValidatorLen)
 				sc.lastMod = d.bytes(MaxValidatorLen)
 				sc.change = Change(d.byte1())
-				if (sc.change >= changeCount || sc.interval > math.MaxInt64 || o.status == StatusUnfetched) && d.err == nil {
+				sc.watched = d.uvarint()
+				if (sc.change >= changeCount || sc.interval > math.MaxInt64 || sc.watched > math.MaxInt64 || o.status == StatusUnfetched) && d.err == nil {
 					return ops, fmt.Errorf("%w: op %d: schedule", ErrCorruptCommand, len(ops)-base)
 				}
 			}

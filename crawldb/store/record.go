@@ -45,11 +45,14 @@ type URLRecord struct {
 	// again (zero: never); Interval is the interval that set it; ETag and
 	// LastModified are the validators of its last answer, sent back on
 	// the refetch; Changed and Unchanged count the refetches that found
-	// new content and those that did not.
+	// new content and those that did not; Watched is the time over which
+	// they looked: the sum, over those refetches, of the time since the
+	// fetch before (a change rate's estimate is counts over Watched).
 	NextFetch          time.Time
 	Interval           time.Duration
 	ETag, LastModified string
 	Changed, Unchanged uint32
+	Watched            time.Duration
 	// Due: the URL is being refetched. MakeDue puts a fetched URL whose
 	// NextFetch has come back in the frontier, with DueScore as its
 	// frontier score; it stays StatusFetched there, becomes
@@ -81,18 +84,20 @@ func (r *URLRecord) frontierScore() float64 {
 }
 
 // hasRefetch reports whether r carries any refetch field (and so is
-// stored in the second version of the encoding).
+// stored in the second or third version of the encoding).
 func (r *URLRecord) hasRefetch() bool {
 	return !r.NextFetch.IsZero() || r.Interval != 0 || r.ETag != "" || r.LastModified != "" ||
-		r.Changed != 0 || r.Unchanged != 0 || r.Due || r.DueScore != 0
+		r.Changed != 0 || r.Unchanged != 0 || r.Due || r.DueScore != 0 || r.Watched != 0
 }
 
 // Record encodings: version 1 is every record without a refetch field,
 // byte for byte as before refetch existed; version 2 appends the refetch
-// fields.
+// fields; version 3 is version 2 and a uvarint of Watched, used only when
+// Watched is not 0 (so a record without it is stored as before).
 const (
 	recordVersion  = 1
 	recordVersion2 = 2
+	recordVersion3 = 3
 )
 
 // Limits of the stored validators: longer ones are not kept.
@@ -102,7 +107,10 @@ const recDue = 1 // flag of the version 2 fields
 
 func (r *URLRecord) appendTo(dst []byte) []byte {
 	v := byte(recordVersion)
-	if r.hasRefetch() {
+	switch {
+	case r.Watched != 0:
+		v = recordVersion3
+	case r.hasRefetch():
 		v = recordVersion2
 	}
 	dst = append(dst, v, byte(r.Status))
@@ -133,14 +141,18 @@ func (r *URLRecord) appendTo(dst []byte) []byte {
 	dst = appendBytes(dst, []byte(r.LastModified))
 	dst = binary.AppendUvarint(dst, uint64(r.Changed))
 	dst = binary.AppendUvarint(dst, uint64(r.Unchanged))
-	return binary.BigEndian.AppendUint64(dst, math.Float64bits(r.DueScore))
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(r.DueScore))
+	if v == recordVersion3 {
+		dst = binary.AppendUvarint(dst, uint64(max(r.Watched, 0)))
+	}
+	return dst
 }
 
 var errBadValue = errors.New("bad stored value")
 
 // decodeRecord decodes a stored URL record (URL excluded).
 func decodeRecord(b []byte, r *URLRecord) error {
-	if len(b) < 26 || b[0] != recordVersion && b[0] != recordVersion2 || b[1] == 0 || Status(b[1]) >= statusCount {
+	if len(b) < 26 || b[0] < recordVersion || b[0] > recordVersion3 || b[1] == 0 || Status(b[1]) >= statusCount {
 		return errBadValue
 	}
 	r.Status = Status(b[1])
@@ -159,8 +171,8 @@ func decodeRecord(b []byte, r *URLRecord) error {
 	r.Retries = uint16(d.uvarint())
 	r.ContentFP = d.u64()
 	r.NextFetch, r.Interval, r.ETag, r.LastModified = time.Time{}, 0, "", ""
-	r.Changed, r.Unchanged, r.Due, r.DueScore = 0, 0, false, 0
-	if b[0] == recordVersion2 {
+	r.Changed, r.Unchanged, r.Due, r.DueScore, r.Watched = 0, 0, false, 0, 0
+	if b[0] >= recordVersion2 {
 		flags := d.byte1()
 		r.Due = flags&recDue != 0
 		r.NextFetch = d.time()
@@ -173,6 +185,9 @@ func decodeRecord(b []byte, r *URLRecord) error {
 		if flags&^recDue != 0 || !validCash(r.DueScore) {
 			return errBadValue
 		}
+	}
+	if b[0] == recordVersion3 {
+		r.Watched = time.Duration(min(d.uvarint(), math.MaxInt64))
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return errBadValue

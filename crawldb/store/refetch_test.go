@@ -1,8 +1,12 @@
 package store
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,35 +138,68 @@ func TestRefetchCycle(t *testing.T) {
 }
 
 // TestRecordEncodingVersions: a record without refetch fields is stored
-// as before refetch existed (version 1), one with them in version 2, and
-// both decode back; version 2 with unknown flags or a bad score does not.
+// as before refetch existed (version 1, byte for byte), one with them in
+// version 2 (byte for byte as before Watched existed), one with a time
+// watched in version 3, and all decode back; version 2 with unknown flags
+// or a bad score does not, nor a cut record of any version.
 func TestRecordEncodingVersions(t *testing.T) {
 	plain := URLRecord{Status: StatusFetched, Cash: 0.5, History: 2, Depth: 3, Round: 9, FetchedAt: time.UnixMilli(1_700_000_000_000).UTC(), HTTPStatus: 200, ContentFP: 42, FP: 7}
-	if b := plain.appendTo(nil); b[0] != recordVersion {
-		t.Fatalf("a plain record is stored in version %d, want %d", b[0], recordVersion)
-	}
 	full := plain
 	full.NextFetch, full.Interval, full.ETag, full.LastModified = time.UnixMilli(1_700_000_360_000).UTC(), time.Hour, `W/"x"`, "Tue, 14 Nov 2023 22:13:20 GMT"
 	full.Changed, full.Unchanged, full.Due, full.DueScore = 3, 4, true, 1.25
-	for _, r := range []URLRecord{plain, full} {
-		b := r.appendTo(nil)
-		var got URLRecord
-		if err := decodeRecord(b, &got); err != nil {
-			t.Fatalf("decode %+v: %v", r, err)
-		}
-		got.URL = r.URL
-		if got != r {
-			t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
-		}
+	watched := full
+	watched.Watched = 90 * time.Minute
+	// plain and full as the encoder wrote them before Watched existed.
+	const (
+		plainV1 = "01033fe000000000000040000000000000000000000000000007030980a0abfef962c80100000000000000002a"
+		fullV2  = "02033fe000000000000040000000000000000000000000000007030980a0abfef962c80100000000000000002a" +
+			"018099d7fef96280c0e285e36805572f2278221d5475652c203134204e6f7620323032332032323a31333a323020474d5403043ff4000000000000"
+	)
+	for _, tc := range []struct {
+		name    string
+		r       URLRecord
+		version byte
+		bytes   string // the stored bytes, if they must not change
+	}{
+		{"plain", plain, recordVersion, plainV1},
+		{"a schedule", full, recordVersion2, fullV2},
+		{"a schedule and a time watched", watched, recordVersion3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.r.appendTo(nil)
+			if b[0] != tc.version {
+				t.Fatalf("stored in version %d, want %d", b[0], tc.version)
+			}
+			if got := hex.EncodeToString(b); tc.bytes != "" && got != tc.bytes {
+				t.Fatalf("stored as\n%s\nwant, as before,\n%s", got, tc.bytes)
+			}
+			var got URLRecord
+			if err := decodeRecord(b, &got); err != nil {
+				t.Fatalf("decode %+v: %v", tc.r, err)
+			}
+			got.URL = tc.r.URL
+			if got != tc.r {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.r)
+			}
+			for n := 26; n < len(b); n++ {
+				if err := decodeRecord(b[:n], &got); err == nil {
+					t.Fatalf("the record cut to %d of %d bytes decoded", n, len(b))
+				}
+			}
+			if err := decodeRecord(append(b[:len(b):len(b)], 0), &got); err == nil {
+				t.Fatal("the record with a byte more decoded")
+			}
+		})
+	}
+	// Decoding into a record that held a time watched clears it.
+	r := watched
+	if err := decodeRecord(full.appendTo(nil), &r); err != nil || r.Watched != 0 {
+		t.Fatalf("decoding version 2 over a record: Watched %v, %v; want 0", r.Watched, err)
 	}
 	b := full.appendTo(nil)
-	if b[0] != recordVersion2 {
-		t.Fatalf("a record with a schedule is stored in version %d, want %d", b[0], recordVersion2)
-	}
 	flagsAt := len(plain.appendTo(nil))
 	bad := append([]byte(nil), b...)
 	bad[flagsAt] |= 0x80
-	var r URLRecord
 	if err := decodeRecord(bad, &r); err == nil {
 		t.Error("a record with unknown refetch flags decoded")
 	}
@@ -171,8 +208,57 @@ func TestRecordEncodingVersions(t *testing.T) {
 	if err := decodeRecord(neg.appendTo(nil), &r); err == nil {
 		t.Error("a record with a NaN due score decoded")
 	}
-	if err := decodeRecord(b[:len(b)-3], &r); err == nil {
-		t.Error("a cut record decoded")
+	v4 := append([]byte(nil), watched.appendTo(nil)...)
+	v4[0] = 4
+	if err := decodeRecord(v4, &r); err == nil {
+		t.Error("a record of an unknown version decoded")
+	}
+}
+
+// TestScheduleOpWatched: a schedule's time watched travels in its op and
+// is stored in the record as given; an op cut anywhere is refused as
+// corrupt, and a negative time watched is refused at the batch.
+func TestScheduleOpWatched(t *testing.T) {
+	const u = "http://h1.test/a"
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	fr := FetchResult{URL: u, Status: StatusFetched, HTTPStatus: 200, At: at, ContentFP: 7, Round: 1, Spend: 1,
+		Schedule: &Schedule{NextFetch: at.Add(time.Hour), Interval: time.Hour, ETag: `"a"`, Change: ChangeChanged, Watched: 3*time.Hour + time.Millisecond}}
+	b := NewBatch()
+	b.RecordRoundFetch(fr)
+	cmd, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = slices.Clone(cmd)
+	ops, err := decodeCommand(cmd, nil)
+	if err != nil || len(ops) != 1 || ops[0].t != OpRoundFetchSched || time.Duration(ops[0].sched.watched) != fr.Schedule.Watched {
+		t.Fatalf("decode: %d ops, %v; watched %v, want %v", len(ops), err, time.Duration(ops[0].sched.watched), fr.Schedule.Watched)
+	}
+	body := cmd[:len(cmd)-4]
+	for n := 3; n < len(body); n++ {
+		cut := slices.Clone(body[:n])
+		cut = binary.BigEndian.AppendUint32(cut, crc32.Checksum(cut, crcTable))
+		if _, err := decodeCommand(cut, nil); !errors.Is(err, ErrCorruptCommand) {
+			t.Fatalf("the op cut to %d of %d bytes: %v, want ErrCorruptCommand", n, len(body), err)
+		}
+	}
+
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	applyT(t, s, 1, func() *Batch { b := NewBatch(); b.UpsertCash(u, 1, 0); b.MarkGenerated(u, 1); return b }())
+	if _, err := s.Apply(2, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := s.Get(u); rec.Watched != fr.Schedule.Watched || rec.Changed != 1 {
+		t.Fatalf("stored: Watched %v, Changed %d; want %v, 1", rec.Watched, rec.Changed, fr.Schedule.Watched)
+	}
+
+	b = NewBatch()
+	neg := fr
+	neg.Schedule = &Schedule{Watched: -time.Second}
+	b.RecordRoundFetch(neg)
+	if _, err := b.Encode(); !errors.Is(err, ErrBadOp) || !strings.Contains(err.Error(), u) {
+		t.Fatalf("a negative time watched: Encode() = %v, want ErrBadOp naming %s", err, u)
 	}
 }
 

@@ -247,7 +247,8 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 			}
 			if fr.Status == StatusFetched && r.IntN(2) == 0 {
 				fr.Schedule = &Schedule{NextFetch: at.Add(time.Duration(r.IntN(3000)) * time.Millisecond), Interval: time.Duration(r.IntN(10)) * time.Hour,
-					ETag: fmt.Sprintf(`"e%d"`, r.IntN(9)), LastModified: []string{"", "Wed, 21 Oct 2015 07:28:00 GMT"}[r.IntN(2)], Change: Change(r.IntN(int(changeCount)))}
+					ETag: fmt.Sprintf(`"e%d"`, r.IntN(9)), LastModified: []string{"", "Wed, 21 Oct 2015 07:28:00 GMT"}[r.IntN(2)], Change: Change(r.IntN(int(changeCount))),
+					Watched: []time.Duration{0, time.Duration(r.IntN(5000)) * time.Second}[r.IntN(2)]}
 				if r.IntN(8) == 0 {
 					fr.Schedule.NextFetch = time.Time{} // never again
 				}
@@ -288,6 +289,7 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 				rec.Due, rec.DueScore = false, 0
 				if sc := fr.Schedule; sc != nil {
 					rec.NextFetch, rec.Interval, rec.ETag, rec.LastModified = sc.NextFetch.Truncate(time.Millisecond), sc.Interval, sc.ETag, sc.LastModified
+					rec.Watched = sc.Watched
 					if sc.NextFetch.IsZero() {
 						rec.NextFetch = time.Time{}
 					}

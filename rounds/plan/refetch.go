@@ -35,28 +35,37 @@ type Refetch struct {
 	// that of a page found unchanged (AdaptiveIncRate, AdaptiveDecRate),
 	// within [Min, Max].
 	Adaptive bool
+	// Optimal gives each page with an estimated change rate the interval
+	// that maximises the collection's freshness at the budget of the
+	// fixed schedule of Interval (NextOptimal, Cho and Garcia-Molina
+	// 2003), within [Min, Max]; a page without an estimate gets Interval.
+	// It excludes Adaptive.
+	Optimal  bool
 	Min, Max time.Duration
 }
 
 // On reports whether pages are refetched.
 func (r Refetch) On() bool { return r.Interval > 0 }
 
-// WithDefaults checks r and fills the adaptive bounds: Min 0 →
-// min(DefaultMinRefetch, Interval), Max 0 → max(DefaultMaxRefetch,
-// Interval).
+// WithDefaults checks r and fills the bounds of the adaptive and optimal
+// schedules: Min 0 → min(DefaultMinRefetch, Interval), Max 0 →
+// max(DefaultMaxRefetch, Interval).
 func (r Refetch) WithDefaults() (Refetch, error) {
 	if r.Interval < 0 || r.Min < 0 || r.Max < 0 {
 		return r, fmt.Errorf("%w: negative durations (interval %v, min %v, max %v)", ErrRefetch, r.Interval, r.Min, r.Max)
 	}
+	if r.Adaptive && r.Optimal {
+		return r, fmt.Errorf("%w: the adaptive and optimal schedules exclude each other", ErrRefetch)
+	}
 	if !r.On() {
-		if r.Adaptive || r.Min > 0 || r.Max > 0 {
-			return r, fmt.Errorf("%w: the adaptive schedule and its bounds need a refetch interval", ErrRefetch)
+		if r.Adaptive || r.Optimal || r.Min > 0 || r.Max > 0 {
+			return r, fmt.Errorf("%w: the adaptive and optimal schedules and their bounds need a refetch interval", ErrRefetch)
 		}
 		return r, nil
 	}
-	if !r.Adaptive {
+	if !r.Adaptive && !r.Optimal {
 		if r.Min > 0 || r.Max > 0 {
-			return r, fmt.Errorf("%w: refetch bounds (min %v, max %v) are for the adaptive schedule", ErrRefetch, r.Min, r.Max)
+			return r, fmt.Errorf("%w: refetch bounds (min %v, max %v) are for the adaptive and optimal schedules", ErrRefetch, r.Min, r.Max)
 		}
 		return r, nil
 	}
@@ -85,8 +94,9 @@ const (
 // Next is a page's next fetch and interval after a fetch at `at` that
 // found change, its interval having been `interval` (0 for a first fetch):
 // the schedule's interval for a first fetch or a fixed schedule; the
-// adaptive one's interval scaled by the change, within [Min, Max]. With
-// refetch off it is (zero, 0): never.
+// adaptive one's interval scaled by the change, within [Min, Max]. The
+// optimal schedule needs a page's rate (NextOptimal): Next gives its
+// Interval. With refetch off it is (zero, 0): never.
 func (r Refetch) Next(at time.Time, interval time.Duration, change Change) (time.Time, time.Duration) {
 	if !r.On() {
 		return time.Time{}, 0
