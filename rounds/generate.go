@@ -280,8 +280,10 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		}
 		entries := make([]genEntry, 0, len(fr))
 		closed := 0
+		var parks []string
 		lastHost := ""
 		over := false
+		var room int64 // new pages the host may still be given
 		for _, e := range fr {
 			if e.Host != lastHost {
 				lastHost = e.Host
@@ -295,14 +297,35 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 					l.fetched[e.Host] = used
 				}
 				over = plan.HostSpent(used, int64(inFlight[e.Host]), c.o.HostBudget)
-				if over {
+				room = int64(c.o.HostBudget) - used - int64(inFlight[e.Host])
+				switch {
+				case over && c.o.Refetch.On():
+					// The host stays open for its refetches. Once its
+					// fetched pages alone use the budget (not pages in
+					// flight, which may fail), its unfetched URLs leave
+					// the frontier for good.
+					if plan.HostSpent(used, 0, c.o.HostBudget) {
+						var err error
+						if parks, err = c.parkable(parks, e.Host); err != nil {
+							return nil, err
+						}
+					}
+				case over:
 					if err := c.hosts.close(e.Host); err != nil {
 						return nil, fmt.Errorf("rounds: close host %s: %w", e.Host, err)
 					}
 					closed++
 				}
 			}
-			if !over {
+			if !e.Refetch && !over {
+				// The budget counts pages, not requests: a new URL
+				// takes room, a refetch none.
+				if room <= 0 {
+					continue
+				}
+				room--
+			}
+			if !over || e.Refetch {
 				ge := genEntry{URL: e.URL, Host: e.Host, Cash: e.Score, Depth: e.Depth}
 				if e.Refetch {
 					// Its score is its due score: its job carries its
@@ -320,7 +343,15 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 				entries = append(entries, ge)
 			}
 		}
-		if closed == 0 || len(entries) > 0 {
+		if len(parks) > 0 {
+			l.mu.Unlock()
+			err = c.park(ctx, parks)
+			l.mu.Lock()
+			if err != nil {
+				return nil, err
+			}
+		}
+		if closed == 0 && len(parks) == 0 || len(entries) > 0 {
 			l.project(entries, now, paces)
 			if len(entries) == 0 {
 				l.refillAt = rd.refill
@@ -328,7 +359,8 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 			return entries, nil
 		}
 		// Every host was over budget: write the closures so the
-		// frontier skips them, and look again.
+		// frontier skips them (the parked URLs have left it), and look
+		// again.
 		l.mu.Unlock()
 		err = c.hosts.flush(ctx)
 		l.mu.Lock()
@@ -666,6 +698,44 @@ func (l *leader) hostPace(host string) hostPace {
 	p := l.c.hostPace(host)
 	p.took = l.took[host]
 	return p
+}
+
+// maxParkPerHost bounds the unfetched URLs of one host over its budget
+// that one generate parks.
+const maxParkPerHost = 1000
+
+// parkable appends to urls the unfetched URLs (at most maxParkPerHost) of
+// host, a host whose fetched pages use its budget in a crawl that
+// refetches: they leave the frontier (store.Batch.Park), and the host
+// stays open for its pages' refetches. A closure (hostStore.close) would
+// stop those too.
+func (c *Crawler) parkable(urls []string, host string) ([]string, error) {
+	fr, err := c.st.HostFrontier(host, maxParkPerHost)
+	if err != nil {
+		return urls, fmt.Errorf("rounds: generate: %w", err)
+	}
+	for _, e := range fr {
+		if !e.Refetch {
+			urls = append(urls, e.URL)
+		}
+	}
+	return urls, nil
+}
+
+// park parks urls (parkable's) in commands of BatchOps.
+func (c *Crawler) park(ctx context.Context, urls []string) error {
+	for len(urls) > 0 {
+		n := min(len(urls), max(c.o.BatchOps, 1))
+		b := c.newBatch()
+		for _, u := range urls[:n] {
+			b.Park(u)
+		}
+		if _, err := c.applyLeader(ctx, b); err != nil {
+			return fmt.Errorf("rounds: park: %w", err)
+		}
+		urls = urls[n:]
+	}
+	return nil
 }
 
 // maxDueSweep bounds the due URLs one generate puts back in the frontier.

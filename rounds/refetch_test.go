@@ -275,6 +275,145 @@ func TestRefetchCrawl(t *testing.T) {
 	}
 }
 
+// TestRefetchHostBudget: a host whose fetched pages use its budget stays
+// open for their refetches, and its other URLs leave the frontier for good
+// (parked) instead of closing the host, which would stop the refetches too.
+func TestRefetchHostBudget(t *testing.T) {
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 4, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean, Changes: true},
+		TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	defer ts.db.Close()
+	const budget = 4
+	newCrawler(t, ts, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, HostBudget: budget,
+		Refetch: plan.Refetch{Interval: 300 * time.Millisecond}})
+	defer ts.c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.run(t, ctx, 30); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	pages := map[string]int{}     // fetched pages by host
+	refetched := map[string]int{} // of them refetched at least once
+	parked := 0
+	err = ts.c.st.ScanURLs(func(rec store.URLRecord) error {
+		host := hostOf(rec.URL)
+		switch {
+		case rec.Parked:
+			parked++
+			if rec.Status != store.StatusUnfetched {
+				t.Errorf("%s parked with status %v", rec.URL, rec.Status)
+			}
+		case rec.Status == store.StatusFetched && !strings.HasSuffix(rec.URL, "/robots.txt"):
+			pages[host]++
+			if rec.Changed+rec.Unchanged > 0 {
+				refetched[host]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pages by host %v, refetched %v, %d URLs parked", pages, refetched, parked)
+	if parked == 0 {
+		t.Error("no URL parked: no host reached its budget")
+	}
+	full := 0
+	for host, n := range pages {
+		st, err := ts.c.st.HostStats(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Fetched > budget {
+			t.Errorf("%s: %d pages fetched, budget %d", host, st.Fetched, budget)
+		}
+		if st.Fetched == budget {
+			full++
+			if refetched[host] < n/2 {
+				t.Errorf("%s used its budget and only %d of its %d pages were refetched after", host, refetched[host], n)
+			}
+		}
+		if rec, _, _ := ts.c.st.Host(host); rec.BackoffUntil.Equal(closedUntil) {
+			t.Errorf("%s closed: its pages cannot be refetched", host)
+		}
+	}
+	if full == 0 {
+		t.Error("no host used its budget")
+	}
+	if c := ts.c.st.Counts(); c.Parked != uint64(parked) {
+		t.Errorf("Counts().Parked %d, %d parked records", c.Parked, parked)
+	}
+}
+
+// TestRefetchOptimalCrawl crawls a changing websim with the optimal
+// schedule: intervals spread by page (not one for all) within their
+// bounds, and OPIC's cash is conserved.
+func TestRefetchOptimalCrawl(t *testing.T) {
+	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 6, Pages: 6, Seed: 5, IPs: 4, Profile: synth.Clean, Changes: true},
+		TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	defer ts.db.Close()
+	r := plan.Refetch{Interval: 500 * time.Millisecond, Optimal: true, Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	newCrawler(t, ts, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, Refetch: r})
+	defer ts.c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.run(t, ctx, 40); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	intervals := map[time.Duration]int{}
+	watched := 0
+	err = ts.c.st.ScanURLs(func(rec store.URLRecord) error {
+		if rec.Interval != 0 {
+			intervals[rec.Interval]++
+			if rec.Interval < r.Min || rec.Interval > r.Max {
+				t.Errorf("%s: interval %v outside [%v, %v]", rec.URL, rec.Interval, r.Min, r.Max)
+			}
+		}
+		if rec.Watched > 0 {
+			watched++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d distinct intervals, %d pages with time watched", len(intervals), watched)
+	if len(intervals) < 5 || watched == 0 {
+		t.Errorf("%d distinct intervals, %d pages watched: the schedule did not set intervals by page", len(intervals), watched)
+	}
+	shorter, longer := 0, 0
+	for iv, n := range intervals {
+		if iv < r.Interval {
+			shorter += n
+		} else if iv > r.Interval {
+			longer += n
+		}
+	}
+	if shorter == 0 || longer == 0 {
+		t.Errorf("%d pages below the budget's interval %v, %d above: the budget is not allocated by change rate", shorter, r.Interval, longer)
+	}
+	if cashOff, histOff := conservation(t, ts.c); math.Abs(cashOff) > 1e-6 || math.Abs(histOff) > 1e-6 {
+		t.Errorf("cash off by %v, history off by %v", cashOff, histOff)
+	}
+}
+
 // TestRevisitSkipsRefetches: the link store's revisits pass on the cash of
 // fetched pages that are never fetched again, not of pages in the refetch
 // cycle: one of those could be generated for its refetch, its cash in the

@@ -105,8 +105,8 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 	if err := b.Set(keyCounts, c.appendTo(s.mu.vbuf[:0]), nil); err != nil {
 		return nil, s.fail(last, err)
 	}
-	if c.scheduled != s.mu.counts.scheduled {
-		if err := b.Set(keyRefetch, binary.BigEndian.AppendUint64(nil, c.scheduled), nil); err != nil {
+	if c.scheduled != s.mu.counts.scheduled || c.parked != s.mu.counts.parked {
+		if err := b.Set(keyRefetch, c.appendRefetch(nil), nil); err != nil {
 			return nil, s.fail(last, err)
 		}
 	}
@@ -272,6 +272,9 @@ func (a *applier) move(rec *URLRecord, to Status) {
 	a.c.byStatus[rec.Status]--
 	a.c.byStatus[to]++
 	rec.Status = to
+	if to != StatusUnfetched {
+		rec.Parked = false
+	}
 }
 
 func (a *applier) apply(o *op) (OpResult, error) {
@@ -364,6 +367,12 @@ func (a *applier) apply(o *op) (OpResult, error) {
 			moved := min(o.cash, rec.Cash)
 			rec.History += moved
 			rec.Cash -= moved
+			sl.dirty, res.Applied = true, true
+		case OpPark:
+			if !sl.curFound || rec.Status != StatusUnfetched || rec.Parked {
+				return res, nil
+			}
+			rec.Parked = true
 			sl.dirty, res.Applied = true, true
 		case OpMakeDue:
 			if !sl.curFound || !rec.scheduled() || rec.NextFetch.UnixMilli() > o.at {
@@ -656,6 +665,13 @@ func (a *applier) writeURLs() error {
 		}
 		if err := a.writeDue(sl); err != nil {
 			return err
+		}
+		if was, is := sl.origFound && sl.orig.Parked, sl.curFound && sl.cur.Parked; was != is {
+			if is {
+				a.c.parked++
+			} else {
+				a.c.parked--
+			}
 		}
 		wasIn := sl.origFound && sl.orig.inFrontier()
 		isIn := sl.curFound && sl.cur.inFrontier()

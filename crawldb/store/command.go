@@ -35,6 +35,7 @@ const (
 	OpFetchedElsewhere                   // another site fetched the URL: new or unfetched → that final status, no cash moved; generated → marked
 	OpRoundFetchSched                    // OpRoundFetch with a refetch schedule (FetchResult.Schedule)
 	OpMakeDue                            // a fetched URL whose next fetch has come → back in the frontier, due, with a score
+	OpPark                               // an unfetched URL of a host over its budget leaves the frontier (URLRecord.Parked)
 	opCount
 )
 
@@ -287,6 +288,16 @@ func (b *Batch) MakeDue(url string, at time.Time, score float64) {
 	b.url(url)
 	b.buf = appendTime(b.buf, at)
 	b.buf = binary.BigEndian.AppendUint64(b.buf, math.Float64bits(score))
+}
+
+// Park takes an unfetched URL out of the frontier for good: its host has
+// used its page budget, and the crawl refetches its pages, so the host
+// stays open for them (URLRecord.Parked). The URL keeps its record and
+// its cash, which grows with its in-links as before. It applies only to
+// an unfetched URL.
+func (b *Batch) Park(url string) {
+	b.op(OpPark)
+	b.url(url)
 }
 
 // Revisit records that spend of a fetched URL's cash was distributed over
@@ -551,6 +562,8 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.rawURL = d.bytes(MaxURLLen)
 			o.round = d.uvarint()
 		case OpRequeue:
+			o.rawURL = d.bytes(MaxURLLen)
+		case OpPark:
 			o.rawURL = d.bytes(MaxURLLen)
 		case OpMakeDue:
 			o.rawURL = d.bytes(MaxURLLen)

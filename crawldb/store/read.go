@@ -400,13 +400,16 @@ type Counts struct {
 	Applied  uint64
 	URLs     uint64
 	ByStatus map[Status]uint64
-	Frontier uint64 // = ByStatus[StatusUnfetched]
+	Frontier uint64 // = ByStatus[StatusUnfetched] − Parked
 	Sent     uint64 // fingerprints in the URL-sent cache
 	Outbox   uint64 // entries waiting in all outboxes
 	Marked   uint64 // generated URLs marked as fetched by another site (Batch.FetchedElsewhere, MarkedURLs)
 	// Scheduled counts the fetched URLs waiting for their next fetch
 	// (a refetch schedule, not due yet: DueURLs lists them by time).
 	Scheduled uint64
+	// Parked counts the unfetched URLs taken out of the frontier because
+	// their host used its budget (Batch.Park).
+	Parked uint64
 }
 
 // Counts returns the running totals.
@@ -414,7 +417,7 @@ func (s *Store) Counts() Counts {
 	s.mu.Lock()
 	c := s.mu.counts
 	s.mu.Unlock()
-	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched], Sent: c.sentSize, Outbox: c.outbox, Marked: c.marks, Scheduled: c.scheduled}
+	out := Counts{Applied: s.AppliedIndex(), URLs: c.urls, ByStatus: map[Status]uint64{}, Frontier: c.byStatus[StatusUnfetched] - c.parked, Sent: c.sentSize, Outbox: c.outbox, Marked: c.marks, Scheduled: c.scheduled, Parked: c.parked}
 	for st := StatusUnfetched; st < statusCount; st++ {
 		if c.byStatus[st] > 0 {
 			out.ByStatus[st] = c.byStatus[st]

@@ -60,6 +60,10 @@ type URLRecord struct {
 	// result (a retry or a requeue puts it back in the frontier as due).
 	Due      bool
 	DueScore float64
+	// Parked: an unfetched URL out of the frontier (Batch.Park) because
+	// its host used its page budget while the crawl refetches; it ends
+	// when the URL leaves StatusUnfetched.
+	Parked bool
 }
 
 // scheduled reports whether r has a refetch schedule of its own to
@@ -68,10 +72,10 @@ func (r *URLRecord) scheduled() bool {
 	return r.Status == StatusFetched && !r.Due && !r.NextFetch.IsZero()
 }
 
-// inFrontier reports whether r is in the frontier: unfetched, or fetched
-// and due for a refetch.
+// inFrontier reports whether r is in the frontier: unfetched and not
+// parked, or fetched and due for a refetch.
 func (r *URLRecord) inFrontier() bool {
-	return r.Status == StatusUnfetched || r.Status == StatusFetched && r.Due
+	return r.Status == StatusUnfetched && !r.Parked || r.Status == StatusFetched && r.Due
 }
 
 // frontierScore is r's score in the frontier: its cash if unfetched, its
@@ -87,7 +91,7 @@ func (r *URLRecord) frontierScore() float64 {
 // stored in the second or third version of the encoding).
 func (r *URLRecord) hasRefetch() bool {
 	return !r.NextFetch.IsZero() || r.Interval != 0 || r.ETag != "" || r.LastModified != "" ||
-		r.Changed != 0 || r.Unchanged != 0 || r.Due || r.DueScore != 0 || r.Watched != 0
+		r.Changed != 0 || r.Unchanged != 0 || r.Due || r.DueScore != 0 || r.Watched != 0 || r.Parked
 }
 
 // Record encodings: version 1 is every record without a refetch field,
@@ -103,7 +107,11 @@ const (
 // Limits of the stored validators: longer ones are not kept.
 const MaxValidatorLen = 256
 
-const recDue = 1 // flag of the version 2 fields
+// Flags of the version 2 fields.
+const (
+	recDue    = 1
+	recParked = 2
+)
 
 func (r *URLRecord) appendTo(dst []byte) []byte {
 	v := byte(recordVersion)
@@ -133,6 +141,9 @@ func (r *URLRecord) appendTo(dst []byte) []byte {
 	var flags byte
 	if r.Due {
 		flags |= recDue
+	}
+	if r.Parked {
+		flags |= recParked
 	}
 	dst = append(dst, flags)
 	dst = appendTime(dst, r.NextFetch)
@@ -171,10 +182,10 @@ func decodeRecord(b []byte, r *URLRecord) error {
 	r.Retries = uint16(d.uvarint())
 	r.ContentFP = d.u64()
 	r.NextFetch, r.Interval, r.ETag, r.LastModified = time.Time{}, 0, "", ""
-	r.Changed, r.Unchanged, r.Due, r.DueScore, r.Watched = 0, 0, false, 0, 0
+	r.Changed, r.Unchanged, r.Due, r.DueScore, r.Watched, r.Parked = 0, 0, false, 0, 0, false
 	if b[0] >= recordVersion2 {
 		flags := d.byte1()
-		r.Due = flags&recDue != 0
+		r.Due, r.Parked = flags&recDue != 0, flags&recParked != 0
 		r.NextFetch = d.time()
 		r.Interval = time.Duration(min(d.uvarint(), math.MaxInt64))
 		r.ETag = string(d.bytes(MaxValidatorLen))
@@ -182,7 +193,7 @@ func decodeRecord(b []byte, r *URLRecord) error {
 		r.Changed = uint32(min(d.uvarint(), math.MaxUint32))
 		r.Unchanged = uint32(min(d.uvarint(), math.MaxUint32))
 		r.DueScore = d.f64()
-		if flags&^recDue != 0 || !validCash(r.DueScore) {
+		if flags&^(recDue|recParked) != 0 || !validCash(r.DueScore) {
 			return errBadValue
 		}
 	}

@@ -73,6 +73,19 @@ type counts struct {
 	// index (pDue). It is stored under keyRefetch, written only when it
 	// changes (a crawl without refetch never writes it).
 	scheduled uint64
+	// parked counts the unfetched URLs out of the frontier (Batch.Park),
+	// stored with scheduled once there is one.
+	parked uint64
+}
+
+// appendRefetch encodes the refetch counters: scheduled, then parked if
+// any (8 bytes as before parking existed, else 16).
+func (c *counts) appendRefetch(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, c.scheduled)
+	if c.parked != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, c.parked)
+	}
+	return dst
 }
 
 const countsLen = 8 * (5 + int(statusCount))
@@ -233,9 +246,12 @@ func (s *Store) load() error {
 		return fmt.Errorf("store: open %s: read counters: %w", s.where(), err)
 	}
 	if v, closer, err := s.ks.get(keyRefetch); err == nil {
-		ok := len(v) == 8
+		ok := len(v) == 8 || len(v) == 16
 		if ok {
 			s.mu.counts.scheduled = binary.BigEndian.Uint64(v)
+			if len(v) == 16 {
+				s.mu.counts.parked = binary.BigEndian.Uint64(v[8:])
+			}
 		}
 		closer.Close()
 		if !ok {

@@ -107,6 +107,8 @@ type model struct {
 	// dueMade and refetched count the refetch cycles the random commands
 	// went through: MakeDue applied, and final fetches of due URLs.
 	dueMade, refetched int
+	// parks counts the URLs parked (Batch.Park applied).
+	parks int
 }
 
 func newModel() *model {
@@ -143,6 +145,9 @@ func (m *model) move(r *URLRecord, to Status) {
 	m.statuses[r.Status]--
 	m.statuses[to]++
 	r.Status = to
+	if to != StatusUnfetched {
+		r.Parked = false
+	}
 }
 
 // randomOp adds one random operation to b and applies it to the model,
@@ -330,6 +335,13 @@ func (m *model) randomOp(r *rand.Rand, b *Batch, urls []string, at time.Time) Op
 			delete(m.outbox, key)
 			res.Applied = true
 		}
+	case k == 97:
+		b.Park(u)
+		if rec != nil && rec.Status == StatusUnfetched && !rec.Parked {
+			rec.Parked = true
+			res.Applied = true
+			m.parks++
+		}
 	default:
 		m.round = []byte(fmt.Sprintf("round %d", r.IntN(100)))
 		b.PutRound(m.round)
@@ -444,11 +456,20 @@ func (m *model) check(t *testing.T, s *Store) {
 		t.Fatalf("Counts().Scheduled %d, model %d", c.Scheduled, len(scheduled))
 	}
 	c := s.Counts()
-	unfetched := 0 // Counts.Frontier: the unfetched URLs (not the due ones)
+	unfetched := 0 // Counts.Frontier: the unfetched URLs (not the due ones, not the parked ones)
 	for _, r := range want {
 		if r.Status == StatusUnfetched {
 			unfetched++
 		}
+	}
+	parked := 0
+	for _, r := range m.urls {
+		if r.Parked {
+			parked++
+		}
+	}
+	if c.Parked != uint64(parked) {
+		t.Fatalf("Counts().Parked %d, model %d", c.Parked, parked)
 	}
 	if c.URLs != uint64(len(m.urls)) || c.Frontier != uint64(unfetched) || c.Sent != uint64(len(m.sent)) || c.Outbox != uint64(len(m.outbox)) {
 		t.Fatalf("counts %+v; model %d urls, %d unfetched, %d sent, %d outbox", c, len(m.urls), unfetched, len(m.sent), len(m.outbox))
@@ -528,10 +549,10 @@ func TestAgainstModel(t *testing.T) {
 			}
 			// The random commands went through refetches: scheduled URLs
 			// came due, and due URLs were fetched again.
-			if m.dueMade == 0 || m.refetched == 0 {
-				t.Errorf("%d URLs made due, %d refetched: the commands did not exercise refetches", m.dueMade, m.refetched)
+			if m.dueMade == 0 || m.refetched == 0 || m.parks == 0 {
+				t.Errorf("%d URLs made due, %d refetched, %d parked: the commands did not exercise refetches and parking", m.dueMade, m.refetched, m.parks)
 			}
-			t.Logf("%d URLs made due, %d refetched", m.dueMade, m.refetched)
+			t.Logf("%d URLs made due, %d refetched, %d parked", m.dueMade, m.refetched, m.parks)
 		})
 	}
 }
