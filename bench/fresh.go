@@ -17,6 +17,7 @@ import (
 
 	"github.com/nlnwa/gowarc/v3"
 
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
 
@@ -497,7 +498,7 @@ func freshFetchOf(wr gowarc.WarcRecord) (freshFetch, bool) {
 	}
 	hdr := ph.ProtocolHeaderBytes()
 	f := freshFetch{url: wr.WarcHeader().Get(gowarc.WarcTargetURI), revisit: wr.Type() == gowarc.Revisit,
-		status: statusLine(hdr), header: int64(len(hdr))}
+		status: crawlcheck.StatusOf(hdr), header: int64(len(hdr))}
 	var date string
 	for _, line := range bytes.Split(hdr, []byte("\n")) {
 		k, v, ok := bytes.Cut(line, []byte(":"))
@@ -521,20 +522,6 @@ func freshFetchOf(wr gowarc.WarcRecord) (freshFetch, bool) {
 	}
 	f.at = t.Unix()
 	return f, true
-}
-
-// statusLine reads the code of an HTTP status line (0: none).
-func statusLine(hdr []byte) int {
-	line, _, _ := bytes.Cut(hdr, []byte("\n"))
-	fs := bytes.Fields(line)
-	if len(fs) < 2 {
-		return 0
-	}
-	code, err := strconv.Atoi(string(fs[1]))
-	if err != nil {
-		return 0
-	}
-	return code
 }
 
 // Report is the result as text: a row per schedule, then the comparisons

@@ -207,6 +207,33 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
+// refetchCrawl crawls a changing websim of web (a simulated day a second)
+// with the crawler options o for rounds rounds, and returns the test
+// site (its crawler and database are closed by the test's cleanup).
+func refetchCrawl(t *testing.T, web synth.Options, o Options, rounds int) *testSite {
+	t.Helper()
+	web.Changes = true
+	sim, err := websim.Start(websim.Options{Web: web, TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts.db = openDB(t, ts.dir)
+	t.Cleanup(func() { ts.db.Close() })
+	newCrawler(t, ts, o)
+	t.Cleanup(func() { ts.c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.run(t, ctx, rounds); err != nil {
+		t.Fatalf("run: %v (a crawl that refetches ends at its round limit, not exhausted)", err)
+	}
+	return ts
+}
+
 // TestRefetchCrawl crawls a web that changes (websim: a simulated day a
 // second, each page at a rate after Cho and Garcia-Molina) with the
 // adaptive refetch schedule, for a number of rounds, and checks that the
@@ -216,29 +243,11 @@ func TestSchedule(t *testing.T) {
 // every interval stayed within its bounds and some moved; and OPIC's cash
 // stayed conserved through the refetches.
 func TestRefetchCrawl(t *testing.T) {
-	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 6, Pages: 6, Seed: 5, IPs: 4, Profile: synth.Clean, Changes: true},
-		TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	ts := &testSite{dir: t.TempDir(), sim: sim}
-	ts.db = openDB(t, ts.dir)
-	defer ts.db.Close()
 	r := plan.Refetch{Interval: 500 * time.Millisecond, Adaptive: true, Min: 200 * time.Millisecond, Max: 3 * time.Second}
-	newCrawler(t, ts, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, Refetch: r})
-	defer ts.c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
-		t.Fatal(err)
-	}
-	const rounds = 40
-	if err := ts.run(t, ctx, rounds); err != nil {
-		t.Fatalf("run: %v (a crawl that refetches ends at its round limit, not exhausted)", err)
-	}
+	ts := refetchCrawl(t, synth.Options{Hosts: 6, Pages: 6, Seed: 5, IPs: 4, Profile: synth.Clean},
+		Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, Refetch: r}, 40)
 	var changed, unchanged, news, adapted, scheduled int
-	err = ts.c.st.ScanURLs(func(rec store.URLRecord) error {
+	err := ts.c.st.ScanURLs(func(rec store.URLRecord) error {
 		changed += int(rec.Changed)
 		unchanged += int(rec.Unchanged)
 		if strings.Contains(rec.URL, "/news/") && rec.Status == store.StatusFetched {
@@ -279,31 +288,14 @@ func TestRefetchCrawl(t *testing.T) {
 // open for their refetches, and its other URLs leave the frontier for good
 // (parked) instead of closing the host, which would stop the refetches too.
 func TestRefetchHostBudget(t *testing.T) {
-	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 4, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean, Changes: true},
-		TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	ts := &testSite{dir: t.TempDir(), sim: sim}
-	ts.db = openDB(t, ts.dir)
-	defer ts.db.Close()
 	const budget = 4
-	newCrawler(t, ts, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, HostBudget: budget,
-		Refetch: plan.Refetch{Interval: 300 * time.Millisecond}})
-	defer ts.c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.run(t, ctx, 30); err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	ts := refetchCrawl(t, synth.Options{Hosts: 4, Pages: 12, Seed: 5, IPs: 4, Profile: synth.Clean},
+		Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, HostBudget: budget,
+			Refetch: plan.Refetch{Interval: 300 * time.Millisecond}}, 30)
 	pages := map[string]int{}     // fetched pages by host
 	refetched := map[string]int{} // of them refetched at least once
 	parked := 0
-	err = ts.c.st.ScanURLs(func(rec store.URLRecord) error {
+	err := ts.c.st.ScanURLs(func(rec store.URLRecord) error {
 		host := hostOf(rec.URL)
 		switch {
 		case rec.Parked:
@@ -357,29 +349,12 @@ func TestRefetchHostBudget(t *testing.T) {
 // schedule: intervals spread by page (not one for all) within their
 // bounds, and OPIC's cash is conserved.
 func TestRefetchOptimalCrawl(t *testing.T) {
-	sim, err := websim.Start(websim.Options{Web: synth.Options{Hosts: 6, Pages: 6, Seed: 5, IPs: 4, Profile: synth.Clean, Changes: true},
-		TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	ts := &testSite{dir: t.TempDir(), sim: sim}
-	ts.db = openDB(t, ts.dir)
-	defer ts.db.Close()
 	r := plan.Refetch{Interval: 500 * time.Millisecond, Optimal: true, Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	newCrawler(t, ts, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, Refetch: r})
-	defer ts.c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := ts.c.Seed(ctx, ts.seeds()); err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.run(t, ctx, 40); err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	ts := refetchCrawl(t, synth.Options{Hosts: 6, Pages: 6, Seed: 5, IPs: 4, Profile: synth.Clean},
+		Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true, Refetch: r}, 40)
 	intervals := map[time.Duration]int{}
 	watched := 0
-	err = ts.c.st.ScanURLs(func(rec store.URLRecord) error {
+	err := ts.c.st.ScanURLs(func(rec store.URLRecord) error {
 		if rec.Interval != 0 {
 			intervals[rec.Interval]++
 			if rec.Interval < r.Min || rec.Interval > r.Max {

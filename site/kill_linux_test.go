@@ -84,6 +84,28 @@ func startChildLog(t *testing.T, cfg site.Config, logPath string) *exec.Cmd {
 	return cmd
 }
 
+// waitStatus polls the status of the site that child runs (every 5 ms,
+// for at most 90 s) until ready holds, and returns that status; the test
+// fails, saying the site never did what, if it does not.
+func waitStatus(t *testing.T, cfg site.Config, child *exec.Cmd, what string, ready func(*site.Status) bool) site.Status {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("the site never %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+		in, err := site.ReadInfo(cfg.Data)
+		if err != nil || in.PID != child.Process.Pid {
+			continue
+		}
+		var st site.Status
+		if err := getJSON(t, "http://"+in.Listen+"/status", &st); err == nil && ready(&st) {
+			return st
+		}
+	}
+}
+
 // TestKillResume SIGKILLs a site in the middle of a fetch phase and
 // restarts it: the round resumes, nothing fetched before the kill is
 // fetched again, and at most the requests in flight at the kill are.
@@ -102,24 +124,9 @@ func TestKillResume(t *testing.T) {
 		}
 	}()
 	// Wait until the site is well into a fetch phase with requests in flight.
-	deadline := time.Now().Add(90 * time.Second)
-	var st site.Status
-	for {
-		if time.Now().After(deadline) {
-			t.Fatal("the site never got into a fetch phase with requests in flight")
-		}
-		time.Sleep(5 * time.Millisecond)
-		in, err := site.ReadInfo(cfg.Data)
-		if err != nil || in.PID != child.Process.Pid {
-			continue
-		}
-		if err := getJSON(t, "http://"+in.Listen+"/status", &st); err != nil {
-			continue
-		}
-		if st.Fetcher.Done >= 150 && st.Fetcher.InFlight > 0 && st.Phase == rounds.PhaseFetch && st.Round >= 2 {
-			break
-		}
-	}
+	st := waitStatus(t, cfg, child, "got into a fetch phase with requests in flight", func(st *site.Status) bool {
+		return st.Fetcher.Done >= 150 && st.Fetcher.InFlight > 0 && st.Phase == rounds.PhaseFetch && st.Round >= 2
+	})
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -36,24 +36,9 @@ func TestKillRefetch(t *testing.T) {
 			child.Wait()
 		}
 	}()
-	deadline := time.Now().Add(90 * time.Second)
-	var st site.Status
-	for {
-		if time.Now().After(deadline) {
-			t.Fatal("the site never refetched with requests in flight")
-		}
-		time.Sleep(5 * time.Millisecond)
-		in, err := site.ReadInfo(cfg.Data)
-		if err != nil || in.PID != child.Process.Pid {
-			continue
-		}
-		if err := getJSON(t, "http://"+in.Listen+"/status", &st); err != nil {
-			continue
-		}
-		if st.Refetch != nil && st.Refetch.Refetches >= 20 && st.Fetcher.InFlight > 0 && st.Phase == rounds.PhaseFetch {
-			break
-		}
-	}
+	st := waitStatus(t, cfg, child, "refetched with requests in flight", func(st *site.Status) bool {
+		return st.Refetch != nil && st.Refetch.Refetches >= 20 && st.Fetcher.InFlight > 0 && st.Phase == rounds.PhaseFetch
+	})
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

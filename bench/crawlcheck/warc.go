@@ -60,7 +60,7 @@ func ResponseRecords(dir string) ([]Fetch, error) {
 			if wr.Type() == gowarc.Response {
 				f := Fetch{URL: wr.WarcHeader().Get(gowarc.WarcTargetURI), File: e.Name()}
 				if ph, ok := wr.Block().(gowarc.ProtocolHeaderBlock); ok {
-					f.Status = statusOf(ph.ProtocolHeaderBytes())
+					f.Status = StatusOf(ph.ProtocolHeaderBytes())
 				}
 				f.Date, _ = time.Parse(time.RFC3339Nano, wr.WarcHeader().Get(gowarc.WarcDate))
 				out = append(out, f)
@@ -72,8 +72,9 @@ func ResponseRecords(dir string) ([]Fetch, error) {
 	return out, nil
 }
 
-// statusOf reads the status code of an HTTP status line.
-func statusOf(hdr []byte) int {
+// StatusOf reads the status code of the HTTP status line that starts hdr
+// (0: none).
+func StatusOf(hdr []byte) int {
 	line, _, _ := bytes.Cut(hdr, []byte("\n"))
 	f := bytes.Fields(line)
 	if len(f) < 2 {
