@@ -203,11 +203,50 @@ type FreshRun struct {
 	Breaches           int     `json:"politeness_breaches"`
 	// Theory: the allocations at this run's budget (fresh_theory.go).
 	Theory allocations `json:"theory"`
+	// Classes are the collection by true change rate: where each
+	// schedule spent its requests, against where the optimum would.
+	Classes []FreshClass `json:"classes"`
 	// Series is the collection's freshness over the run, simulated days
 	// from the epoch.
 	Series []FreshPoint `json:"series"`
 	WallS  float64      `json:"wall_s"`
 	CPUS   float64      `json:"site_cpu_s"`
+}
+
+// FreshClass is the pages of one band of true change rates in a run.
+type FreshClass struct {
+	// Name is the band: changes per day in [Lo, Hi) (static: 0).
+	Name   string  `json:"name"`
+	Lo, Hi float64 `json:"-"`
+	Pages  int     `json:"pages"`
+	// Rate is the run's answered requests per page per day in the window;
+	// Freshness its freshness there.
+	Rate      float64 `json:"rate_per_page_day"`
+	Freshness float64 `json:"freshness"`
+	// OptimalRate and OptimalFreshness are the optimum's, at the run's
+	// budget.
+	OptimalRate      float64 `json:"optimal_rate_per_page_day"`
+	OptimalFreshness float64 `json:"optimal_freshness"`
+}
+
+// freshClasses are the bands of change rates (per day) the report shows:
+// Cho and Garcia-Molina's classes of average change interval.
+func freshClasses() []FreshClass {
+	return []FreshClass{{Name: "static", Lo: 0, Hi: 0}, {Name: ">1mo", Lo: 1e-300, Hi: 1.0 / 30}, {Name: "1w-1mo", Lo: 1.0 / 30, Hi: 1.0 / 7},
+		{Name: "1d-1w", Lo: 1.0 / 7, Hi: 1}, {Name: "<1d", Lo: 1, Hi: math.Inf(1)}}
+}
+
+// classOf is the index in freshClasses of a page of rate lambda.
+func classOf(classes []FreshClass, lambda float64) int {
+	if lambda <= 0 {
+		return 0
+	}
+	for i := 1; i < len(classes); i++ {
+		if lambda >= classes[i].Lo && lambda < classes[i].Hi {
+			return i
+		}
+	}
+	return len(classes) - 1
 }
 
 // FreshPoint is the collection's freshness at a moment.
@@ -367,6 +406,8 @@ func measureFresh(ctx context.Context, cfg *FreshConfig, web *synth.Web, dir str
 
 	// Freshness and age over the window, and the curve over the run.
 	var fresh, age float64
+	run.Classes = freshClasses()
+	days := float64(w1-w0) / float64(day)
 	for _, p := range order {
 		if err := ctx.Err(); err != nil {
 			return run, err
@@ -374,6 +415,22 @@ func measureFresh(ctx context.Context, cfg *FreshConfig, web *synth.Web, dir str
 		f, a := p.window(web, epoch, w0, w1)
 		fresh += f
 		age += a
+		cl := &run.Classes[classOf(run.Classes, p.lambda)]
+		cl.Pages++
+		i, _ := slices.BinarySearch(p.syncs, w0)
+		cl.Rate += float64(len(p.syncs)-i) / days
+		cl.Freshness += f / float64(w1-w0)
+		if run.Theory.mu > 0 {
+			f := optimalRate(p.lambda, run.Theory.mu)
+			cl.OptimalRate += f
+			cl.OptimalFreshness += freshnessOf(p.lambda, f)
+		}
+	}
+	for i := range run.Classes {
+		if cl := &run.Classes[i]; cl.Pages > 0 {
+			n := float64(cl.Pages)
+			cl.Rate, cl.Freshness, cl.OptimalRate, cl.OptimalFreshness = cl.Rate/n, cl.Freshness/n, cl.OptimalRate/n, cl.OptimalFreshness/n
+		}
 	}
 	span := float64(w1-w0) * float64(len(order))
 	run.Freshness, run.AgeDays = fresh/span, age/span/float64(day)
@@ -529,16 +586,31 @@ func freshFetchOf(wr gowarc.WarcRecord) (freshFetch, bool) {
 func (r FreshResult) Report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "collection: %d pages (%d never change), measured over %.1f simulated days\n", r.Pages, r.Static, r.WindowDays)
-	fmt.Fprintf(&b, "%-9s %9s %8s %9s %8s %7s %9s %8s %8s | %8s %8s %8s %8s\n", "schedule", "freshness", "age(d)", "req/pg/d",
+	fmt.Fprintf(&b, "%-14s %9s %8s %9s %8s %7s %9s %8s %8s | %8s %8s %8s %8s\n", "schedule", "freshness", "age(d)", "req/pg/d",
 		"refetch", "304", "changed", "cut", "breach", "optimum", "uniform", "proport", "ignored")
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "%-9s %9.3f %8.2f %9.3f %8d %6.1f%% %9d %7.1f%% %8d | %8.3f %8.3f %8.3f %7.0f%%\n", run.Schedule, run.Freshness, run.AgeDays,
+		fmt.Fprintf(&b, "%-14s %9.3f %8.2f %9.3f %8d %6.1f%% %9d %7.1f%% %8d | %8.3f %8.3f %8.3f %7.0f%%\n", run.Schedule, run.Freshness, run.AgeDays,
 			run.Budget, run.Refetches, 100*share(run.NotModified, run.Refetches), run.Changed, 100*run.ConditionalCut, run.Breaches,
 			run.Theory.Optimal.Freshness, run.Theory.Uniform.Freshness, run.Theory.Proportional.Freshness, 100*run.Theory.OptimalIgnored)
 	}
 	byName := map[string]FreshRun{}
 	for _, run := range r.Runs {
 		byName[run.Schedule] = run
+	}
+	// Where the requests went, by true change rate.
+	if len(r.Runs) > 0 && len(r.Runs[0].Classes) > 0 {
+		fmt.Fprintf(&b, "requests a page a day (freshness) by true change interval; optimum at each run's budget in brackets\n%-14s", "schedule")
+		for _, cl := range r.Runs[0].Classes {
+			fmt.Fprintf(&b, " %24s", fmt.Sprintf("%s (%d)", cl.Name, cl.Pages))
+		}
+		b.WriteByte('\n')
+		for _, run := range r.Runs {
+			fmt.Fprintf(&b, "%-14s", run.Schedule)
+			for _, cl := range run.Classes {
+				fmt.Fprintf(&b, " %24s", fmt.Sprintf("%.2f (%.2f) [%.2f (%.2f)]", cl.Rate, cl.Freshness, cl.OptimalRate, cl.OptimalFreshness))
+			}
+			b.WriteByte('\n')
+		}
 	}
 	// At the same budget: a fixed interval is the uniform allocation, so
 	// the theory's uniform freshness at a run's budget is what a fixed

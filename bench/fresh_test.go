@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,5 +125,25 @@ func TestFreshWindow(t *testing.T) {
 	}
 	if fresh <= 0 || fresh >= float64(w1-w0) {
 		t.Errorf("fresh %v s of %v: the test's page should be fresh some of the time", fresh, w1-w0)
+	}
+}
+
+// TestFreshReport: the report compares each run with a fixed interval at
+// its own budget, and the optimal run with the fixed run at its budget.
+func TestFreshReport(t *testing.T) {
+	lambdas := []float64{0, 0.01, 0.1, 1, 10}
+	run := func(name string, fresh, budget float64) FreshRun {
+		r := FreshRun{Schedule: name, Freshness: fresh, Budget: budget, Theory: allocate(lambdas, budget), Classes: freshClasses()}
+		for i := range r.Classes {
+			r.Classes[i].Pages = 1
+		}
+		return r
+	}
+	res := FreshResult{Pages: 5, Static: 1, WindowDays: 12, Runs: []FreshRun{run("fixed", 0.70, 0.5), run("fixed:40h", 0.72, 0.6), run("optimal", 0.75, 0.6)}}
+	out := res.Report()
+	for _, want := range []string{"optimal against the fixed run: freshness 0.750 vs 0.720 (+4.2%)", "fixed:40h      ", "requests a page a day (freshness) by true change interval"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -107,6 +107,8 @@ type allocations struct {
 	// OptimalIgnored is the share of changing pages the optimum never
 	// refreshes (they change too often to be worth it).
 	OptimalIgnored float64 `json:"optimal_ignored"`
+	// mu is the optimum's multiplier (days).
+	mu float64
 }
 
 // allocate computes the three allocations.
@@ -153,6 +155,7 @@ func allocate(lambdas []float64, budget float64) allocations {
 		}
 	}
 	mu := hi
+	out.mu = mu
 	out.Optimal = mean(func(l float64) float64 { return optimalRate(l, mu) })
 	changing, ignored := 0, 0
 	for _, l := range lambdas {
