@@ -106,7 +106,7 @@ func TestRobotsAndSitemaps(t *testing.T) {
 			w.Header().Set("Content-Type", "application/xml")
 			fmt.Fprintf(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>%[1]s/sm1.xml</loc></sitemap><sitemap><loc>%[1]s/sm2.xml.gz</loc></sitemap><sitemap><loc>http://127.0.0.2:1/foreign.xml</loc></sitemap></sitemapindex>`, s.origin)
 		case "/sm1.xml":
-			fmt.Fprintf(w, `<urlset><url><loc>%[1]s/a</loc></url><url><loc>%[1]s/b#frag</loc></url><url><loc>%[1]s/private/c</loc></url><url><loc>mailto:x@y</loc></url></urlset>`, s.origin)
+			fmt.Fprintf(w, `<urlset><url><loc>%[1]s/a</loc></url><url><loc>%[1]s/b#frag</loc><lastmod>2026-11-28</lastmod></url><url><loc>%[1]s/private/c</loc></url><url><loc>mailto:x@y</loc></url></urlset>`, s.origin)
 		case "/sm2.xml.gz":
 			w.Header().Set("Content-Type", "application/x-gzip")
 			w.Write(gzipped(fmt.Appendf(nil, `<urlset><url><loc>%s/c</loc></url></urlset>`, s.origin)))
@@ -193,6 +193,14 @@ func TestRobotsAndSitemaps(t *testing.T) {
 		}
 		if r.Kind == KindSitemap && r.Depth != 1 {
 			t.Errorf("%s: depth %d", r.URL, r.Depth)
+		}
+		// sm1.xml's <lastmod>s, one for each of its links.
+		wantMods := []time.Time(nil)
+		if r.URL == o+"/sm1.xml" {
+			wantMods = []time.Time{{}, time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), {}}
+		}
+		if !slices.EqualFunc(r.LastMods, wantMods, time.Time.Equal) {
+			t.Errorf("%s: lastmods %v, want %v", r.URL, r.LastMods, wantMods)
 		}
 	}
 	if fp := xxhash.Sum64(dup); c.final[o+"/dup2"].ContentFP != fp {

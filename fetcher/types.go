@@ -123,6 +123,9 @@ type Result struct {
 	// Links are the normalised followable outlinks (HTML pages), or a
 	// sitemap's URLs.
 	Links []string
+	// LastMods are a sitemap's <lastmod> of each of Links (zero: none);
+	// nil when none of them had one.
+	LastMods []time.Time
 	// ContentFP is the xxhash of the body; 0 if none. A NotModified page
 	// has its Job's Prev.ContentFP.
 	ContentFP uint64

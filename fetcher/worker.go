@@ -506,16 +506,17 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 			return outcomeOK
 		}
 	}
-	locs, index, err := links.Sitemap(body, w.f.o.MaxSitemapURLs)
-	if err != nil && len(locs) == 0 {
+	entries, index, err := links.SitemapEntries(body, w.f.o.MaxSitemapURLs)
+	if err != nil && len(entries) == 0 {
 		r.Status, r.Err = crawl.StatusError, "fetcher: sitemap: "+err.Error()
 		return outcomeOK
 	}
 	r.Status = crawl.StatusFetched
 	n := w.f.o.Normalizer
 	var out []string
-	for _, loc := range locs {
-		u, err := n.Normalize(w.buf[:0], []byte(loc))
+	var mods []time.Time
+	for _, e := range entries {
+		u, err := n.Normalize(w.buf[:0], []byte(e.Loc))
 		if err != nil {
 			continue
 		}
@@ -527,8 +528,17 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 			continue
 		}
 		if w.f.o.Scope.Allow(u) {
+			if !e.LastMod.IsZero() && mods == nil {
+				mods = make([]time.Time, len(out), len(entries))
+			}
 			out = append(out, string(u))
+			if mods != nil {
+				mods = append(mods, e.LastMod)
+			}
 		}
+	}
+	if !index {
+		r.LastMods = mods
 	}
 	if index {
 		t.children = out

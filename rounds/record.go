@@ -50,7 +50,10 @@ const (
 	// A first fetch answered with validators ends with the ETag and the
 	// Last-Modified, which its refetch will send.
 	flagValidators = 1 << 6
-	knownFlags     = flagRetry | flagNoRequest | flagTruncated | flagRefetch | flagNotModified | flagUnchanged | flagValidators
+	// A sitemap's record whose links had <lastmod>s ends with them
+	// (fetcher.Result.LastMods: one a link, Unix ms, 0 for none).
+	flagLastMods = 1 << 7
+	knownFlags   = flagRetry | flagNoRequest | flagTruncated | flagRefetch | flagNotModified | flagUnchanged | flagValidators | flagLastMods
 )
 
 func appendString(dst []byte, s string) []byte {
@@ -151,6 +154,10 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	if validators {
 		flags |= flagValidators
 	}
+	lastMods := len(res.LastMods) > 0 && len(res.LastMods) == len(res.Links)
+	if lastMods {
+		flags |= flagLastMods
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(max(res.HTTPStatus, 0)))
 	dst = binary.AppendUvarint(dst, uint64(res.Depth))
@@ -181,6 +188,11 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 		dst = appendString(dst, res.ETag)
 		dst = appendString(dst, res.LastModified)
 	}
+	if lastMods {
+		for _, t := range res.LastMods {
+			dst = appendTimeMS(dst, t)
+		}
+	}
 	return dst
 }
 
@@ -209,6 +221,17 @@ type fetchRecord struct {
 	Prev                   fetcher.Prev
 	ETag, LastModified     string
 	NotModified, Unchanged bool
+	// LastMods: a sitemap's <lastmod> of each of Links (nil: none).
+	LastMods []time.Time
+}
+
+// appendTimeMS appends t as a varint of Unix milliseconds (0: zero).
+func appendTimeMS(dst []byte, t time.Time) []byte {
+	var ms int64
+	if !t.IsZero() {
+		ms = t.UnixMilli()
+	}
+	return binary.AppendVarint(dst, ms)
 }
 
 func decodeFetch(b []byte) (fetchRecord, error) {
@@ -251,6 +274,14 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	}
 	if flags&flagValidators != 0 {
 		f.ETag, f.LastModified = r.str(), r.str()
+	}
+	if flags&flagLastMods != 0 {
+		f.LastMods = make([]time.Time, len(f.Links))
+		for i := range f.LastMods {
+			if ms := r.varint(); ms != 0 {
+				f.LastMods[i] = time.UnixMilli(ms).UTC()
+			}
+		}
 	}
 	if flags&^knownFlags != 0 || flags&(flagNotModified|flagUnchanged) != 0 && flags&flagRefetch == 0 ||
 		flags&flagValidators != 0 && flags&flagRefetch != 0 {

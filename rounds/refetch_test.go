@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,13 +215,21 @@ func TestSchedule(t *testing.T) {
 // site (its crawler and database are closed by the test's cleanup).
 func refetchCrawl(t *testing.T, web synth.Options, o Options, rounds int) *testSite {
 	t.Helper()
+	return refetchCrawlTTL(t, web, o, rounds, 0)
+}
+
+// refetchCrawlTTL is refetchCrawl with the fetcher's RobotsTTL (0: its
+// default): robots.txt, and the sitemaps it names, are read again that
+// often.
+func refetchCrawlTTL(t *testing.T, web synth.Options, o Options, rounds int, robotsTTL time.Duration) *testSite {
+	t.Helper()
 	web.Changes = true
 	sim, err := websim.Start(websim.Options{Web: web, TimeScale: 86400, DNSAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sim.Close() })
-	ts := &testSite{dir: t.TempDir(), sim: sim}
+	ts := &testSite{dir: t.TempDir(), sim: sim, robotsTTL: robotsTTL}
 	ts.db = openDB(t, ts.dir)
 	t.Cleanup(func() { ts.db.Close() })
 	newCrawler(t, ts, o)
@@ -429,5 +440,140 @@ func TestRevisitSkipsRefetches(t *testing.T) {
 	}
 	if len(rb.Revisits) != 1 || rb.Revisits[0].url != "http://a.test/once" {
 		t.Fatalf("revisits %+v, want the page fetched once only", rb.Revisits)
+	}
+}
+
+// TestSitemapDue: a sitemap <lastmod> newer than a fetched page's copy (its
+// Last-Modified, or its fetch time without one) makes the page due at once;
+// an older one, a page of the round's own results, a page without a
+// schedule or already due, and a crawl without refetch leave it.
+func TestSitemapDue(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	lm := at.Add(-48 * time.Hour) // the copies' Last-Modified
+	pages := []struct {
+		url     string
+		lastMod string
+		next    time.Time
+	}{
+		{"http://a.test/newer", http.TimeFormat, at.Add(20 * time.Hour)},
+		{"http://a.test/older", http.TimeFormat, at.Add(20 * time.Hour)},
+		{"http://a.test/no-validator", "", at.Add(20 * time.Hour)},
+		{"http://a.test/this-round", http.TimeFormat, at.Add(20 * time.Hour)},
+		{"http://a.test/never", http.TimeFormat, time.Time{}},
+	}
+	b := store.NewBatch()
+	for _, p := range pages {
+		b.UpsertCash(p.url, 1, 0)
+		b.MarkGenerated(p.url, 1)
+		sc := &store.Schedule{NextFetch: p.next, Interval: 20 * time.Hour}
+		if p.lastMod != "" {
+			sc.LastModified = lm.Format(p.lastMod)
+		}
+		b.RecordRoundFetch(store.FetchResult{URL: p.url, Status: store.StatusFetched, At: at, Round: 1, Spend: 0.5, Schedule: sc})
+	}
+	if _, err := db.Apply(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	ms := func(t time.Time) int64 { return t.UnixMilli() }
+	hints := map[string]int64{
+		"http://a.test/newer":        ms(lm.Add(time.Hour)),
+		"http://a.test/older":        ms(lm.Add(-time.Hour)),
+		"http://a.test/no-validator": ms(at.Add(time.Minute)), // after its fetch
+		"http://a.test/this-round":   ms(at),
+		"http://a.test/never":        ms(at),
+		"http://a.test/unknown":      ms(at),
+	}
+	skip := map[string]bool{"http://a.test/this-round": true}
+	now := at.Add(time.Hour)
+	for _, tc := range []struct {
+		name string
+		r    plan.Refetch
+		want []string
+	}{
+		{"refetch on", plan.Refetch{Interval: 20 * time.Hour}, []string{"http://a.test/newer", "http://a.test/no-validator"}},
+		{"refetch off", plan.Refetch{}, nil},
+	} {
+		c := &Crawler{o: Options{Refetch: tc.r}, st: db.Store()}
+		var got []string
+		err := c.sitemapDue(hints, skip, now, func(u string, due time.Time, score float64) error {
+			got = append(got, u)
+			if due.Before(now) || score != 1 { // its history and cash, 0.5 each
+				t.Errorf("%s: %s due at %v (now %v), score %v", tc.name, u, due, now, score)
+			}
+			return nil
+		})
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: due %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+	}
+	// The commands apply: the page is due in the frontier.
+	c := &Crawler{o: Options{Refetch: plan.Refetch{Interval: 20 * time.Hour}}, st: db.Store()}
+	b = store.NewBatch()
+	if err := c.sitemapDue(hints, skip, now, func(u string, due time.Time, score float64) error {
+		b.MakeDue(u, due, score)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Apply(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://a.test/newer", "http://a.test/no-validator"} {
+		if rec, _, _ := db.Store().Get(u); !rec.Due {
+			t.Errorf("%s not due after the commands: %+v", u, rec)
+		}
+	}
+	if rec, _, _ := db.Store().Get("http://a.test/older"); rec.Due {
+		t.Error("a page whose lastmod is older than its copy was made due")
+	}
+}
+
+// TestStageLastMods: a staged batch with sitemap lastmods is version 2 and
+// round-trips; every shorter prefix and a lastmod ≤ 0 are refused.
+func TestStageLastMods(t *testing.T) {
+	s := stageBatch{LastMods: []lastModHint{{"http://a.test/x", 1_700_000_000_000}, {"http://a.test/y", 1}}}
+	b := s.encode()
+	if b[1] != stageVersion2 {
+		t.Fatalf("version %d, want %d", b[1], stageVersion2)
+	}
+	got, err := decodeStage(b, 1)
+	if err != nil || !slices.Equal(got.LastMods, s.LastMods) {
+		t.Fatalf("round trip: %+v (%v), want %+v", got.LastMods, err, s.LastMods)
+	}
+	for i := range len(b) {
+		if _, err := decodeStage(b[:i], 1); err == nil {
+			t.Fatalf("a batch cut at %d of %d bytes decoded", i, len(b))
+		}
+	}
+	bad := stageBatch{LastMods: []lastModHint{{"http://a.test/x", 0}}}
+	if _, err := decodeStage(bad.encode(), 1); err == nil {
+		t.Error("a lastmod of 0 decoded")
+	}
+}
+
+// TestRefetchSitemapLastMod: in a crawl that refetches, a sitemap read
+// again with robots.txt makes pages whose <lastmod> is newer than their
+// copy due at once, through the whole path (the fetcher's LastMods, the
+// fetch record, the staged batch, the update); OPIC's cash stays
+// conserved (CheckCash).
+func TestRefetchSitemapLastMod(t *testing.T) {
+	var mu sync.Mutex
+	var due, sitemaps int64
+	web := synth.Options{Hosts: 12, Pages: 10, Seed: 5, IPs: 4, Profile: synth.Realistic}
+	refetchCrawlTTL(t, web, Options{Width: 1000, PerHost: 10, HostDelay: 10 * time.Millisecond, CheckCash: true,
+		Refetch: plan.Refetch{Interval: 2 * time.Second}, OnRound: func(st RoundStats) {
+			mu.Lock()
+			defer mu.Unlock()
+			due += st.SitemapDue
+			sitemaps += st.Sitemaps
+		}}, 25, 300*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d sitemap fetches, %d pages made due by a sitemap lastmod", sitemaps, due)
+	if due == 0 {
+		t.Errorf("no page made due by its sitemap lastmod (%d sitemap fetches)", sitemaps)
 	}
 }

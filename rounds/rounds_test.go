@@ -35,6 +35,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Job: fetcher.Job{URL: "http://a.test/r", Host: "a.test"}, Status: store.StatusRedirect, HTTPStatus: 301, RedirectTo: "http://a.test/t"},
 		{Job: fetcher.Job{URL: "http://a.test/e", Host: "a.test"}, Status: store.StatusError, Retry: true, NoRequest: true, Err: "backing off"},
 		{Job: fetcher.Job{URL: "http://a.test/sitemap.xml", Host: "a.test"}, Kind: fetcher.KindSitemap, Links: []string{"http://a.test/o"}},
+		{Job: fetcher.Job{URL: "http://a.test/sitemap2.xml", Host: "a.test"}, Kind: fetcher.KindSitemap, Links: []string{"http://a.test/o", "http://a.test/p"},
+			LastMods: []time.Time{{}, time.UnixMilli(1_700_000_000_000).UTC()}},
 		{Job: fetcher.Job{URL: "http://a.test/big", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, Truncated: "length"},
 		{Job: fetcher.Job{URL: "http://a.test/304", Host: "a.test", Prev: fetcher.Prev{FetchedAt: time.UnixMilli(1_700_000_000_000).UTC(), ContentFP: 9, ETag: `"v1"`}},
 			Status: store.StatusFetched, HTTPStatus: 304, ContentFP: 9, ETag: `"v1"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT", NotModified: true},
@@ -62,7 +64,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			f.HTTPStatus != want.HTTPStatus || f.Depth != want.Depth || f.Cash != want.Cash || !f.At.Equal(want.At) ||
 			f.ContentFP != want.ContentFP || f.Bytes != want.Bytes || f.Wait != want.Wait || f.Host != want.Host ||
 			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) || f.Truncated != res.Truncated ||
-			f.Prev != res.Prev || f.ETag != res.ETag || f.LastModified != res.LastModified || f.NotModified != res.NotModified || f.Unchanged != res.Unchanged {
+			f.Prev != res.Prev || f.ETag != res.ETag || f.LastModified != res.LastModified || f.NotModified != res.NotModified || f.Unchanged != res.Unchanged ||
+			!slices.EqualFunc(f.LastMods, res.LastMods, time.Time.Equal) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", f, want)
 		}
 		for i := range f.Links {
@@ -136,6 +139,8 @@ type testSite struct {
 	db  *crawldb.DB
 	c   *Crawler
 	f   *fetcher.Fetcher
+	// robotsTTL is the fetcher's RobotsTTL (0: its default).
+	robotsTTL time.Duration
 }
 
 func openDB(t *testing.T, dir string) *crawldb.DB {
@@ -163,6 +168,7 @@ func newCrawler(t *testing.T, ts *testSite, o Options) {
 		Workers: 16, HostDelay: 10 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
 		TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		Resolver: mustResolver(t, ts.sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: c.OnResult, Skip: c.Skip(),
+		RobotsTTL: ts.robotsTTL,
 	})
 	if err != nil {
 		t.Fatal(err)

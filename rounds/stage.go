@@ -160,6 +160,16 @@ type stageBatch struct {
 	Links    []linkOffer
 	Revisits []plannedRevisit
 	Stats    stageStats
+	// LastMods are the sitemap URLs with a <lastmod>, when the crawl
+	// refetches: the update makes a fetched one due at once if its
+	// lastmod is newer than the copy (sitemapDue).
+	LastMods []lastModHint
+}
+
+// lastModHint is a sitemap's <lastmod> of a URL, in Unix milliseconds.
+type lastModHint struct {
+	URL     string
+	LastMod int64
 }
 
 // linkOffer is a fetched page's outlinks, for the leader's link store.
@@ -181,6 +191,10 @@ type stageStats struct {
 	// fingerprint, and Changed the rest. (Left out of the update file's
 	// trailer when 0, which is then what it was before refetch existed.)
 	Refetches, NotModified, Unchanged, Changed int64 `json:",omitempty"`
+	// SitemapDue counts the pages the update made due at once for a
+	// sitemap <lastmod> newer than their copy (set by the update, not
+	// staged).
+	SitemapDue int64 `json:",omitempty"`
 }
 
 // refetched reports whether s counts any refetch.
@@ -193,6 +207,7 @@ func (s *stageStats) add(o *stageStats) {
 	s.Retries += o.Retries
 	s.Robots += o.Robots
 	s.Sitemaps += o.Sitemaps
+	s.SitemapDue += o.SitemapDue
 	s.Bytes += o.Bytes
 	s.Links += o.Links
 	s.Wait += o.Wait
@@ -234,6 +249,7 @@ func (s *stageStats) fill(st *RoundStats) {
 	st.Fetched, st.Retries, st.Robots, st.Sitemaps = s.Fetched, s.Retries, s.Robots, s.Sitemaps
 	st.Bytes, st.Links, st.WaitSecs = s.Bytes, s.Links, time.Duration(s.Wait).Seconds()
 	st.Refetches, st.NotModified, st.Unchanged, st.Changed = s.Refetches, s.NotModified, s.Unchanged, s.Changed
+	st.SitemapDue = s.SitemapDue
 	st.ByClass = map[string]int64{}
 	for i, n := range s.Class {
 		if n > 0 {
@@ -253,9 +269,10 @@ func (s *stageStats) fill(st *RoundStats) {
 // data: each fetch result ends with a presence byte and, if it carries a
 // refetch schedule's part, its change and validators; and after the
 // counters by status come the refetch counters (Refetches, NotModified,
-// Unchanged, Changed, uvarints). A batch without refetch data (no op with
-// a schedule, the refetch counters 0) is written in version 1, byte for
-// byte as before refetch existed.
+// Unchanged, Changed, uvarints) and the sitemap lastmods (a count, then
+// each URL and its Unix ms). A batch without refetch data (no op with a
+// schedule, the refetch counters 0, no lastmod) is written in version 1,
+// byte for byte as before refetch existed.
 const (
 	stageVersion  = 1
 	stageVersion2 = 2
@@ -268,7 +285,7 @@ const (
 
 func (s *stageBatch) encode() []byte {
 	version := byte(stageVersion)
-	if s.Stats.refetched() {
+	if s.Stats.refetched() || len(s.LastMods) > 0 {
 		version = stageVersion2
 	}
 	for i := range s.Ops {
@@ -344,6 +361,11 @@ func (s *stageBatch) encode() []byte {
 	if version == stageVersion2 {
 		for _, v := range []int64{st.Refetches, st.NotModified, st.Unchanged, st.Changed} {
 			dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(s.LastMods)))
+		for _, h := range s.LastMods {
+			dst = appendString(dst, h.URL)
+			dst = binary.AppendVarint(dst, h.LastMod)
 		}
 	}
 	var troubled []byte
@@ -456,6 +478,18 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 	if version == stageVersion2 {
 		for _, p := range []*int64{&st.Refetches, &st.NotModified, &st.Unchanged, &st.Changed} {
 			*p = int64(min(r.uvarint(), math.MaxInt64))
+		}
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.fail()
+			n = 0
+		}
+		for range n {
+			h := lastModHint{URL: r.str(), LastMod: r.varint()}
+			if h.LastMod <= 0 {
+				r.fail()
+			}
+			s.LastMods = append(s.LastMods, h)
 		}
 	}
 	if tj := r.str(); tj != "" && r.err == nil {

@@ -445,15 +445,18 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 	b := &acc.b
 	emit := acc.emit
 	round := p.ref.round
-	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links)
+	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods)
 	for _, res := range results {
 		b.Stats.count(res)
 		switch res.Kind {
 		case fetcher.KindRobots:
 			continue
 		case fetcher.KindSitemap:
-			for _, l := range res.Links {
+			for i, l := range res.Links {
 				emit(l, credit{depth: 1})
+				if c.o.Refetch.On() && i < len(res.LastMods) && !res.LastMods[i].IsZero() {
+					b.LastMods = append(b.LastMods, lastModHint{URL: l, LastMod: res.LastMods[i].UnixMilli()})
+				}
 			}
 			continue
 		}
@@ -542,7 +545,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 		}
 		acc.virtual.Add(distribute(emit, res.Cash, damping, links, depth))
 	}
-	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) - n0)
+	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) - n0)
 	return nil
 }
 

@@ -51,6 +51,9 @@ type RoundStats struct {
 	NotModified int64 `json:"not_modified,omitempty"`
 	Unchanged   int64 `json:"unchanged,omitempty"`
 	Changed     int64 `json:"changed,omitempty"`
+	// SitemapDue counts the fetched pages made due at once because a
+	// sitemap gave them a <lastmod> newer than their copy.
+	SitemapDue int64 `json:"sitemap_due,omitempty"`
 	// Troubled lists the hosts whose fetches in this round did not all
 	// succeed (at most maxTroubled of them): their fate in the round.
 	Troubled map[string]*HostFate `json:"troubled_hosts,omitempty"`

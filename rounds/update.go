@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
@@ -420,8 +422,9 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	var stats stageStats
 	var stagedBytes int64
 	budget := map[string]int64{}
-	seen := map[string]bool{} // a URL's result counts once
-	var mu sync.Mutex         // fold's state, for the parallel map of local results
+	lastMods := map[string]int64{} // sitemap lastmods by URL, the latest
+	seen := map[string]bool{}      // a URL's result counts once
+	var mu sync.Mutex              // fold's state, for the parallel map of local results
 	fold := func(b *stageBatch) error {
 		mu.Lock()
 		for _, op := range b.Ops {
@@ -453,6 +456,9 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 		requeues = append(requeues, b.Requeues...)
 		hops = append(hops, b.Hops...)
+		for _, h := range b.LastMods {
+			lastMods[h.URL] = max(lastMods[h.URL], h.LastMod)
+		}
 		for _, l := range b.Links {
 			c.links.offer(l.URL, l.Depth, l.Links, l.Weight)
 		}
@@ -570,6 +576,13 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		if err := add(func(b *store.Batch) { b.Requeue(u) }); err != nil {
 			return err
 		}
+	}
+	err = c.sitemapDue(lastMods, seen, c.o.Now(), func(u string, at time.Time, score float64) error {
+		stats.SitemapDue++
+		return add(func(b *store.Batch) { b.MakeDue(u, at, score) })
+	})
+	if err != nil {
+		return fmt.Errorf("rounds: round %d: %w", round, err)
 	}
 	// Every URL of the plan has an answer; one without goes back to the
 	// frontier rather than stay generated for ever (it should not happen:
@@ -866,6 +879,53 @@ func (c *Crawler) lateResults(round uint64) (int64, error) {
 		return nil
 	})
 	return late, err
+}
+
+// sitemapDue makes due at once (due, in URL order) the fetched pages
+// whose sitemap <lastmod> (lastMods, Unix ms) is newer than their copy:
+// its Last-Modified if it had one (the origin's clock, as the sitemap's),
+// else its fetch time. Pages of this round's results (skip), pages
+// without a schedule and pages already due are left alone. Their due
+// score is plan.DueScore's, not overdue. Reading the records before the
+// update applies, it picks the same pages when the update is prepared
+// again (their time and score follow the clock); a command that comes
+// after the page's refetch was applied does not apply
+// (store.Batch.MakeDue: the next fetch then lies after at).
+func (c *Crawler) sitemapDue(lastMods map[string]int64, skip map[string]bool, now time.Time, due func(u string, at time.Time, score float64) error) error {
+	if !c.o.Refetch.On() || len(lastMods) == 0 {
+		return nil
+	}
+	urls := make([]string, 0, len(lastMods))
+	for u := range lastMods {
+		if !skip[u] {
+			urls = append(urls, u)
+		}
+	}
+	slices.Sort(urls)
+	for _, u := range urls {
+		rec, ok, err := c.st.Get(u)
+		if err != nil {
+			return fmt.Errorf("sitemap lastmod of %s: %w", u, err)
+		}
+		if !ok || rec.Status != store.StatusFetched || rec.Due || rec.NextFetch.IsZero() {
+			continue
+		}
+		copyAt := rec.FetchedAt
+		if lm, err := http.ParseTime(rec.LastModified); err == nil {
+			copyAt = lm
+		}
+		if !time.UnixMilli(lastMods[u]).After(copyAt) {
+			continue
+		}
+		at := rec.NextFetch
+		if now.After(at) {
+			at = now
+		}
+		if err := due(u, at, plan.DueScore(rec.History, rec.Cash, rec.NextFetch, now, rec.Interval)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // schedule completes a fetched page's refetch schedule (its validators and

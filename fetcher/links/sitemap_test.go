@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -155,4 +156,47 @@ func FuzzSitemap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSitemapLastMod: each <loc> comes with its <lastmod> in any W3C
+// Datetime form the protocol allows; one that is not is left zero and its
+// <loc> kept.
+func TestSitemapLastMod(t *testing.T) {
+	body := []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+<url><loc>http://a.test/1</loc><lastmod>2026-11-28T07:30:00+01:00</lastmod><changefreq>daily</changefreq></url>
+<url><lastmod>2026-11-27</lastmod><loc> http://a.test/2 </loc></url>
+<url><loc>http://a.test/3</loc><lastmod>2026-11-28T06:30:15.5Z</lastmod></url>
+<url><loc>http://a.test/4</loc><lastmod>2026-11-28T06:30Z</lastmod></url>
+<url><loc>http://a.test/5</loc><lastmod>2026-11</lastmod></url>
+<url><loc>http://a.test/6</loc><lastmod>yesterday</lastmod></url>
+<url><loc>http://a.test/7</loc></url>
+</urlset>`)
+	es, index, err := SitemapEntries(body, 0)
+	if err != nil || index {
+		t.Fatalf("entries %v, index %v, err %v", es, index, err)
+	}
+	want := []SitemapEntry{
+		{"http://a.test/1", time.Date(2026, 11, 28, 6, 30, 0, 0, time.UTC)},
+		{"http://a.test/2", time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)},
+		{"http://a.test/3", time.Date(2026, 11, 28, 6, 30, 15, 5e8, time.UTC)},
+		{"http://a.test/4", time.Date(2026, 11, 28, 6, 30, 0, 0, time.UTC)},
+		{"http://a.test/5", time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)},
+		{"http://a.test/6", time.Time{}},
+		{"http://a.test/7", time.Time{}},
+	}
+	if len(es) != len(want) {
+		t.Fatalf("%d entries, want %d: %v", len(es), len(want), es)
+	}
+	for i := range want {
+		if es[i].Loc != want[i].Loc || !es[i].LastMod.Equal(want[i].LastMod) {
+			t.Errorf("entry %d: %+v, want %+v", i, es[i], want[i])
+		}
+	}
+	// A document cut inside a <url> keeps the <loc> read before the error.
+	cut := bytes.Index(body, []byte("<lastmod>2026-11-28T06:30Z"))
+	es, _, err = SitemapEntries(body[:cut], 0)
+	if err == nil || len(es) != 4 || es[3].Loc != "http://a.test/4" {
+		t.Errorf("cut document: %v entries %v, want 4 and an error", err, es)
+	}
 }
