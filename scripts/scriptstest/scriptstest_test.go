@@ -1,7 +1,8 @@
 // Package scriptstest_test runs the operator scripts under scripts/ end to
 // end, as a user would: scripts/federation.sh crawls a tiny websim with
 // three sites across the WAN proxy, ends by itself, and leaves nothing
-// running; on SIGINT it stops everything.
+// running; on SIGINT it stops everything. It also checks the repository
+// itself: the README lists the licence of every module go.mod requires.
 package scriptstest_test
 
 import (
