@@ -17,6 +17,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
 )
@@ -448,6 +449,42 @@ func TestDeadEndBackoff(t *testing.T) {
 	for _, u := range []string{refused + "/a", busy.origin + "/a"} {
 		if r := c.final[u]; r == nil || !r.Retry {
 			t.Errorf("%s: %+v, want a retry", u, r)
+		}
+	}
+}
+
+// TestRedirectOutOfScope: a redirect whose target the scope (and so the
+// URL rules) refuses is recorded as a redirect, but its target is not
+// given to be followed; one in scope is.
+func TestRedirectOutOfScope(t *testing.T) {
+	s := startSite(t, "127.0.0.4", func(s *site, w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			w.Header().Set("Location", "http://elsewhere.test/x")
+			w.WriteHeader(http.StatusFound)
+		case "/private-bound":
+			w.Header().Set("Location", "/private/y")
+			w.WriteHeader(http.StatusFound)
+		case "/near":
+			w.Header().Set("Location", "/y")
+			w.WriteHeader(http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	c := newCollector(1)
+	scope := &urlnorm.Scope{HostSuffixes: []string{"127.0.0.4"}, Filter: func(u []byte) bool { return !bytes.Contains(u, []byte("/private/")) }}
+	f, err := New(Options{Workers: 2, HostDelay: time.Millisecond, AllowPrivate: true, Resolver: literalResolver(t), Scope: scope,
+		OnResult: c.onResult, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.origin
+	runCrawl(t, f, c, []Job{{URL: o + "/away"}, {URL: o + "/private-bound"}, {URL: o + "/near"}}, 10*time.Millisecond, 10*time.Second)
+	for _, tc := range []struct{ url, to string }{{o + "/away", ""}, {o + "/private-bound", ""}, {o + "/near", o + "/y"}} {
+		r := c.final[tc.url]
+		if r == nil || r.Status != crawl.StatusRedirect || r.RedirectTo != tc.to || (tc.to == "") != strings.Contains(r.Err, "out of scope") {
+			t.Errorf("%s: %+v, want a redirect to %q", tc.url, r, tc.to)
 		}
 	}
 }

@@ -349,6 +349,11 @@ func (w *worker) classify(r *Result) outcome {
 			return outcomeOK
 		}
 		r.Status, r.RedirectTo = crawl.StatusRedirect, to
+		if !w.f.o.Scope.AllowString(to) {
+			// Not followed: the scope (and the URL rules) refuse the
+			// target as they refuse a link to it.
+			r.RedirectTo, r.Err = "", "fetcher: redirect to "+to+" out of scope"
+		}
 	case s == http.StatusNotFound || s == http.StatusGone:
 		r.Status = crawl.StatusGone
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:

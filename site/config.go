@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
+	"github.com/meridian-crawler/meridian/fetcher/urlrules"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/shardset"
 )
@@ -66,6 +67,12 @@ type Config struct {
 	WARCSize     int64  // rotate WARC files past this many bytes
 	Scope        string // comma-separated host suffixes to stay within ("" → anything)
 	SkipExts     string // comma-separated path extensions not fetched ("" → none)
+	// URLRules is the text of the URL rules (package urlrules: ordered
+	// +/- rules, the first match deciding; "" → none), applied to links,
+	// sitemap entries and seeds; URLRulesFile names it in messages (the
+	// --url-rules file, read by the command).
+	URLRules     string
+	URLRulesFile string
 	Websim       string // "" or "off": none; else a profile: start an in-process websim to crawl
 	WebsimHosts  int
 	WebsimPages  int
@@ -178,6 +185,11 @@ func (c Config) Validate() error {
 	if _, err := c.Refetch.WithDefaults(); err != nil {
 		bad("--refetch-interval %v, --refetch-adaptive %v, --refetch-optimal %v, --refetch-min %v, --refetch-max %v: %v",
 			c.Refetch.Interval, c.Refetch.Adaptive, c.Refetch.Optimal, c.Refetch.Min, c.Refetch.Max, err)
+	}
+	if c.URLRules != "" {
+		if _, err := urlrules.ParseString(c.urlRulesName(), c.URLRules); err != nil {
+			bad("--url-rules: %v", err)
+		}
 	}
 	if c.MaxBody < 1024 {
 		bad("--max-body must be at least 1024 bytes, got %d", c.MaxBody)
@@ -336,6 +348,7 @@ type Settings struct {
 	UserAgent     string           `json:"user_agent,omitempty"`
 	Scope         string           `json:"scope,omitempty"`
 	SkipExts      string           `json:"skip_ext,omitempty"`
+	URLRules      string           `json:"url_rules,omitempty"` // the rules' text
 	Rounds        int              `json:"rounds,omitempty"`
 	Damping       float64          `json:"damping"`
 	Revisits      int              `json:"revisits,omitempty"`
@@ -354,7 +367,24 @@ func SettingsOf(c Config) Settings {
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
 		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
-		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch)}
+		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch), URLRules: c.URLRules}
+}
+
+// urlRulesName names the URL rules in messages.
+func (c *Config) urlRulesName() string {
+	if c.URLRulesFile != "" {
+		return c.URLRulesFile
+	}
+	return "url-rules"
+}
+
+// urlRules returns the parsed URL rules (nil: none); Check has parsed
+// them once already.
+func (c *Config) urlRules() (*urlrules.Rules, error) {
+	if c.URLRules == "" {
+		return nil, nil
+	}
+	return urlrules.ParseString(c.urlRulesName(), c.URLRules)
 }
 
 // refetchSettings is Settings' refetch schedule (absent: never refetch,
@@ -380,6 +410,9 @@ func (s Settings) Apply(c *Config) {
 	c.DNS, c.AllowPrivate, c.MaxDepth, c.HostBudget, c.MaxBody = s.DNS, s.AllowPrivate, s.MaxDepth, s.HostBudget, s.MaxBody
 	c.Timeout, c.Backoff, c.BackoffMax, c.MaxRetries, c.MaxRedirects = s.Timeout, s.Backoff, s.BackoffMax, s.MaxRetries, s.MaxRedirects
 	c.UserAgent, c.Scope, c.SkipExts, c.Rounds, c.Damping, c.Revisits = s.UserAgent, s.Scope, s.SkipExts, s.Rounds, s.Damping, s.Revisits
+	if s.URLRules != c.URLRules {
+		c.URLRules, c.URLRulesFile = s.URLRules, "the site's url rules"
+	}
 	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
 	if s.ReplaceAfter > 0 { // a site created before the setting keeps the default
 		c.ReplaceAfter = s.ReplaceAfter

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,6 +222,14 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 			}
 		}
 	}
+	rules, err := cfg.urlRules()
+	if err != nil {
+		return nil, fmt.Errorf("site: %w", err)
+	}
+	if rules != nil {
+		scope.Filter = rules.Allow
+		s.log.Info("site: URL rules", "file", cfg.urlRulesName(), "rules", rules.Len())
+	}
 
 	// The in-vitro web, when asked for: crawled like any web, through its
 	// own DNS server, on loopback (so private addresses are allowed).
@@ -378,6 +387,12 @@ func (s *Site) finishStart(prev Info, raftAddr string) error {
 // readSeeds adds the seeds of --seeds to seeds.
 func (s *Site) readSeeds(seeds []string, norm *urlnorm.Normalizer, scope *urlnorm.Scope) ([]string, error) {
 	cfg := s.cfg
+	if n := len(seeds); n > 0 { // websim's front pages: the scope and URL rules apply to them too
+		seeds = slices.DeleteFunc(seeds, func(u string) bool { return !scope.AllowString(u) })
+		if len(seeds) < n {
+			s.log.Info("site: websim seeds out of scope or refused by the URL rules", "refused", n-len(seeds), "kept", len(seeds))
+		}
+	}
 	if cfg.Seeds == "" {
 		return seeds, nil
 	}

@@ -62,7 +62,7 @@ func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 
 func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	cfg := site.DefaultConfig()
-	var configFile, logLevel string
+	var configFile, logLevel, urlRules string
 	var websimSeed uint
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -100,6 +100,16 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 				}
 			}
 			cfg.WebsimSeed = uint64(websimSeed)
+			if urlRules != "" {
+				b, err := os.ReadFile(urlRules)
+				if err != nil {
+					return fmt.Errorf("--url-rules: %w", err)
+				}
+				if len(b) == 0 {
+					return fmt.Errorf("--url-rules %s: the file is empty (it would refuse every URL; end it with \"+.\" to accept the rest)", urlRules)
+				}
+				cfg.URLRules, cfg.URLRulesFile = string(b), urlRules
+			}
 			if (cfg.Seeds != "" || cfg.Join != "") && !fs.Changed("websim") {
 				cfg.Websim = "off" // given seeds, or joining a site: no in-vitro web of its own
 			}
@@ -160,6 +170,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.StringVar(&cfg.UserAgent, "user-agent", cfg.UserAgent, "User-Agent header (robots.txt group: meridian)")
 	f.Int64Var(&cfg.WARCSize, "warc-size", cfg.WARCSize, "rotate WARC files past this many bytes")
 	f.StringVar(&cfg.Scope, "scope", cfg.Scope, "comma-separated host suffixes to stay within (default: any)")
+	f.StringVar(&urlRules, "url-rules", "", "file of URL rules, one a line: +/- then prefix:, suffix:, host:, host-suffix:, regex: (RE2) and a pattern, or a bare regex; the first that matches decides, none matching refuses (end with \"+.\" to accept the rest); applied to links, sitemap entries and seeds")
 	f.StringVar(&cfg.SkipExts, "skip-ext", cfg.SkipExts, "comma-separated path extensions not to fetch, e.g. jpg,png,zip (default: fetch all)")
 	f.StringVar(&cfg.Websim, "websim", cfg.Websim, "crawl an in-process websim: clean, realistic, hostile or off (off by default when --seeds is given)")
 	f.IntVar(&cfg.WebsimHosts, "websim-hosts", cfg.WebsimHosts, "hosts of the in-process websim")

@@ -261,3 +261,51 @@ func TestRefetchFlags(t *testing.T) {
 		t.Errorf("the refused node created its data directory")
 	}
 }
+
+// TestURLRulesFlag: --url-rules reads its file into the config and the
+// crawl settings a joining node gets; a bad rule refuses the site with its
+// file and line, before anything is created; an empty file is refused.
+func TestURLRulesFlag(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "rules.txt")
+	if err := os.WriteFile(good, []byte("# docs only\n-suffix:.pdf\n+host-suffix:example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := capture(t, "up", "--url-rules", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.URLRulesFile != good || !strings.Contains(cfg.URLRules, "+host-suffix:example.com") {
+		t.Errorf("config: file %q, rules %q", cfg.URLRulesFile, cfg.URLRules)
+	}
+	var joined site.Config
+	site.SettingsOf(cfg).Apply(&joined)
+	if joined.URLRules != cfg.URLRules {
+		t.Errorf("the settings a joining node gets carry rules %q, want %q", joined.URLRules, cfg.URLRules)
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"bad regex", "+host:example.com\n\n-regex:a(b\n", []string{"--url-rules", "rules-bad.txt:3:", "missing closing )"}},
+		{"no sign", "host:example.com\n", []string{"rules-bad.txt:1:", "starts with + (accept) or - (reject)"}},
+		{"empty", "", []string{"is empty"}},
+	} {
+		bad := filepath.Join(dir, "rules-bad.txt")
+		if err := os.WriteFile(bad, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(dir, "data-"+strings.ReplaceAll(tc.name, " ", "-"))
+		root := newRoot(io.Discard, io.Discard, upSite)
+		root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--websim", "off", "--url-rules", bad})
+		err := root.Execute()
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v, want it refused saying %q", tc.name, err, w)
+			}
+		}
+		if _, err := os.Stat(data); err == nil {
+			t.Errorf("%s: the refused site created its data directory", tc.name)
+		}
+	}
+}

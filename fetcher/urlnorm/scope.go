@@ -48,6 +48,9 @@ type Scope struct {
 	// MaxPathSegments is the most path segments a URL may have. 0 means
 	// DefaultMaxPathSegments.
 	MaxPathSegments int
+	// Filter, if set, has the last word on a URL the rest allows (a
+	// crawl's URL rules: urlrules.Rules.Allow).
+	Filter func(u []byte) bool
 
 	once sync.Once
 	c    compiledScope
@@ -95,8 +98,9 @@ func (s *Scope) compile() {
 
 // Allow reports whether the normalised URL u is in scope: its host matches
 // HostSuffixes (if any) and is not in DenyHosts, its last path segment's
-// extension is not in SkipExts and its path has at most MaxPathSegments
-// segments. A URL without "://" is out of scope.
+// extension is not in SkipExts, its path has at most MaxPathSegments
+// segments, and Filter (if set) accepts it. A URL without "://" is out of
+// scope.
 func (s *Scope) Allow(u []byte) bool {
 	if s == nil {
 		return true
@@ -144,7 +148,7 @@ func (s *Scope) Allow(u []byte) bool {
 			}
 		}
 	}
-	return true
+	return s.Filter == nil || s.Filter(u)
 }
 
 func (c *compiledScope) hostInSuffixes(host []byte) bool {

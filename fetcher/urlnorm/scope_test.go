@@ -1,6 +1,7 @@
 package urlnorm
 
 import (
+	"bytes"
 	"strings"
 	"sync"
 	"testing"
@@ -72,6 +73,11 @@ func TestScope(t *testing.T) {
 		{"not a url", &Scope{}, map[string]bool{
 			"e.com/x": false,
 			"":        false,
+		}},
+		{"filter has the last word", &Scope{HostSuffixes: []string{"e.com"}, Filter: func(u []byte) bool { return !bytes.Contains(u, []byte("/private/")) }}, map[string]bool{
+			"http://e.com/a":         true,
+			"http://e.com/private/a": false,
+			"http://x.org/a":         false, // out of scope before the filter
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
