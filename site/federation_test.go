@@ -305,9 +305,10 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 					t.Errorf("site %s fetched %s, a URL of site %s's host", cfg.Region, r.URL, o)
 				}
 			}
-			if faults.returned != "" && own[h] == faults.returned && !strings.HasSuffix(r.URL, "/robots.txt") && !strings.HasSuffix(r.URL, "/sitemap.xml") {
-				// (robots.txt and the sitemap are read by every site
-				// that takes a host up: they are not URL records.)
+			if faults.returned != "" && own[h] == faults.returned && !strings.HasSuffix(r.URL, "/robots.txt") && !isSitemap(r.URL) {
+				// (robots.txt and the sitemaps it names are read by
+				// every site that takes a host up: they are not URL
+				// records.)
 				if cfg.Region == faults.returned {
 					backAt[r.URL] = append(backAt[r.URL], r.Date)
 				} else if at, ok := interimAt[r.URL]; (!ok || r.Date.Before(at)) && r.Status < 500 && r.Status != 429 {
@@ -786,4 +787,10 @@ func fmtCashError(e *float64) string {
 		return "missing"
 	}
 	return fmt.Sprint(*e)
+}
+
+// isSitemap reports whether u is one of the sitemaps websim's robots.txt
+// names (/sitemap.xml, and /sitemap-missing.xml, which answers 404).
+func isSitemap(u string) bool {
+	return strings.HasSuffix(u, "/sitemap.xml") || strings.HasSuffix(u, "/sitemap-missing.xml")
 }
