@@ -69,6 +69,15 @@ func startHoServer(t *testing.T, slow func(string) time.Duration) *hoServer {
 	t.Cleanup(s.srv.Close)
 	s.port = int(netip.MustParseAddrPort(s.srv.Listener.Addr().String()).Port())
 
+	s.res = testTLDResolver(t)
+	return s
+}
+
+// testTLDResolver is a resolver whose DNS server (real, on loopback,
+// stopped at the test's end) answers 127.0.0.1 for every *.test name and
+// nothing else.
+func testTLDResolver(t *testing.T) *dnscache.Resolver {
+	t.Helper()
 	dns, err := dnsserver.Start(dnsserver.Options{
 		Addr: "127.0.0.1:0",
 		Lookup: func(name string) (netip.Addr, bool) {
@@ -82,11 +91,11 @@ func startHoServer(t *testing.T, slow func(string) time.Duration) *hoServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dns.Close() })
-	s.res, err = dnscache.New(dnscache.Options{Server: dns.Addr(), Timeout: time.Second})
+	res, err := dnscache.New(dnscache.Options{Server: dns.Addr(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return res
 }
 
 // url is the URL of path on host (a *.test name).

@@ -27,7 +27,6 @@ import (
 	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
-	"github.com/meridian-crawler/meridian/websim/dnsserver"
 )
 
 // rfPage is what the refetch server serves at a path.
@@ -60,20 +59,7 @@ func startRfServer(t *testing.T) *rfServer {
 	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	s.port = int(netip.MustParseAddrPort(s.srv.Listener.Addr().String()).Port())
-	dns, err := dnsserver.Start(dnsserver.Options{
-		Addr: "127.0.0.1:0",
-		Lookup: func(name string) (netip.Addr, bool) {
-			return netip.AddrFrom4([4]byte{127, 0, 0, 1}), strings.HasSuffix(name, ".test")
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dns.Close() })
-	s.res, err = dnscache.New(dnscache.Options{Server: dns.Addr(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.res = testTLDResolver(t)
 	return s
 }
 

@@ -106,6 +106,26 @@ func waitStatus(t *testing.T, cfg site.Config, child *exec.Cmd, what string, rea
 	}
 }
 
+// restartToEnd starts the site of cfg again in a child and waits (at most
+// 3 minutes) for it to end by itself; the test fails if it does not, or
+// fails.
+func restartToEnd(t *testing.T, cfg site.Config) {
+	t.Helper()
+	again := startChild(t, cfg)
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- again.Wait() }()
+	select {
+	case err := <-waitErr:
+		if err != nil {
+			t.Fatalf("restarted site: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		again.Process.Kill()
+		<-waitErr
+		t.Fatal("restarted site did not finish")
+	}
+}
+
 // TestKillResume SIGKILLs a site in the middle of a fetch phase and
 // restarts it: the round resumes, nothing fetched before the kill is
 // fetched again, and at most the requests in flight at the kill are.
@@ -148,19 +168,7 @@ func TestKillResume(t *testing.T) {
 	}
 
 	// Restart: it must resume and run to exhaustion.
-	again := startChild(t, cfg)
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- again.Wait() }()
-	select {
-	case err := <-waitErr:
-		if err != nil {
-			t.Fatalf("restarted site: %v", err)
-		}
-	case <-time.After(3 * time.Minute):
-		again.Process.Kill()
-		<-waitErr
-		t.Fatal("restarted site did not finish")
-	}
+	restartToEnd(t, cfg)
 
 	rep, err := crawlcheck.CheckData(context.Background(), cfg.Data, "")
 	if err != nil {

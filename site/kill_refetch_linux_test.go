@@ -47,19 +47,7 @@ func TestKillRefetch(t *testing.T) {
 	before := st.Refetch.Refetches
 	t.Logf("killed in round %d with %d refetches counted", st.Round, before)
 
-	again := startChild(t, cfg)
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- again.Wait() }()
-	select {
-	case err := <-waitErr:
-		if err != nil {
-			t.Fatalf("restarted site: %v", err)
-		}
-	case <-time.After(3 * time.Minute):
-		again.Process.Kill()
-		<-waitErr
-		t.Fatal("restarted site did not finish its rounds")
-	}
+	restartToEnd(t, cfg)
 
 	stores, closeStores := siteStores(t, cfg.Data)
 	defer closeStores()
