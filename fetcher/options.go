@@ -98,6 +98,15 @@ type Options struct {
 	// called from the scheduler goroutine, possibly several times per job,
 	// and must be quick.
 	Skip func(*Job) bool
+	// Override, if set, gives an operator's override of a host's
+	// politeness: a delay that replaces HostDelay for it (a longer
+	// robots.txt Crawl-delay, capped, still applies; 0: none), and
+	// whether the host is blocked: a blocked host's jobs are answered
+	// without a request (Retry, NoRequest, StatusError) and it gets no
+	// request, robots.txt included, while it is. It is called from the
+	// scheduler goroutine before each of a host's requests, and must be
+	// quick.
+	Override func(host string) (delay time.Duration, blocked bool)
 	// Logger receives debug and warning messages. nil → discard.
 	Logger *slog.Logger
 

@@ -464,6 +464,9 @@ func (s *scheduler) dispatch(now time.Time) {
 // nextTask returns the next task of a ready host, or nil if it has no work
 // left (jobs that robots.txt denies are answered on the way).
 func (s *scheduler) nextTask(h *host, now time.Time) *task {
+	if s.held(h, now) {
+		return nil
+	}
 	if s.o.Skip != nil && (s.needsSetup(h, now) || s.needsRobots(h, now)) {
 		// Jobs the caller dropped must not cost the host a request, not
 		// even robots.txt: their host may be another node's by now.
@@ -641,9 +644,9 @@ func (s *scheduler) complete(t *task) {
 		// h.next is past unless a job's NotBefore raised it meanwhile: keep that.
 		notBefore := h.next
 		s.applyRobots(h, t, now)
-		h.next = later(notBefore, t.end.Add(h.delay))
+		h.next = later(notBefore, t.end.Add(s.gap(h)))
 	case taskSitemap:
-		h.next = later(h.next, t.end.Add(h.delay))
+		h.next = later(h.next, t.end.Add(s.gap(h)))
 		if t.expand {
 			for _, u := range t.children {
 				s.queueSitemap(h, u, false)
@@ -652,11 +655,41 @@ func (s *scheduler) complete(t *task) {
 		s.f.c.internal.Add(-1)
 		s.countOutcome(h, t.outcome, now)
 	case taskPage:
-		h.next = later(h.next, t.end.Add(h.delay))
+		h.next = later(h.next, t.end.Add(s.gap(h)))
 		s.countOutcome(h, t.outcome, now)
 	}
 	s.service(h, now)
 	s.freeTask(t)
+}
+
+// gap is the delay after a request to h: the operator's delay for it
+// (Options.Override) in place of HostDelay, if there is one.
+func (s *scheduler) gap(h *host) time.Duration {
+	if s.o.Override == nil {
+		return h.delay
+	}
+	if d, _ := s.o.Override(h.name); d > 0 {
+		return max(d, min(h.rec.CrawlDelay, s.o.MaxCrawlDelay))
+	}
+	return h.delay
+}
+
+// held answers the jobs of a host the operator blocked (Options.Override)
+// without a request (Retry, NoRequest: they go back to the frontier) and
+// drops its sitemaps; it reports whether it did.
+func (s *scheduler) held(h *host, now time.Time) bool {
+	if s.o.Override == nil {
+		return false
+	}
+	if _, blocked := s.o.Override(h.name); !blocked {
+		return false
+	}
+	for h.jobs.len() > 0 {
+		s.answer(h.jobs.pop(), crawl.StatusError, true, "fetcher: host blocked by the operator", now)
+	}
+	h.jobs.release()
+	s.dropSitemaps(h)
+	return true
 }
 
 // hostDelay is the delay after a request to a host with this Crawl-delay.

@@ -137,6 +137,14 @@ type Options struct {
 	// what the schedule needs (its validators, whether it changed), and
 	// the update gives it its next fetch.
 	Refetch plan.Refetch
+	// Controls is the store the operator's controls are read from
+	// (package control; a sharded site's meta group); nil → this crawl
+	// database's.
+	Controls *store.Store
+	// Shards is how many crawl databases share the site's width: an
+	// operator's width (control.Controls.Width) is the site's, and each
+	// gets its share; 0 → 1.
+	Shards int
 
 	// Router, for a site in a federation, routes the URLs the update
 	// finds to the crawl database that owns them (route.Router.Route):
@@ -257,6 +265,9 @@ type Crawler struct {
 	seen    map[uint64]struct{} // content fingerprints fetched
 
 	node *nodeSide
+	// ctl is the operator's controls (Options.Controls, else this crawl
+	// database's).
+	ctl *ControlWatch
 
 	// idleIndex is the crawl database's applied index as of the leader's
 	// last look at a frontier with nothing to generate and no round in
@@ -320,6 +331,14 @@ func New(o Options) (*Crawler, error) {
 		return nil, err
 	}
 	c.state = s
+	cst := o.Controls
+	if cst == nil {
+		cst = c.st
+	}
+	c.ctl = NewControlWatch(cst, o.Now, o.Logger)
+	if err := c.ctl.Refresh(); err != nil {
+		return nil, err
+	}
 	// Rebuild the content fingerprints fetched (for duplicates).
 	err = c.st.ScanURLs(func(r store.URLRecord) error {
 		if r.ContentFP != 0 && r.Status == store.StatusFetched {
@@ -420,6 +439,9 @@ func (p hostPace) each() time.Duration { return p.delay + p.took }
 
 func (c *Crawler) hostPace(host string) hostPace {
 	p := hostPace{delay: c.o.HostDelay}
+	if d := c.ctl.Load().Delay(host); d > 0 {
+		p.delay = d // the operator's (control.Host.Delay)
+	}
 	rec, ok, err := c.hosts.LoadHost(host)
 	if err == nil && ok {
 		p.delay = max(p.delay, min(rec.CrawlDelay, c.o.MaxCrawlDelay))
@@ -435,7 +457,7 @@ func (c *Crawler) hostPace(host string) hostPace {
 // the site's host delay takes for PerHost URLs ((PerHost − 1) × HostDelay
 // after its first).
 func (c *Crawler) roundSpan() time.Duration {
-	return time.Duration(c.o.PerHost-1) * c.o.HostDelay
+	return time.Duration(c.limits().perHost-1) * c.o.HostDelay
 }
 
 // hostDelay is the least gap this site keeps between two requests to host:

@@ -247,6 +247,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	defer l.mu.Unlock()
 	l.refillAt = time.Time{}
 	handed := 0
+	lim := c.limits()
 	for attempt := 0; attempt < 4; attempt++ {
 		now := c.o.Now()
 		span := c.roundSpan()
@@ -254,7 +255,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if wide := plan.RoundSpan(c.o.PerHost, c.o.HostDelay, rd.fastest, l.refillLead()); wide > span {
+		if wide := plan.RoundSpan(lim.perHost, c.o.HostDelay, rd.fastest, l.refillLead()); wide > span {
 			// Only hosts slower than the host delay have URLs: the
 			// span is the fastest one's k URLs (plan.RoundSpan).
 			span = wide
@@ -296,15 +297,15 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 					used = int64(st.Fetched)
 					l.fetched[e.Host] = used
 				}
-				over = plan.HostSpent(used, int64(inFlight[e.Host]), c.o.HostBudget)
-				room = int64(c.o.HostBudget) - used - int64(inFlight[e.Host])
+				over = plan.HostSpent(used, int64(inFlight[e.Host]), lim.hostBudget)
+				room = int64(lim.hostBudget) - used - int64(inFlight[e.Host])
 				switch {
 				case over && c.o.Refetch.On():
 					// The host stays open for its refetches. Once its
 					// fetched pages alone use the budget (not pages in
 					// flight, which may fail), its unfetched URLs leave
 					// the frontier for good.
-					if plan.HostSpent(used, 0, c.o.HostBudget) {
+					if plan.HostSpent(used, 0, lim.hostBudget) {
 						var err error
 						if parks, err = c.parkable(parks, e.Host); err != nil {
 							return nil, err
@@ -427,11 +428,15 @@ type frontierRead struct {
 func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (frontierRead, error) {
 	c := l.c
 	rd := frontierRead{paces: map[string]hostPace{}}
-	b := plan.Budgets{PerHost: c.o.PerHost, HostDelay: c.o.HostDelay, IPDelay: c.o.IPDelay, Now: now, Span: span, Lead: l.refillLead(), Tail: tail}
+	lim := c.limits()
+	b := plan.Budgets{PerHost: lim.perHost, HostDelay: c.o.HostDelay, IPDelay: c.o.IPDelay, Now: now, Span: span, Lead: l.refillLead(), Tail: tail}
 	r := c.o.Router
 	budget := func(host string) int {
 		// A host that waits for another site's hand-back (see
 		// Router.Waiting) gets nothing: its record is not read.
+		if c.blocked(host) {
+			return 0 // the operator's block (control.Host)
+		}
 		h := plan.HostPace{Waiting: r != nil && r.Waiting(host)}
 		if !h.Waiting {
 			p := l.hostPace(host)
@@ -441,7 +446,7 @@ func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (fro
 		}
 		return b.Host(h)
 	}
-	fr, err := c.st.Frontier(store.FrontierQuery{Width: c.o.Width, PerHost: c.o.PerHost, Now: now, PerHostFor: budget})
+	fr, err := c.st.Frontier(store.FrontierQuery{Width: lim.width, PerHost: lim.perHost, Now: now, PerHostFor: budget})
 	if err != nil {
 		return rd, fmt.Errorf("rounds: generate: read frontier: %w", err)
 	}
@@ -747,7 +752,7 @@ const maxDueSweep = 100_000
 // the same budgets and politeness. At most max(Width, 1) × 2 URLs a
 // generate (and maxDueSweep), the earliest first.
 func (c *Crawler) makeDue(ctx context.Context, now time.Time) error {
-	due, err := c.st.DueURLs(now, min(max(c.o.Width, 1)*2, maxDueSweep))
+	due, err := c.st.DueURLs(now, min(max(c.limits().width, 1)*2, maxDueSweep))
 	if err != nil || len(due) == 0 {
 		return err
 	}

@@ -418,6 +418,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if err := l.refresh(); err != nil {
 		return err
 	}
+	if err := c.ctl.Refresh(); err != nil {
+		return err
+	}
 	for _, ref := range l.resets {
 		b := c.newBatch()
 		b.PutUser(doneKey(ref.round, ref.id), nil)
@@ -472,6 +475,12 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if active > 0 {
 		c.idleIndex.Store(0)
 	}
+	if c.paused() {
+		// The operator paused the crawl: the rounds in flight finish,
+		// no new one is generated, and the crawl does not end.
+		c.idleIndex.Store(0)
+		return nil
+	}
 	es := plan.EndState{Active: active, LimitReached: limit, FrontierEmpty: l.frontierEmpty,
 		Retrying: !l.retryAt.IsZero(), Federated: c.o.Router != nil}
 	if plan.NeedsBackoff(es) {
@@ -508,7 +517,7 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if l.frontierEmpty && !l.retryAt.IsZero() && !now.Before(l.retryAt) {
 		l.frontierEmpty, l.retryAt = false, time.Time{}
 	}
-	pace := plan.Pace{Fetching: fetching, Updating: updating, Queued: l.queued(nodes, now), Width: c.o.Width, LimitReached: limit}
+	pace := plan.Pace{Fetching: fetching, Updating: updating, Queued: l.queued(nodes, now), Width: c.limits().width, LimitReached: limit}
 	if l.frontierEmpty || !plan.Generate(pace) {
 		return nil
 	}
@@ -1103,6 +1112,9 @@ func (c *Crawler) fetchDone(ctx context.Context, round uint64) error {
 // only backing off for a while (not closed for their budget): the crawl is
 // not exhausted while they wait.
 func (c *Crawler) backingOff() (bool, error) {
+	if !c.ctl.Load().NextUnblock(c.o.Now()).IsZero() {
+		return true, nil // a host the operator blocked for a while (control.Host.Until)
+	}
 	fr, err := c.st.Frontier(store.FrontierQuery{Width: 1000, PerHost: 1})
 	if err != nil {
 		return false, fmt.Errorf("rounds: read frontier: %w", err)

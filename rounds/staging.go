@@ -473,7 +473,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 			if err != nil {
 				return err
 			}
-			if int(h.Failures) < c.o.MaxRetries+hostGrace && c.requeueAgain(res.URL) {
+			if c.blocked(res.Host) || int(h.Failures) < c.o.MaxRetries+hostGrace && c.requeueAgain(res.URL) {
 				b.Requeues = append(b.Requeues, res.URL)
 				continue
 			}

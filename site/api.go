@@ -173,6 +173,7 @@ func (s *Site) apiHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)
 	}))
+	s.controlHandlers(mux, ready)
 	mux.HandleFunc("POST /site/leave", ready(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.Leave(); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)

@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/rounds/control"
 	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site/dashboard"
 )
@@ -50,6 +51,9 @@ type Dashboard struct {
 	// Refetch is the refetch figures, present when the site refetches
 	// (--refetch-interval) or its recent rounds refetched pages.
 	Refetch *DashRefetch `json:"refetch,omitempty"`
+	// Controls are the operator's overrides (site pause, limits, host);
+	// absent while there are none.
+	Controls *control.Controls `json:"controls,omitempty"`
 	// Federation is absent on a site without --federation.
 	Federation *DashFed `json:"federation,omitempty"`
 	// Sharded is a sharded node's shards and the site's nodes (absent on a
@@ -545,6 +549,9 @@ func (s *Site) Dashboard() Dashboard {
 	}
 	if rf := s.dash.refetches(); s.cfg.Refetch.On() || rf.Refetches > 0 {
 		d.Refetch = &DashRefetch{RefetchFigures: rf, Scheduled: c.Scheduled}
+	}
+	if ctl := s.controlsStatus(); ctl != nil {
+		d.Controls = ctl
 	}
 	if top, err := s.db.Store().Frontier(store.FrontierQuery{Width: dashTop, PerHost: 1}); err == nil {
 		for _, e := range top {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/rounds/control"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site"
@@ -173,6 +174,18 @@ func TestDashboardRefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// Operator's controls that change nothing here (the site's own
+	// width, a host at the site's delay): the controls panel shows them.
+	api, err := site.DialNode(cfg.Data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	width, delay := cfg.Width, control.Duration(cfg.HostDelay)
+	for _, op := range []control.Op{{Width: &width}, {Host: "h3.zz.test", Delay: &delay}} {
+		if _, err := api.Control(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := s.Run(ctx, nil); err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -279,6 +292,17 @@ func TestDashboardRefetch(t *testing.T) {
 		p.ShareText != fmt.Sprintf("%.1f%%", 100*want.NotModifiedShare) {
 		t.Errorf("the page shows %s refetches/s, %s answered 304, %s est. freshness; want %.1f, %.1f%%, %.1f%%",
 			p.RateText, p.ShareText, p.FreshText, d.Refetch.Rate, 100*want.NotModifiedShare, 100*want.Freshness)
+	}
+	if d.Controls == nil || d.Controls.Version != 2 || d.Controls.Width != cfg.Width {
+		t.Errorf("dashboard.json's controls: %+v", d.Controls)
+	}
+	cp, err := eval[struct {
+		Hidden                 bool
+		Version, Hosts, Change string
+	}](b, `(() => { const p = document.getElementById('controls-panel');
+		return {Hidden: p.hidden, Version: p.dataset.version, Hosts: p.dataset.hosts, Change: document.getElementById('controls-changes').textContent}; })()`)
+	if err != nil || cp.Hidden || cp.Version != "2" || cp.Hosts != "1" || !strings.Contains(cp.Change, "host h3.zz.test delay=") {
+		t.Errorf("the page's controls panel: %+v, %v", cp, err)
 	}
 	b.screenshot(t, "dashboard-refetch")
 	if errs := b.consoleErrors(); len(errs) > 0 {

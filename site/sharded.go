@@ -159,6 +159,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 					return ips, err
 				},
 				FailTimeout: cfg.FailTimeout, CheckCash: cfg.CheckCash,
+				Controls: meta.Store(), Shards: st.Shards, // the operator's controls are the site's
 				Logger:  log.With("part", "rounds", "node", cfg.Node, "shard", sh),
 				OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
 			}
@@ -207,6 +208,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	fo := fetcherOptions(*cfg)
 	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, set.Hosts(), ss.norm, ss.scope
 	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = set.Seen, set.OnResult, set.Skip, log.With("part", "fetcher")
+	fo.Override = rounds.NewControlWatch(meta.Store(), nil, log).HostOverride
 	s.fetch, err = fetcher.New(fo)
 	if err != nil {
 		return fmt.Errorf("site: fetcher: %w", err)
@@ -241,6 +243,7 @@ func (s *Site) shardedStatus() Status {
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
 	st.Refetch = s.refetchStatus()
+	st.Controls = s.controlsStatus()
 	if s.fed != nil {
 		fs := s.fed.Status()
 		st.Federation = &fs

@@ -110,7 +110,11 @@ type Site struct {
 	crawler *rounds.Crawler
 	host    *crawldb.Host // a sharded node's replicas (nil: not sharded)
 	set     *shardset.Set // a sharded node's shards (nil: not sharded)
-	joined  bool          // the node joined its site (rather than created it)
+	// norm and scope normalise and filter URLs as the fetcher does (the
+	// seeds an operator injects).
+	norm    *urlnorm.Normalizer
+	scope   *urlnorm.Scope
+	joined  bool // the node joined its site (rather than created it)
 	fetch   *fetcher.Fetcher
 	warc    *warcfile.Writer
 	sim     *websim.Server
@@ -230,6 +234,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 		scope.Filter = rules.Allow
 		s.log.Info("site: URL rules", "file", cfg.urlRulesName(), "rules", rules.Len())
 	}
+	s.norm, s.scope = norm, scope
 
 	// The in-vitro web, when asked for: crawled like any web, through its
 	// own DNS server, on loopback (so private addresses are allowed).
@@ -355,6 +360,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	fo := fetcherOptions(cfg)
 	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, s.crawler.Hosts(), norm, scope
 	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = s.crawler.Seen, s.crawler.OnResult, s.crawler.Skip(), log.With("part", "fetcher")
+	fo.Override = s.crawler.HostOverride
 	s.fetch, err = fetcher.New(fo)
 	if err != nil {
 		return nil, fmt.Errorf("site: fetcher: %w", err)

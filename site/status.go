@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/rounds/control"
 	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -53,6 +54,9 @@ type Status struct {
 	// Site is a sharded site's site-wide view: every shard and node, as
 	// gathered from every node (GET /status?site=1 only).
 	Site *SiteView `json:"site,omitempty"`
+	// Controls are the operator's overrides (site pause, limits, host);
+	// absent while there are none.
+	Controls *control.Controls `json:"controls,omitempty"`
 	// Stopped is set while the node stops on a signal, before the crawl
 	// ended: what it leaves (Rounds.Finished says why a crawl ended).
 	Stopped *rounds.Finish `json:"stopped,omitempty"`
@@ -119,6 +123,7 @@ func (s *Site) Status() Status {
 		st.Federation = &fs
 	}
 	st.Nodes = s.nodes()
+	st.Controls = s.controlsStatus()
 	s.mu.Lock()
 	st.Stopped = s.stopped
 	s.mu.Unlock()
@@ -129,6 +134,19 @@ func (s *Site) Status() Status {
 		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"
 	}
 	return st
+}
+
+// controlsStatus is the operator's controls, nil while there are none.
+func (s *Site) controlsStatus() *control.Controls {
+	ctl, err := rounds.ReadControls(s.db.Store())
+	if err != nil {
+		s.log.Warn("site: status: controls", "err", err)
+		return nil
+	}
+	if ctl.Version == 0 {
+		return nil
+	}
+	return &ctl
 }
 
 // refetchStatus is the recent rounds' refetch figures, nil if they

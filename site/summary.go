@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/rounds/control"
 	"github.com/meridian-crawler/meridian/shardset"
 )
 
@@ -48,6 +49,9 @@ func (st Status) WriteSummary(w io.Writer) error {
 			p("; in flight: %s", strings.Join(act, ", "))
 		}
 		p("\n")
+	}
+	if c := st.Controls; c != nil {
+		p("controls  %s\n", controlsLine(c, time.Now()))
 	}
 	if l := r.Last; l != nil {
 		p("          last round %d: %d generated, %d fetched (%d 2xx), %d new URLs, fetch %.1fs, update %.1fs\n",
@@ -311,4 +315,43 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// controlsLine sums up the operator's controls in one line.
+func controlsLine(c *control.Controls, now time.Time) string {
+	var parts []string
+	if c.Paused {
+		parts = append(parts, "PAUSED (site resume)")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"width", c.Width}, {"per-host", c.PerHost}, {"host budget", c.HostBudget}} {
+		if f.v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", f.name, f.v))
+		}
+	}
+	blocked, delayed := 0, 0
+	for _, h := range c.Hosts {
+		if h.BlockedAt(now) {
+			blocked++
+		}
+		if h.Delay > 0 {
+			delayed++
+		}
+	}
+	if blocked > 0 {
+		parts = append(parts, fmt.Sprintf("%d hosts blocked", blocked))
+	}
+	if delayed > 0 {
+		parts = append(parts, fmt.Sprintf("%d hosts with a delay", delayed))
+	}
+	if n := len(c.Changes); n > 0 {
+		l := c.Changes[n-1]
+		parts = append(parts, fmt.Sprintf("last change %q by %s at %s", l.What, l.By, l.At.Format(time.RFC3339)))
+	}
+	if len(parts) == 0 {
+		return "none in force"
+	}
+	return strings.Join(parts, "; ")
 }

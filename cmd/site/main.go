@@ -6,6 +6,10 @@
 //	site status [--data DIR | --addr HOST:PORT] [--json]   print a node's state (and its site's nodes and federation peers;
 //	                                               on a sharded site every shard of the site, asked of every node)
 //	site leave [--data DIR | --addr API-HOST:PORT]  take a node out of its site, handing its work back
+//	site inject FILE|- [--data DIR]                 add seeds to a running crawl
+//	site pause | resume [--data DIR]                stop and restart generating rounds (kept across restarts)
+//	site host HOST --delay D | --block [UNTIL] | --unblock   override one host's politeness
+//	site limits [--width N] [--per-host K] [--host-budget N] change the round limits while running
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
 // and crawls it: the README's first command.
@@ -57,6 +61,7 @@ func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(upCmd(stderr, up), statusCmd(stdout), leaveCmd(stdout))
 	root.AddCommand(certsCmd(stdout))
+	root.AddCommand(controlCmds(os.Stdin, stdout)...)
 	return root
 }
 

@@ -457,6 +457,43 @@
     p.dataset.scheduled = String(num(r.scheduled));
   }
 
+  // drawControls draws the operator's controls (c is null while there are
+  // none: the panel stays hidden): pause, limits, per-host overrides and
+  // the last changes.
+  function drawControls(c) {
+    $('controls-panel').hidden = !c;
+    if (!c) return;
+    const p = $('controls-panel');
+    p.dataset.paused = String(!!c.paused);
+    p.dataset.version = String(num(c.version));
+    $('controls-paused').hidden = !c.paused;
+    setText('controls-sub', `(${fmtInt(num(c.version))} changes)`);
+    const lim = $('controls-limits');
+    lim.textContent = '';
+    for (const [name, v] of [['width', c.width], ['k per host', c.per_host], ['host budget', c.host_budget]]) {
+      if (!num(v)) continue;
+      const dt = document.createElement('dt');
+      dt.textContent = name;
+      const dd = document.createElement('dd');
+      dd.textContent = fmtInt(num(v));
+      lim.append(dt, dd);
+    }
+    const hosts = Object.entries(c.hosts || {}).sort((a, b) => (a[0] < b[0] ? -1 : 1)).slice(0, 20);
+    p.dataset.hosts = String(Object.keys(c.hosts || {}).length);
+    $('controls-hosts').hidden = hosts.length === 0;
+    fillTable('controls-hosts', hosts.map(([h, o]) => [
+      h, o.delay ? fmtDur(num(o.delay) / 1e9) : '–',
+      o.blocked ? (o.until ? 'until ' + new Date(o.until).toISOString() : 'yes') : '–',
+    ]), 3);
+    const ul = $('controls-changes');
+    ul.textContent = '';
+    for (const ch of arr(c.changes).slice(-5).reverse()) {
+      const li = document.createElement('li');
+      li.textContent = `${new Date(ch.at).toISOString()} ${ch.by || ''}: ${ch.what}`;
+      ul.append(li);
+    }
+  }
+
   // drawShards draws a sharded node's shards and the site's nodes (sh is
   // null on a site without shards: the panel stays hidden).
   function drawShards(sh) {
@@ -577,6 +614,7 @@
     drawHeader(d);
     drawTables(d);
     drawRefetch(d.refetch || null);
+    drawControls(d.controls || null);
     drawShards(d.sharded || null);
     drawSite((d.sharded || {}).site || null);
     drawFederation(d.federation || null);
