@@ -3,6 +3,7 @@
 package site_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile/cdxj"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 )
@@ -169,6 +171,7 @@ func TestKillResume(t *testing.T) {
 
 	// Restart: it must resume and run to exhaustion.
 	restartToEnd(t, cfg)
+	checkWARCIndexes(t, filepath.Join(cfg.Data, "warc"))
 
 	rep, err := crawlcheck.CheckData(context.Background(), cfg.Data, "")
 	if err != nil {
@@ -199,4 +202,37 @@ func TestKillResume(t *testing.T) {
 			t.Errorf("%s had its result on disk at the kill but was fetched %d times", u, n)
 		}
 	}
+}
+
+// checkWARCIndexes checks that every WARC file in dir has its CDXJ index,
+// with the bytes an index made from the file alone has (after a SIGKILL
+// and a restart, the repaired file's index included), and that no partial
+// index is left.
+func checkWARCIndexes(t *testing.T, dir string) {
+	t.Helper()
+	open, _ := filepath.Glob(filepath.Join(dir, "*.cdxj.open"))
+	if len(open) > 0 {
+		t.Errorf("partial indexes left: %v", open)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if len(files) == 0 {
+		t.Fatalf("no WARC files in %s", dir)
+	}
+	lines := 0
+	for _, f := range files {
+		got, err := os.ReadFile(f + ".cdxj")
+		if err != nil {
+			t.Errorf("%s: no index: %v", f, err)
+			continue
+		}
+		want := filepath.Join(t.TempDir(), "rebuilt.cdxj")
+		if _, err := cdxj.IndexFile(f, filepath.Base(f), want); err != nil {
+			t.Fatal(err)
+		}
+		if w, _ := os.ReadFile(want); !bytes.Equal(got, w) {
+			t.Errorf("%s: index differs from the one made from the file", f)
+		}
+		lines += bytes.Count(got, []byte("\n"))
+	}
+	t.Logf("%d WARC files, %d index lines", len(files), lines)
 }

@@ -201,7 +201,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 			return err
 		}
 	}
-	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
+	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Index: true, Logger: log})
 	if err != nil {
 		return fmt.Errorf("site: warc: %w", err)
 	}

@@ -353,7 +353,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	s.crawlerReady.Store(s.crawler)
 	// A node joins only once no round's results are kept on this node alone.
 	s.db.SetJoinGate(s.crawler.GrowthGate)
-	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Logger: log})
+	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Index: true, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site: warc: %w", err)
 	}

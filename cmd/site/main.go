@@ -10,6 +10,7 @@
 //	site pause | resume [--data DIR]                stop and restart generating rounds (kept across restarts)
 //	site host HOST --delay D | --block [UNTIL] | --unblock   override one host's politeness
 //	site limits [--width N] [--per-host K] [--host-budget N] change the round limits while running
+//	site warc-index DIR                              (re)build the CDXJ index beside every WARC file in DIR
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
 // and crawls it: the README's first command.
@@ -62,6 +63,7 @@ func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 	root.AddCommand(upCmd(stderr, up), statusCmd(stdout), leaveCmd(stdout))
 	root.AddCommand(certsCmd(stdout))
 	root.AddCommand(controlCmds(os.Stdin, stdout)...)
+	root.AddCommand(warcIndexCmd(stdout, stderr))
 	return root
 }
 

@@ -1,6 +1,7 @@
 package warcfile
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/base32"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile/cdxj"
 )
 
 // encoder serialises records and compresses each into its own gzip member,
@@ -24,6 +26,20 @@ type encoder struct {
 	sha     hash.Hash
 	sum     [sha1.Size]byte
 	records int // records in out
+
+	// With index set, every indexed member of out gets a line in idx: its
+	// key, timestamp and JSON up to the offset (cdxj.Line.AppendHead); the
+	// Writer adds the offset and file name when it appends out.
+	index bool
+	idx   []byte
+	lines []lineRef
+}
+
+// lineRef locates the head of one index line in encoder.idx and its member
+// in encoder.out.
+type lineRef struct {
+	start, end int // of the head in idx
+	member     int // offset of the member in out
 }
 
 // appender is an io.Writer that appends to encoder.out.
@@ -47,6 +63,7 @@ func getEncoder(level int) *encoder {
 	}
 	if e, _ := p.(*sync.Pool).Get().(*encoder); e != nil {
 		e.out, e.records = e.out[:0], 0
+		e.index, e.idx, e.lines = false, e.idx[:0], e.lines[:0]
 		return e
 	}
 	e := &encoder{level: level, sha: sha1.New()}
@@ -58,6 +75,9 @@ func getEncoder(level int) *encoder {
 func putEncoder(e *encoder) {
 	if cap(e.out) > maxPooledBuf {
 		e.out = nil
+	}
+	if cap(e.idx) > maxPooledBuf {
+		e.idx = nil
 	}
 	p, _ := encoderPools.Load(e.level)
 	p.(*sync.Pool).Put(e)
@@ -116,14 +136,24 @@ func (e *encoder) exchange(x *Exchange) error {
 	h = append(h, "WARC-Block-Digest: "...)
 	h = e.digest(h, x.Response, x.Body)
 	h = append(h, "\r\nWARC-Payload-Digest: "...)
+	var dg digestBuf
+	i := len(h)
 	h = e.digest(h, x.Body, nil)
+	digest := append(dg[:0], h[i:]...)
 	h = append(h, "\r\n"...)
 	if x.Truncated != "" {
 		h = appendField(h, "WARC-Truncated", truncReason(x.Truncated))
 	}
 	h = append(h, "Content-Type: application/http;msgtype=response\r\n"...)
 	e.hdr = h
-	return e.member(x.Response, x.Body)
+	start := len(e.out)
+	if err := e.member(x.Response, x.Body); err != nil {
+		return err
+	}
+	if e.index {
+		e.addLine(start, x.URL, date, cdxj.MediaType(httpContentType(x.Response)), cdxj.StatusOf(x.Response), digest)
+	}
+	return nil
 }
 
 // revisit encodes the revisit member of x (see Revisit), with record id id
@@ -148,17 +178,105 @@ func (e *encoder) revisit(x *Exchange, date time.Time, id, reqID []byte) error {
 	h = append(h, "WARC-Block-Digest: "...)
 	h = e.digest(h, x.Response, nil)
 	h = append(h, "\r\n"...)
+	// A revisit without WARC-Payload-Digest is indexed with the digest of
+	// its payload, which is empty, as cdxj-indexer does.
+	var dg digestBuf
+	digest := append(dg[:0], emptyDigest...)
 	switch {
 	case x.Revisit == RevisitIdenticalPayload:
 		h = append(h, "WARC-Payload-Digest: "...)
+		i := len(h)
 		h = e.digest(h, x.Body, nil)
+		digest = append(dg[:0], h[i:]...)
 		h = append(h, "\r\nWARC-Truncated: length\r\n"...)
 	case x.Truncated != "":
 		h = appendField(h, "WARC-Truncated", truncReason(x.Truncated))
 	}
 	h = append(h, "Content-Type: application/http;msgtype=response\r\n"...)
 	e.hdr = h
-	return e.member(x.Response, nil)
+	start := len(e.out)
+	if err := e.member(x.Response, nil); err != nil {
+		return err
+	}
+	if e.index {
+		e.addLine(start, x.URL, date, "warc/revisit", cdxj.StatusOf(x.Response), digest)
+	}
+	return nil
+}
+
+// metadata encodes a metadata record of targetURI with the fields as its
+// application/warc-fields block.
+func (e *encoder) metadata(targetURI string, date time.Time, fields [][2]string) error {
+	var ids [2][uuidLen]byte
+	newIDs(&ids)
+	n := 0
+	for _, f := range fields {
+		n += len(f[0]) + len(f[1]) + 4
+	}
+	body := make([]byte, 0, n)
+	for _, f := range fields {
+		body = append(body, f[0]...)
+		body = append(body, ": "...)
+		body = append(body, f[1]...)
+		body = append(body, "\r\n"...)
+	}
+	h := e.start("metadata", ids[0][:], date)
+	h = appendField(h, "WARC-Target-URI", targetURI)
+	h = append(h, "WARC-Block-Digest: "...)
+	var dg digestBuf
+	i := len(h)
+	h = e.digest(h, body, nil)
+	digest := append(dg[:0], h[i:]...) // the payload of a record that is not HTTP is its block
+	h = append(h, "\r\nContent-Type: application/warc-fields\r\n"...)
+	e.hdr = h
+	start := len(e.out)
+	if err := e.member(body, nil); err != nil {
+		return err
+	}
+	if e.index {
+		e.addLine(start, targetURI, date, "application/warc-fields", "", digest)
+	}
+	return nil
+}
+
+// digestBuf holds a "sha1:" digest without allocating.
+type digestBuf [40]byte
+
+// emptyDigest is the WARC digest of nothing.
+const emptyDigest = "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
+
+// addLine adds the index line head of the member that starts at start in
+// e.out and ends at its end.
+func (e *encoder) addLine(start int, url string, date time.Time, mime, status string, digest []byte) {
+	l := cdxj.Line{
+		URL:    url,
+		Mime:   mime,
+		Status: status,
+		Digest: string(digest),
+		Length: int64(len(e.out) - start),
+	}
+	i := len(e.idx)
+	b := cdxj.AppendSURT(e.idx, url)
+	b = append(b, ' ')
+	b = cdxj.AppendTimestamp(b, date)
+	b = l.AppendHead(b)
+	e.idx = b
+	e.lines = append(e.lines, lineRef{start: i, end: len(b), member: start})
+}
+
+// httpContentType returns the value of the first Content-Type field of an
+// HTTP header block (status line first), or "".
+func httpContentType(hdr []byte) string {
+	_, rest, _ := bytes.Cut(hdr, []byte("\n"))
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if ok && bytes.EqualFold(name, []byte("Content-Type")) {
+			return string(bytes.TrimSpace(value))
+		}
+	}
+	return ""
 }
 
 // warcinfo encodes the warcinfo record that starts file name.

@@ -6,18 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile/cdxj"
 )
 
 // recoverDir repairs the leftover ".open" files of prefix in dir and returns
 // how many it repaired. Files that another live Writer holds (its lock) are
-// left alone.
-func recoverDir(dir, prefix string, log *slog.Logger) (int, error) {
+// left alone. The index of a repaired file is rebuilt from it (with index;
+// without, a stale one is removed), and so is the index of a finished file
+// whose index a crash left unfinished (see recoverIndex).
+func recoverDir(dir, prefix string, index bool, log *slog.Logger) (int, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"-*.warc.gz"+openSuffix))
 	if err != nil {
 		return 0, fmt.Errorf("warcfile: list %s: %w", dir, err)
@@ -31,14 +35,76 @@ func recoverDir(dir, prefix string, log *slog.Logger) (int, error) {
 		}
 		if ok {
 			n++
+			final := strings.TrimSuffix(p, openSuffix)
+			if fileExists(final) {
+				rebuildIndex(final, index, log)
+			}
+			removeStale(final+indexSuffix+openSuffix, log)
 		}
 	}
-	if n > 0 {
+	idxs, err := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"-*.warc.gz"+indexSuffix+openSuffix))
+	if err != nil {
+		return n, fmt.Errorf("warcfile: list %s: %w", dir, err)
+	}
+	changed := n > 0
+	for _, p := range idxs {
+		changed = recoverIndex(p, index, log) || changed
+	}
+	if changed {
 		if err := syncDir(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// rebuildIndex writes the sorted index of the WARC file final from the file
+// itself, with index; a failure is logged (the file is intact, and `site
+// warc-index` can index it later).
+func rebuildIndex(final string, index bool, log *slog.Logger) {
+	if !index {
+		return
+	}
+	n, err := cdxj.IndexFile(final, filepath.Base(final), final+indexSuffix)
+	if err != nil {
+		log.Error("warcfile: cannot rebuild the index of a recovered file", "path", final, "err", err)
+		return
+	}
+	log.Warn("warcfile: rebuilt the index of a recovered file", "path", final+indexSuffix, "lines", n)
+}
+
+// removeStale removes a partial index file, if there is one.
+func removeStale(path string, log *slog.Logger) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Error("warcfile: cannot remove a stale index", "path", path, "err", err)
+	}
+}
+
+// recoverIndex handles the unfinished index "<name>.cdxj.open" path of a
+// file that is not open any more (a crash after the file was renamed, before
+// its index was): it rebuilds "<name>.cdxj" from "<name>" (with index) and
+// removes path. It leaves path alone while "<name>.open" exists (the file
+// is still being written, or could not be recovered) or a live Writer holds
+// path's lock (it is finishing the index). It reports whether it changed
+// anything.
+func recoverIndex(path string, index bool, log *slog.Logger) bool {
+	warc := strings.TrimSuffix(path, indexSuffix+openSuffix)
+	if fileExists(warc + openSuffix) {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false // gone meanwhile
+	}
+	defer f.Close()
+	if err := tryLockFile(f); err != nil {
+		return false
+	}
+	if fileExists(warc) {
+		rebuildIndex(warc, index, log)
+	}
+	removeStale(path, log)
+	return true
 }
 
 // globEscape escapes the metacharacters of filepath.Match in s.

@@ -3,6 +3,7 @@
 // Every exchange becomes a request and a response record, each its own gzip
 // member, linked by WARC-Concurrent-To; a refetch that found the page
 // unchanged becomes a request and a revisit record instead (see Revisit).
+// Metadata writes a metadata record (application/warc-fields) about a URL.
 // Records are serialised and compressed in the calling goroutine, outside
 // any lock; only the append to the file is serialised, so concurrent
 // writers compress in parallel. A file is written under the name
@@ -10,21 +11,50 @@
 // full or the Writer is closed. Open repairs ".open" files
 // left behind by a crash. The output reads back with
 // github.com/nlnwa/gowarc/v3's WarcFileReader under strict validation.
+//
+// # Index
+//
+// With Options.Index, every file "<name>" (name ending ".warc.gz") gets a
+// CDXJ index "<name>.cdxj" beside it, in the format pywb reads (see package
+// cdxj): one line per response, revisit and metadata record, with the
+// offset and length of its gzip member and "<name>" as the file name; the
+// mime type of a revisit is "warc/revisit", of a metadata record
+// "application/warc-fields". While the file is "<name>.open", its index is
+// "<name>.cdxj.open": the lines in the order of the records, each written
+// (one write per Write or Metadata call) after the records it points at.
+// When the file is finished and renamed, its lines are sorted by their
+// bytes (as LC_ALL=C sort) into "<name>.cdxj", written to a temporary file
+// and renamed, and "<name>.cdxj.open" is removed. The index is written from
+// what the Writer appends; the file is not read back, but if a line cannot
+// be written the index is built from the finished file instead.
+//
+// After a crash, Open rebuilds the index of every file it repairs from the
+// repaired file itself (so every line points at a complete record and every
+// indexed record has its line), replacing its "<name>.cdxj.open"; and a
+// "<name>.cdxj.open" whose file was already renamed (a crash between the
+// two renames) gets "<name>.cdxj" built from "<name>". Without
+// Options.Index, Open removes such partial indexes and builds none; a file
+// written without an index keeps none (`site warc-index` builds them).
 package warcfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile/cdxj"
 )
 
 // Sentinel errors.
@@ -52,6 +82,9 @@ type Options struct {
 	Level int
 	// Logger receives file rotations and crash recoveries. Nil discards.
 	Logger *slog.Logger
+	// Index, if set, keeps a CDXJ index beside every file (see the package
+	// documentation). Off by default; the site turns it on.
+	Index bool
 }
 
 // The defaults of Options.
@@ -165,6 +198,7 @@ type Stats struct {
 	Records   int64 // records written, warcinfo included
 	Exchanges int64 // exchanges written
 	Revisits  int64 // of which recorded with a revisit record
+	Metadata  int64 // metadata records written
 	Bytes     int64 // compressed bytes written
 	Recovered int64 // leftover ".open" files repaired by Open
 }
@@ -183,15 +217,24 @@ type Writer struct {
 		start  int64  // bytes of f's warcinfo
 		seq    int    // sequence number of the next file
 		closed bool
+
+		// The index of f, with Options.Index.
+		idx     *os.File // "<name>.cdxj.open", locked; nil: none, or given up
+		idxPath string
+		idxBad  bool   // a line could not be written: rebuild the index from f at the end
+		name    string // f's final base name, the lines' filename
+		line    []byte // scratch
 	}
 
-	files, records, exchanges, revisits, bytes, recovered atomic.Int64
+	files, records, exchanges, revisits, metadata, bytes, recovered atomic.Int64
 }
 
 // Open prepares a Writer for o (copied, with defaults filled in): it creates
 // Dir and repairs every "<Prefix>-*.warc.gz.open" file there that no live
 // Writer holds, by truncating it to its last complete exchange and renaming
-// it. The first file is created by the first Write.
+// it, and (with o.Index) rebuilds the index of each from it and finishes
+// indexes a crash left unfinished (see the package documentation). The
+// first file is created by the first Write.
 func Open(o Options) (*Writer, error) {
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
@@ -202,7 +245,7 @@ func Open(o Options) (*Writer, error) {
 	}
 	w := &Writer{o: o, pid: os.Getpid()}
 	w.hostname, _ = os.Hostname()
-	n, err := recoverDir(o.Dir, o.Prefix, o.Logger)
+	n, err := recoverDir(o.Dir, o.Prefix, o.Index, o.Logger)
 	w.recovered.Add(int64(n))
 	if err != nil {
 		return nil, err
@@ -220,11 +263,56 @@ func (w *Writer) Write(x *Exchange) error {
 	}
 	e := getEncoder(w.o.Level)
 	defer putEncoder(e)
+	e.index = w.o.Index
 	if err := e.exchange(x); err != nil {
 		return err
 	}
-	data := e.out
+	if err := w.append(e); err != nil {
+		return err
+	}
+	w.exchanges.Add(1)
+	if x.Revisit != NoRevisit {
+		w.revisits.Add(1)
+	}
+	return nil
+}
 
+// Metadata appends a metadata record (WARC 1.1, section 6.6) about
+// targetURI at date (zero: now) to the current file, as its own gzip
+// member: Content-Type application/warc-fields, and a block of one
+// "name: value" CRLF line per field, in order, e.g.
+//
+//	w.Metadata(u, time.Now(), [][2]string{{"near-duplicate-of", v}, {"simhash", "0123abcd89ef4567"}})
+//
+// targetURI follows the rules of Exchange.URL; a field name must be a
+// token (no control characters, spaces or separators such as ':'), a value
+// must have no control characters but tabs; at least one field. Errors for
+// these wrap ErrInvalid. The record is indexed (with Options.Index) with
+// the mime type "application/warc-fields".
+func (w *Writer) Metadata(targetURI string, date time.Time, fields [][2]string) error {
+	if err := checkMetadata(targetURI, fields); err != nil {
+		return err
+	}
+	if date.IsZero() {
+		date = time.Now()
+	}
+	e := getEncoder(w.o.Level)
+	defer putEncoder(e)
+	e.index = w.o.Index
+	if err := e.metadata(targetURI, date, fields); err != nil {
+		return err
+	}
+	if err := w.append(e); err != nil {
+		return err
+	}
+	w.metadata.Add(1)
+	return nil
+}
+
+// append appends the members of e to the current file, rotating first if
+// the file would pass MaxSize, and their index lines to its index.
+func (w *Writer) append(e *encoder) error {
+	data := e.out
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mu.closed {
@@ -240,15 +328,62 @@ func (w *Writer) Write(x *Exchange) error {
 			return err
 		}
 	}
+	base := w.mu.size
 	if err := w.appendLocked(data); err != nil {
 		return err
 	}
 	w.records.Add(int64(e.records))
-	w.exchanges.Add(1)
-	if x.Revisit != NoRevisit {
-		w.revisits.Add(1)
+	if w.mu.idx != nil && len(e.lines) > 0 {
+		b := w.mu.line[:0]
+		for _, l := range e.lines {
+			b = append(b, e.idx[l.start:l.end]...)
+			b = strconv.AppendInt(b, base+int64(l.member), 10)
+			b = cdxj.AppendTail(b, w.mu.name)
+		}
+		w.mu.line = b
+		if len(b) > maxPooledBuf {
+			w.mu.line = nil
+		}
+		if _, err := w.mu.idx.Write(b); err != nil {
+			w.o.Logger.Error("warcfile: index write failed; the index will be rebuilt from the file", "path", w.mu.idxPath, "err", err)
+			w.dropIndexLocked()
+		}
 	}
 	return nil
+}
+
+// dropIndexLocked gives up writing the current index: it is rebuilt from
+// the WARC file when the file is finished.
+func (w *Writer) dropIndexLocked() {
+	if w.mu.idx != nil {
+		w.mu.idx.Close()
+		w.mu.idx = nil
+	}
+	w.mu.idxBad = true
+}
+
+// checkMetadata validates the arguments of Metadata.
+func checkMetadata(targetURI string, fields [][2]string) error {
+	if err := (&Exchange{URL: targetURI, Response: []byte{0}}).check(); err != nil {
+		return err
+	}
+	if len(fields) == 0 {
+		return fmt.Errorf("warcfile: metadata of %s: no fields: %w", targetURI, ErrInvalid)
+	}
+	for _, f := range fields {
+		if f[0] == "" || strings.ContainsFunc(f[0], notToken) {
+			return fmt.Errorf("warcfile: metadata of %s: field name %q: %w", targetURI, f[0], ErrInvalid)
+		}
+		if strings.ContainsFunc(f[1], func(r rune) bool { return r != '\t' && isCtl(r) }) {
+			return fmt.Errorf("warcfile: metadata of %s: field %s value %q: %w", targetURI, f[0], f[1], ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// notToken reports whether r may not be in an HTTP/WARC token.
+func notToken(r rune) bool {
+	return r <= ' ' || r >= 0x7f || strings.ContainsRune(`()<>@,;:\"/[]?={}`, r)
 }
 
 // Close finishes the current file (sync, rename) and makes later Writes
@@ -273,6 +408,7 @@ func (w *Writer) Stats() Stats {
 		Records:   w.records.Load(),
 		Exchanges: w.exchanges.Load(),
 		Revisits:  w.revisits.Load(),
+		Metadata:  w.metadata.Load(),
 		Bytes:     w.bytes.Load(),
 		Recovered: w.recovered.Load(),
 	}
@@ -280,6 +416,9 @@ func (w *Writer) Stats() Stats {
 
 // openSuffix marks a file being written.
 const openSuffix = ".open"
+
+// indexSuffix ends the name of the index of a file: "<name>.cdxj".
+const indexSuffix = ".cdxj"
 
 // fileName returns the name of file number seq created at t.
 func (w *Writer) fileName(t time.Time, seq int) string {
@@ -323,7 +462,10 @@ func (w *Writer) createLocked() error {
 		os.Remove(f.Name())
 		return err
 	}
-	w.mu.f, w.mu.path, w.mu.size, w.mu.start = f, f.Name(), 0, 0
+	w.mu.f, w.mu.path, w.mu.size, w.mu.start, w.mu.name = f, f.Name(), 0, 0, name
+	if w.o.Index {
+		w.createIndexLocked()
+	}
 	if err := w.appendLocked(e.out); err != nil {
 		return err
 	}
@@ -352,6 +494,7 @@ func (w *Writer) appendLocked(data []byte) error {
 			w.o.Logger.Error("warcfile: abandoning file after a failed write", "path", w.mu.path, "err", terr)
 			f.Close()
 			w.mu.f = nil
+			w.closeIndexLocked() // Open repairs both
 			return errors.Join(err, terr)
 		}
 	}
@@ -359,14 +502,50 @@ func (w *Writer) appendLocked(data []byte) error {
 		f.Close()
 		os.Remove(w.mu.path)
 		w.mu.f = nil
+		if w.mu.idx != nil {
+			os.Remove(w.mu.idxPath)
+		}
+		w.closeIndexLocked()
 	}
 	return err
 }
 
-// finishLocked syncs, closes and renames the current file.
+// createIndexLocked creates and locks the index of the new current file,
+// "<name>.cdxj.open". If it cannot, the index is built from the file when
+// the file is finished.
+func (w *Writer) createIndexLocked() {
+	w.mu.idxPath = filepath.Join(w.o.Dir, w.mu.name+indexSuffix+openSuffix)
+	w.mu.idxBad = false
+	idx, err := os.OpenFile(w.mu.idxPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err == nil {
+		if err = lockFile(idx); err != nil {
+			idx.Close()
+		}
+	}
+	if err != nil {
+		w.o.Logger.Error("warcfile: cannot create an index; it will be built from the file", "path", w.mu.idxPath, "err", err)
+		w.mu.idxBad = true
+		return
+	}
+	w.mu.idx = idx
+}
+
+// closeIndexLocked closes the current index file, if any, and leaves it.
+func (w *Writer) closeIndexLocked() {
+	if w.mu.idx != nil {
+		w.mu.idx.Close()
+		w.mu.idx = nil
+	}
+	w.mu.idxBad = false
+}
+
+// finishLocked syncs, closes and renames the current file, then writes its
+// sorted index (with Options.Index).
 func (w *Writer) finishLocked() error {
 	f, path := w.mu.f, w.mu.path
 	w.mu.f = nil
+	idx, idxPath, idxBad := w.mu.idx, w.mu.idxPath, w.mu.idxBad
+	w.mu.idx, w.mu.idxBad = nil, false
 	final := strings.TrimSuffix(path, openSuffix)
 	var errs []error
 	if err := f.Sync(); err != nil {
@@ -382,8 +561,73 @@ func (w *Writer) finishLocked() error {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) == 0 && w.o.Index {
+		if err := w.finishIndex(final, idx, idxPath, idxBad); err != nil {
+			errs = append(errs, err)
+		}
+	} else if idx != nil {
+		idx.Close() // the file stays ".open": Open repairs both
+	}
 	w.o.Logger.Info("warcfile: file done", "path", final, "bytes", w.mu.size)
 	return errors.Join(errs...)
+}
+
+// finishIndex writes the sorted index of the finished file final from the
+// lines in idx (or, if there is no idx or it is bad, from final itself),
+// then removes idx, which it closes.
+func (w *Writer) finishIndex(final string, idx *os.File, idxPath string, bad bool) error {
+	out := final + indexSuffix
+	var err error
+	if idx != nil && !bad {
+		err = writeSortedFrom(idx, out)
+		if err != nil {
+			w.o.Logger.Error("warcfile: cannot sort the index; building it from the file", "path", idxPath, "err", err)
+		}
+	}
+	if idx == nil || bad || err != nil {
+		_, err = cdxj.IndexFile(final, filepath.Base(final), out)
+	}
+	if err == nil && idxPath != "" {
+		if rerr := os.Remove(idxPath); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = fmt.Errorf("warcfile: remove %s: %w", idxPath, rerr)
+		}
+	}
+	if idx != nil {
+		idx.Close() // drops its lock, after the removal
+	}
+	if err != nil {
+		return fmt.Errorf("warcfile: index %s: %w", final, err)
+	}
+	return syncDir(w.o.Dir)
+}
+
+// writeSortedFrom reads the lines of the unsorted index f and writes them
+// sorted to path (cdxj.WriteSorted).
+func writeSortedFrom(f *os.File, path string) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, st.Size()))
+	if err != nil {
+		return err
+	}
+	return cdxj.WriteSorted(path, splitLines(data))
+}
+
+// splitLines splits data after every newline; a last line without one
+// (not written in full) is dropped.
+func splitLines(data []byte) [][]byte {
+	lines := make([][]byte, 0, bytes.Count(data, []byte("\n")))
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		lines = append(lines, data[:i+1:i+1])
+		data = data[i+1:]
+	}
+	return lines
 }
 
 func fileExists(path string) bool {

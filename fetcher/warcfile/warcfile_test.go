@@ -25,7 +25,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		os.Exit(killChild(dir))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testLogger routes the writer's log to t.Log.
 func testLogger(t testing.TB) *slog.Logger {
@@ -109,6 +114,9 @@ func readDir(t *testing.T, dir, prefix string) (map[string]*readExchange, []stri
 	var files []string
 	for _, ent := range ents {
 		name := ent.Name()
+		if strings.HasSuffix(name, indexSuffix) && nameRE.MatchString(strings.TrimSuffix(name, indexSuffix)) {
+			continue // an index: see checkIndex
+		}
 		if !nameRE.MatchString(name) {
 			t.Fatalf("unexpected file %q in %s", name, dir)
 		}
@@ -133,7 +141,7 @@ func readDir(t *testing.T, dir, prefix string) (map[string]*readExchange, []stri
 				if wr.Type() != gowarc.Warcinfo || h.Get(gowarc.WarcFilename) != name {
 					t.Fatalf("%s starts with a %v record for %q", name, wr.Type(), h.Get(gowarc.WarcFilename))
 				}
-			} else {
+			} else if wr.Type() != gowarc.Metadata { // see TestMetadata
 				readRecord(t, got, name, wr)
 			}
 			if _, err := wr.ValidateDigest(); err != nil {
@@ -409,10 +417,12 @@ func TestConcurrentReadBack(t *testing.T) {
 }
 
 // TestCrashRecovery cuts a file that was being written at many places and
-// checks that Open keeps exactly the complete exchanges before the cut.
+// checks that Open keeps exactly the complete exchanges before the cut, and
+// replaces the file's partial index (all its lines, some now pointing past
+// the cut) with one that matches the repaired file.
 func TestCrashRecovery(t *testing.T) {
 	src := t.TempDir()
-	w := openWriter(t, Options{Dir: src, Prefix: "crash"})
+	w := openWriter(t, Options{Dir: src, Prefix: "crash", Index: true})
 	bodies := pages(t, 6)
 	var xs []*Exchange
 	for i := range 6 {
@@ -431,7 +441,7 @@ func TestCrashRecovery(t *testing.T) {
 		xs = append(xs, x)
 	}
 	// Snapshot the .open file while the writer holds it, as after a crash.
-	opens, _ := filepath.Glob(filepath.Join(src, "*.open"))
+	opens, _ := filepath.Glob(filepath.Join(src, "*.warc.gz.open"))
 	if len(opens) != 1 {
 		t.Fatalf("%d open files, want 1", len(opens))
 	}
@@ -439,8 +449,13 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	idxName := strings.TrimSuffix(filepath.Base(opens[0]), openSuffix) + indexSuffix + openSuffix
+	idxData, err := os.ReadFile(filepath.Join(src, idxName))
+	if err != nil || bytes.Count(idxData, []byte("\n")) != len(xs) {
+		t.Fatalf("open index %q: %v", idxData, err)
+	}
 	// A second Writer on the same directory must leave the live file alone.
-	w2 := openWriter(t, Options{Dir: src, Prefix: "crash"})
+	w2 := openWriter(t, Options{Dir: src, Prefix: "crash", Index: true})
 	if st := w2.Stats(); st.Recovered != 0 {
 		t.Fatalf("Open recovered a file another Writer holds")
 	}
@@ -496,7 +511,10 @@ func TestCrashRecovery(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			w := openWriter(t, Options{Dir: dir, Prefix: "crash"})
+			if err := os.WriteFile(filepath.Join(dir, idxName), idxData, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w := openWriter(t, Options{Dir: dir, Prefix: "crash", Index: true})
 			defer w.Close()
 			if st := w.Stats(); st.Recovered != 1 {
 				t.Fatalf("Recovered = %d, want 1", st.Recovered)
@@ -519,6 +537,9 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			for _, x := range xs[:c.keep] {
 				checkExchange(t, got, x)
+			}
+			if n := checkIndex(t, dir); n != c.keep {
+				t.Fatalf("%d index lines for %d exchanges", n, c.keep)
 			}
 		})
 	}

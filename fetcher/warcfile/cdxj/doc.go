@@ -1,0 +1,10 @@
+// Package cdxj makes CDXJ indexes of WARC files in the format pywb reads
+// (that of webrecorder's cdxj-indexer): one line per response, revisit,
+// resource or metadata record,
+//
+//	SURT-key 14-digit-timestamp {"url": …, "mime": …, "status": …, "digest": …, "length": …, "offset": …, "filename": …}
+//
+// sorted by their bytes. SURT makes the keys, Line formats and Parse reads a
+// line, Index indexes any WARC stream (read with gowarc), IndexFile and
+// WriteSorted write a sorted index file atomically.
+package cdxj
