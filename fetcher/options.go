@@ -79,8 +79,17 @@ type Options struct {
 	Normalizer *urlnorm.Normalizer
 	// Scope filters links and sitemap entries. nil → &urlnorm.Scope{}.
 	Scope *urlnorm.Scope
-	// MaxLinks caps the links taken from one page. 0 → 5000.
+	// MaxLinks caps the links taken from one page, and its embeds. 0 → 5000.
 	MaxLinks int
+	// PageRequisites makes page results report the page's requisites in
+	// Result.Embeds (links.Extractor.SetRequisites: images, scripts,
+	// style sheets, icons, CSS url() and @import), and stylesheet results
+	// (Content-Type text/css) their url() and @import references. Off,
+	// Embeds is always nil and nothing else changes. Embeds pass the
+	// Scope as links do: the default SkipExts (urlnorm.DefaultSkipExts)
+	// refuse images, scripts and style sheets, so a crawl of requisites
+	// gives SkipExts an empty slice.
+	PageRequisites bool
 	// Seen reports whether a page body with this fingerprint was already seen
 	// under another URL; true makes the page StatusDuplicate. It is called
 	// from worker goroutines. nil → no deduplication.

@@ -123,6 +123,10 @@ type Result struct {
 	// Links are the normalised followable outlinks (HTML pages), or a
 	// sitemap's URLs.
 	Links []string
+	// Embeds are, with Options.PageRequisites, the normalised in-scope
+	// requisites of an HTML page or a style sheet (see
+	// links.Extractor.SetRequisites), each once; nil otherwise.
+	Embeds []string
 	// LastMods are a sitemap's <lastmod> of each of Links (zero: none);
 	// nil when none of them had one.
 	LastMods []time.Time

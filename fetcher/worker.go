@@ -47,6 +47,7 @@ func newWorker(ctx context.Context, f *Fetcher) *worker {
 	w := &worker{f: f, ctx: ctx, cctx: colly.NewContext(), buf: make([]byte, 0, 512)}
 	w.hdr = http.Header{"User-Agent": {f.o.UserAgent}, "Accept": {"*/*"}}
 	w.ext = links.NewExtractor(f.o.Normalizer, f.o.Scope, f.o.MaxLinks)
+	w.ext.SetRequisites(f.o.PageRequisites)
 	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn}
 	w.ex.body = make([]byte, 0, 64<<10)
 	c := colly.NewCollector(
@@ -327,6 +328,9 @@ func (w *worker) classify(r *Result) outcome {
 		r.Status = crawl.StatusFetched
 		r.Unchanged = ex.unchanged(&r.Prev)
 		if !isHTML(r.ContentType, ex.body) {
+			if w.f.o.PageRequisites && isCSS(r.ContentType, r.URL) {
+				r.Embeds = w.ext.ExtractCSS(r.URL, ex.body).Embeds
+			}
 			return outcomeOK
 		}
 		// An unchanged page is no duplicate of itself; its links are
@@ -337,6 +341,7 @@ func (w *worker) classify(r *Result) outcome {
 		}
 		p := w.ext.Extract(r.URL, ex.body)
 		r.Links = slices.Clone(p.Links) // the strings stay valid; the slice is reused
+		r.Embeds = p.Embeds             // nil with requisites off; made anew by each page
 	case s >= 300 && s < 400:
 		loc := ex.header.Get("Location")
 		if loc == "" {
@@ -393,6 +398,20 @@ func isHTML(contentType string, body []byte) bool {
 		mt = mediaType(http.DetectContentType(body))
 	}
 	return mt == "text/html" || mt == "application/xhtml+xml"
+}
+
+// isCSS reports whether a body with this Content-Type is a style sheet
+// read for requisites: text/css, or no Content-Type and a URL path that
+// ends in .css.
+func isCSS(contentType, url string) bool {
+	mt := mediaType(contentType)
+	if mt == "" {
+		if i := strings.IndexAny(url, "?#"); i >= 0 {
+			url = url[:i]
+		}
+		return len(url) > 4 && strings.EqualFold(url[len(url)-4:], ".css")
+	}
+	return mt == "text/css"
 }
 
 // mediaType returns the lower-case media type of a Content-Type value.

@@ -37,6 +37,12 @@ const (
 	maxStrings = 1 << 20
 )
 
+// recFetchEmbeds is a fetch record with the page's requisites
+// (fetcher.Result.Embeds): recFetch's fields with, after the links, a
+// count and the embeds. A result without embeds is written as recFetch,
+// byte for byte as before requisites existed.
+const recFetchEmbeds = 'E'
+
 // Flags of a fetch record.
 const (
 	flagRetry     = 1 << 0
@@ -129,7 +135,11 @@ func (r *reader) str() string {
 
 // appendResult encodes a fetch result as a fetch segment record.
 func appendResult(dst []byte, res *fetcher.Result) []byte {
-	dst = append(dst, recFetch, byte(res.Kind), byte(res.Status))
+	tag := byte(recFetch)
+	if len(res.Embeds) > 0 {
+		tag = recFetchEmbeds
+	}
+	dst = append(dst, tag, byte(res.Kind), byte(res.Status))
 	var flags byte
 	if res.Retry {
 		flags |= flagRetry
@@ -178,6 +188,12 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	for _, l := range res.Links {
 		dst = appendString(dst, l)
 	}
+	if tag == recFetchEmbeds {
+		dst = binary.AppendUvarint(dst, uint64(len(res.Embeds)))
+		for _, l := range res.Embeds {
+			dst = appendString(dst, l)
+		}
+	}
 	if res.Truncated != "" {
 		dst = appendString(dst, res.Truncated)
 	}
@@ -214,7 +230,8 @@ type fetchRecord struct {
 	RedirectTo string
 	Err        string
 	Links      []string
-	Truncated  string // WARC-Truncated reason, if the body was cut
+	Embeds     []string // the page's requisites (fetcher.Result.Embeds)
+	Truncated  string   // WARC-Truncated reason, if the body was cut
 	// A refetch's: the job's Prev, and whether it was a 304 or an
 	// unchanged body; any fetch's: the answer's validators
 	// (fetcher.Result's fields).
@@ -237,7 +254,8 @@ func appendTimeMS(dst []byte, t time.Time) []byte {
 func decodeFetch(b []byte) (fetchRecord, error) {
 	r := reader{b: b}
 	var f fetchRecord
-	if r.byte1() != recFetch {
+	tag := r.byte1()
+	if tag != recFetch && tag != recFetchEmbeds {
 		return f, fmt.Errorf("%w: not a fetch record", errRecord)
 	}
 	f.Kind = fetcher.Kind(r.byte1())
@@ -261,6 +279,16 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	f.Links = make([]string, 0, n)
 	for range n {
 		f.Links = append(f.Links, r.str())
+	}
+	if tag == recFetchEmbeds {
+		n := r.uvarint()
+		if n == 0 || n > maxStrings || n > uint64(len(r.b)) {
+			return f, fmt.Errorf("%w: %d embeds", errRecord, n)
+		}
+		f.Embeds = make([]string, 0, n)
+		for range n {
+			f.Embeds = append(f.Embeds, r.str())
+		}
 	}
 	if flags&flagTruncated != 0 {
 		f.Truncated = r.str()

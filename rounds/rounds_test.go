@@ -115,6 +115,8 @@ func FuzzDecodeFetch(f *testing.F) {
 	refetch := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Prev: fetcher.Prev{ContentFP: 3, ETag: `"x"`}}, HTTPStatus: 304, NotModified: true, ETag: `"x"`}
 	f.Add(appendResult(nil, &refetch))
 	f.Add([]byte{recFetch})
+	embeds := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Cash: 1}, Links: []string{"http://a.test/x"}, Embeds: []string{"http://a.test/i.png"}}
+	f.Add(appendResult(nil, &embeds))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeFetch(b)
 		if err != nil {
@@ -125,7 +127,7 @@ func FuzzDecodeFetch(f *testing.F) {
 		}
 		again := r.result(0)
 		r2, err := decodeFetch(appendResult(nil, again))
-		if err != nil || r2.URL != r.URL || r2.Cash != r.Cash || len(r2.Links) != len(r.Links) || r2.Truncated != r.Truncated ||
+		if err != nil || r2.URL != r.URL || r2.Cash != r.Cash || len(r2.Links) != len(r.Links) || !slices.Equal(r2.Embeds, r.Embeds) || r2.Truncated != r.Truncated ||
 			r2.Prev != r.Prev || r2.ETag != r.ETag || r2.LastModified != r.LastModified || r2.NotModified != r.NotModified || r2.Unchanged != r.Unchanged {
 			t.Fatalf("re-encoded record differs: %+v vs %+v (%v)", r2, r, err)
 		}

@@ -507,10 +507,10 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 			continue
 		}
 		b.Ops = append(b.Ops, op)
-		var links []string
+		var links, embeds []string
 		switch {
 		case res.Status == store.StatusFetched:
-			links = res.Links
+			links, embeds = res.Links, res.Embeds
 		case res.Status == store.StatusRedirect && res.RedirectTo != "" && res.RedirectTo != res.URL:
 			// A redirect target is a link, unless the chain that led here
 			// is already MaxRedirects long.
@@ -542,6 +542,13 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 					acc.size += len(l)
 				}
 			}
+		}
+		if len(embeds) > 0 {
+			// A page's requisites are as deep as the page (a page at
+			// MaxDepth still gets its images, a style sheet's images are
+			// as deep as its page), and ranked with it (distributeEmbeds).
+			acc.virtual.Add(distributeEmbeds(emit, res.Cash, damping, links, depth, embeds, res.Depth))
+			continue
 		}
 		acc.virtual.Add(distribute(emit, res.Cash, damping, links, depth))
 	}

@@ -773,6 +773,35 @@ func distribute(emit func(url string, cr credit), cash, d float64, links []strin
 	return damped + toVirtual
 }
 
+// distributeEmbeds is distribute for a page with requisites (embeds,
+// emitted at the page's own depth embedDepth): of the cash that follows the
+// page, half is split over its links and half over its embeds (all of it
+// over the one kind when the other has none), so that the page's few
+// embeds each get a larger share than its many links do, and are ranked in
+// the frontier (by cash) with the page rather than behind its links. The
+// halves add up to what follows: cash is conserved as distribute
+// conserves it. What goes to the virtual page is returned. The link store
+// keeps a page's links only: a revisit passes the cash that reached the
+// page after its fetch on to its links (its embeds, fetched once and
+// mostly leaves, pass theirs to the virtual page when fetched).
+func distributeEmbeds(emit func(url string, cr credit), cash, d float64, links []string, depth uint32, embeds []string, embedDepth uint32) float64 {
+	follow, damped := opic.Damp(cash, d)
+	toLinks := follow / 2
+	toEmbeds := follow - toLinks
+	if len(links) == 0 {
+		toLinks, toEmbeds = 0, follow
+	}
+	share, toVirtual := opic.Split(toLinks, len(links))
+	for _, l := range links {
+		emit(l, credit{cash: share, depth: depth})
+	}
+	eshare, eVirtual := opic.Split(toEmbeds, len(embeds))
+	for _, l := range embeds {
+		emit(l, credit{cash: eshare, depth: embedDepth})
+	}
+	return damped + toVirtual + eVirtual
+}
+
 // mapLocal maps the results of the round's local parts (done by this node,
 // leading a site of one node) from its fetch segment, in parallel, and
 // folds them in.

@@ -50,6 +50,10 @@ type Config struct {
 	ExpectNodes   int           // a sharded site's crawlers wait (at most 5 min) until the site has this many nodes and its shards are placed
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
+	// PageRequisites makes the crawl fetch what each page needs to render
+	// (fetcher.Options.PageRequisites): its embeds go through the
+	// frontier as its links do, at the page's depth, ranked with the page.
+	PageRequisites bool
 	// Refetch is the refetch schedule (issue 23): each fetched page is
 	// fetched again Refetch.Interval after its fetch (0: never, and a
 	// crawl ends when its frontier is empty); Adaptive scales a page's
@@ -358,6 +362,9 @@ type Settings struct {
 	CheckCash     bool             `json:"check_cash,omitempty"`
 	Shards        int              `json:"shards,omitempty"`
 	Replicas      int              `json:"replicas,omitempty"`
+
+	// PageRequisites is absent (false) for a site created before it.
+	PageRequisites bool `json:"page_requisites,omitempty"`
 }
 
 // SettingsOf returns c's crawl settings.
@@ -367,7 +374,7 @@ func SettingsOf(c Config) Settings {
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
 		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
-		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch), URLRules: c.URLRules}
+		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch), URLRules: c.URLRules, PageRequisites: c.PageRequisites}
 }
 
 // urlRulesName names the URL rules in messages.
@@ -414,6 +421,7 @@ func (s Settings) Apply(c *Config) {
 		c.URLRules, c.URLRulesFile = s.URLRules, "the site's url rules"
 	}
 	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
+	c.PageRequisites = s.PageRequisites
 	if s.ReplaceAfter > 0 { // a site created before the setting keeps the default
 		c.ReplaceAfter = s.ReplaceAfter
 	}

@@ -969,6 +969,6 @@ func fetcherOptions(cfg Config) fetcher.Options {
 		UserAgent: cfg.UserAgent, Workers: cfg.Workers,
 		HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody,
-		AllowPrivate: cfg.AllowPrivate, LocalAddrs: cfg.FetchFrom,
+		AllowPrivate: cfg.AllowPrivate, LocalAddrs: cfg.FetchFrom, PageRequisites: cfg.PageRequisites,
 	}
 }

@@ -162,6 +162,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent fetches")
 	f.IntVar(&cfg.ExpectNodes, "expect-nodes", 0, "a sharded site: hold the crawl (at most 5 min) until the site has this many nodes and every shard is placed on them, so that nodes started together do not move shards under load (0: crawl at once)")
 	f.IntVar(&cfg.MaxDepth, "max-depth", cfg.MaxDepth, "links deeper than this are not followed")
+	f.BoolVar(&cfg.PageRequisites, "page-requisites", cfg.PageRequisites, "also fetch what each page needs to render (images and srcset, scripts, style sheets, icons, CSS url() and @import), as deep as the page and ranked with it, as wget --page-requisites and Heritrix's embeds do")
 	f.IntVar(&cfg.HostBudget, "host-budget", cfg.HostBudget, "pages fetched per host at most")
 	f.DurationVar(&cfg.Refetch.Interval, "refetch-interval", cfg.Refetch.Interval, "fetch each fetched page again this long after its fetch (0: never; the crawl then ends when its frontier is empty)")
 	f.BoolVar(&cfg.Refetch.Adaptive, "refetch-adaptive", cfg.Refetch.Adaptive, "adapt each page's refetch interval: × 0.8 when it changed, × 1.4 when it did not (Nutch's AdaptiveFetchSchedule), within --refetch-min and --refetch-max")

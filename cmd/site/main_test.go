@@ -309,3 +309,21 @@ func TestURLRulesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestPageRequisitesFlag: --page-requisites reaches the site's
+// configuration and the crawl settings a joining node gets; it is off by
+// default.
+func TestPageRequisitesFlag(t *testing.T) {
+	cfg, err := capture(t, "up", "--page-requisites")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var joined site.Config
+	site.SettingsOf(cfg).Apply(&joined)
+	if !cfg.PageRequisites || !joined.PageRequisites {
+		t.Errorf("--page-requisites: config %v, a joining node's %v; want both on", cfg.PageRequisites, joined.PageRequisites)
+	}
+	if cfg, err = capture(t, "up"); err != nil || cfg.PageRequisites {
+		t.Errorf("no flag: page requisites %v, %v; want off", cfg.PageRequisites, err)
+	}
+}

@@ -62,6 +62,36 @@ func BenchmarkExtract(b *testing.B) {
 	b.ReportMetric(float64(hrefs)/float64(len(pages)), "hrefs/page")
 }
 
+// BenchmarkExtractRequisites is BenchmarkExtract with requisites on
+// (SetRequisites): the cost of reading embeds on the same corpus.
+func BenchmarkExtractRequisites(b *testing.B) {
+	n := urlnorm.New(urlnorm.Options{})
+	pages := corpus(b)
+	urls := make([]string, len(pages))
+	var size int64
+	for i, p := range pages {
+		var err error
+		if urls[i], err = n.NormalizeString(p.rec.URL); err != nil {
+			b.Fatal(err)
+		}
+		size += int64(len(p.body))
+	}
+	x := NewExtractor(n, &urlnorm.Scope{SkipExts: []string{}}, 0)
+	x.SetRequisites(true)
+	embeds := 0
+	for i, p := range pages {
+		embeds += len(x.Extract(urls[i], p.body).Embeds)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, p := range pages {
+			x.Extract(urls[i], p.body)
+		}
+	}
+	b.ReportMetric(float64(embeds)/float64(len(pages)), "embeds/page")
+}
+
 // BenchmarkTokenizeOnly runs the bare html.Tokenizer over the same corpus
 // as BenchmarkExtract: the floor Extract's cost sits on.
 func BenchmarkTokenizeOnly(b *testing.B) {

@@ -21,10 +21,18 @@ type Page struct {
 	BadLinks int      // hrefs that failed normalisation (other schemes, bad hosts, too long), skipped
 
 	NoFollowLinks int   // links skipped for rel="nofollow"
-	OutOfScope    int   // distinct links the Scope rejected
+	OutOfScope    int   // distinct links (and embeds) the Scope rejected
 	Duplicates    int   // repeats of a link (in scope or not) and links to the page itself, dropped
 	Truncated     bool  // maxLinks links were kept and the page had more hrefs, which were not read
 	Err           error // pageURL is not a normalised URL; nothing was extracted
+
+	// Embeds are the page's requisites (see Extractor.SetRequisites):
+	// normalised, in-scope, each once, in document order, whatever the
+	// page's or the tag's nofollow says. nil with requisites off.
+	Embeds []string
+	// EmbedsTruncated: maxLinks embeds were kept and the page had more,
+	// which were dropped.
+	EmbedsTruncated bool
 }
 
 // Extractor extracts links from HTML pages. It reuses its buffers between
@@ -37,12 +45,21 @@ type Extractor struct {
 	page    Page
 	base    urlnorm.Base
 	rd      bytes.Reader
-	buf     []byte // the page's normalised links, back to back
-	ends    []int  // end offset in buf of each link, negated if out of scope
-	kept    int    // links in ends that are in scope
-	seen    dedup  // xxhash of a link → its index in ends
+	urlSet         // the page's links
 	scratch []byte // <base> resolution
 	pageURL []byte
+
+	requisites bool
+	embeds     urlSet // the page's embeds, with requisites on
+	unescaped  []byte // a CSS reference with escapes, decoded
+}
+
+// urlSet collects a page's normalised URLs, each once.
+type urlSet struct {
+	buf  []byte // the normalised URLs, back to back
+	ends []int  // end offset in buf of each URL, negated if out of scope
+	kept int    // URLs in ends that are in scope
+	seen dedup  // xxhash of a URL → its index in ends
 }
 
 // NewExtractor returns an Extractor that normalises with n (nil: the
@@ -57,6 +74,22 @@ func NewExtractor(n *urlnorm.Normalizer, scope *urlnorm.Scope, maxLinks int) *Ex
 	}
 	return &Extractor{norm: n, scope: scope, maxLinks: maxLinks}
 }
+
+// SetRequisites turns the extraction of page requisites on or off (off by
+// default). On, Extract also returns in Page.Embeds what the page needs to
+// render: <img src> and the URLs of <img srcset> and <source srcset>,
+// <script src>, <link href> with rel stylesheet, icon (and "shortcut
+// icon"), apple-touch-icon(-precomposed) or mask-icon, or rel preload or
+// modulepreload as style, script, image or font, <input type=image src>,
+// <video poster>, <embed src>, <object data>, and the url() and @import
+// references of <style> elements and style attributes. Frames, media
+// sources (<video src>, <audio src>, <source src>) and <track src> are not
+// embeds: frames are pages, and media are large and not needed to render
+// the page's first view. data: URLs and same-document references (#id)
+// are skipped. Embeds are normalised and scoped as links are; nofollow
+// (rel or meta robots) does not apply to them, and a repeat of a link is
+// kept among the embeds (it is both).
+func (e *Extractor) SetRequisites(on bool) { e.requisites = on }
 
 // Extract parses an HTML body fetched from pageURL (normalised) and returns
 // its links. The first <base href> (resolved against pageURL) is the base for
@@ -111,6 +144,10 @@ func (e *Extractor) Extract(pageURL string, body []byte) *Page {
 			e.meta(z)
 		case tagNoRaw:
 			z.NextIsNotRawText() // parse <noscript> and <noframes> content as markup
+		default:
+			if e.requisites {
+				e.embedTag(z, tt)
+			}
 		}
 	}
 	return e.finish()
@@ -118,8 +155,15 @@ func (e *Extractor) Extract(pageURL string, body []byte) *Page {
 
 func (e *Extractor) reset() {
 	e.page = Page{}
-	e.buf, e.ends, e.kept = e.buf[:0], e.ends[:0], 0
-	e.seen.reset()
+	e.urlSet.reset()
+	if e.requisites {
+		e.embeds.reset()
+	}
+}
+
+func (s *urlSet) reset() {
+	s.buf, s.ends, s.kept = s.buf[:0], s.ends[:0], 0
+	s.seen.reset()
 }
 
 // setBase makes the resolution of href against the page URL the base.
@@ -138,49 +182,53 @@ func (e *Extractor) setBase(href []byte) {
 
 // add resolves href and keeps the link if it is new, in scope and not the
 // page itself.
-func (e *Extractor) add(href []byte) {
+func (e *Extractor) add(href []byte) { e.addTo(&e.urlSet, href) }
+
+// addTo resolves href and keeps it in s if it is new, in scope and not the
+// page itself.
+func (e *Extractor) addTo(s *urlSet, href []byte) {
 	p := &e.page
-	start := len(e.buf)
+	start := len(s.buf)
 	var err error
-	e.buf, err = e.norm.Resolve(e.buf, &e.base, href)
+	s.buf, err = e.norm.Resolve(s.buf, &e.base, href)
 	if err != nil {
 		p.BadLinks++
 		return
 	}
-	link := e.buf[start:]
+	link := s.buf[start:]
 	if bytes.Equal(link, e.pageURL) {
 		p.Duplicates++
-		e.buf = e.buf[:start]
+		s.buf = s.buf[:start]
 		return
 	}
 	h := xxhash.Sum64(link)
-	if i, ok := e.seen.lookup(h); ok {
-		if bytes.Equal(e.link(int(i)), link) {
+	if i, ok := s.seen.lookup(h); ok {
+		if bytes.Equal(s.link(int(i)), link) {
 			p.Duplicates++
-			e.buf = e.buf[:start]
+			s.buf = s.buf[:start]
 			return
 		}
 		h = 0 // a hash collision: keep the link, do not index it
 	}
 	if h != 0 {
-		e.seen.insert(h, int32(len(e.ends)))
+		s.seen.insert(h, int32(len(s.ends)))
 	}
 	if !e.scope.Allow(link) {
 		p.OutOfScope++
-		e.ends = append(e.ends, -len(e.buf)) // remembered, so that repeats are not checked again
+		s.ends = append(s.ends, -len(s.buf)) // remembered, so that repeats are not checked again
 		return
 	}
-	e.ends = append(e.ends, len(e.buf))
-	e.kept++
+	s.ends = append(s.ends, len(s.buf))
+	s.kept++
 }
 
-// link returns the bytes of collected link i.
-func (e *Extractor) link(i int) []byte {
+// link returns the bytes of collected URL i.
+func (s *urlSet) link(i int) []byte {
 	from := 0
 	if i > 0 {
-		from = abs(e.ends[i-1])
+		from = abs(s.ends[i-1])
 	}
-	return e.buf[from:abs(e.ends[i])]
+	return s.buf[from:abs(s.ends[i])]
 }
 
 func abs(x int) int {
@@ -190,24 +238,36 @@ func abs(x int) int {
 	return x
 }
 
-// finish turns the kept links into strings: two allocations per page, one
-// for the bytes and one for the slice, so that neither is reused.
+// finish turns the kept links (and embeds) into strings: two allocations
+// per page and list, one for the bytes and one for the slice, so that
+// neither is reused.
 func (e *Extractor) finish() *Page {
 	p := &e.page
 	p.Links = nil
-	if !p.NoFollow && e.kept > 0 {
-		all := string(e.buf)
-		links := make([]string, 0, e.kept)
-		prev := 0
-		for _, end := range e.ends {
-			if end >= 0 {
-				links = append(links, all[prev:end])
-			}
-			prev = abs(end)
-		}
-		p.Links = links
+	if !p.NoFollow {
+		p.Links = e.urlSet.strings()
+	}
+	if e.requisites {
+		p.Embeds = e.embeds.strings()
 	}
 	return p
+}
+
+// strings returns the kept URLs of s as strings (nil: none).
+func (s *urlSet) strings() []string {
+	if s.kept == 0 {
+		return nil
+	}
+	all := string(s.buf)
+	out := make([]string, 0, s.kept)
+	prev := 0
+	for _, end := range s.ends {
+		if end >= 0 {
+			out = append(out, all[prev:end])
+		}
+		prev = abs(end)
+	}
+	return out
 }
 
 // meta handles <meta name="robots" content="...">.

@@ -3,6 +3,7 @@ package links
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,24 @@ func FuzzExtract(f *testing.F) {
 	n := urlnorm.New(urlnorm.Options{})
 	scope := &urlnorm.Scope{}
 	x := NewExtractor(n, scope, 50)
+	req := NewExtractor(n, scope, 50) // with requisites: the same links, and embeds as clean
+	req.SetRequisites(true)
 	f.Fuzz(func(t *testing.T, page string, body []byte) {
+		r := req.Extract(page, body)
+		embeds := map[string]bool{}
+		for _, l := range r.Embeds {
+			if embeds[l] || l == page || len(embeds) >= 50 {
+				t.Fatalf("embed %q repeated, the page itself or past the cap", l)
+			}
+			embeds[l] = true
+			if again, err := n.NormalizeString(l); err != nil || again != l || !scope.AllowString(l) {
+				t.Fatalf("embed %q not normalised (%q, %v) or out of scope", l, again, err)
+			}
+		}
 		p := x.Extract(page, body)
+		if !slices.Equal(r.Links, p.Links) {
+			t.Fatalf("links with requisites %q, without %q", r.Links, p.Links)
+		}
 		if p.Err != nil {
 			if len(p.Links) != 0 {
 				t.Fatalf("error %v with %d links", p.Err, len(p.Links))
