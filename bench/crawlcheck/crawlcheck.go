@@ -1,7 +1,8 @@
 // Package crawlcheck checks a finished crawl against websim's ground truth:
 // coverage of the reachable, robots-allowed URLs, politeness as websim saw
-// it, and how well OPIC importance ranks pages against PageRank computed on
-// the truth graph. Tests and benchmarks share it.
+// it, how well OPIC importance ranks pages against PageRank computed on
+// the truth graph, and the precision and recall of near-duplicate verdicts.
+// Tests and benchmarks share it.
 package crawlcheck
 
 import (

@@ -29,9 +29,10 @@ const (
 	KindRobots               // /robots.txt
 	KindSitemap              // /sitemap.xml and /sitemap-missing.xml
 	KindNews                 // /news/N/V: linked from version V of page N (Options.Changes)
+	KindNearDup              // /print/N.html and /mirror/HOST/N.html: near-duplicates of /p/N.html (neardup.go)
 )
 
-var kindNames = [...]string{"page", "private", "nofollow", "redirect", "gone", "missing", "error", "pdf", "png", "print", "index", "loop", "leaf", "trap", "wrong-type", "binary", "chain", "mailto", "self", "robots", "sitemap", "news"}
+var kindNames = [...]string{"page", "private", "nofollow", "redirect", "gone", "missing", "error", "pdf", "png", "print", "index", "loop", "leaf", "trap", "wrong-type", "binary", "chain", "mailto", "self", "robots", "sitemap", "news", "near-dup"}
 
 // String names the kind, as in the truth file.
 func (k Kind) String() string { return kindNames[k] }
@@ -59,7 +60,8 @@ type Link struct {
 	sid      int8 // session id number, -1 for none
 	frag     int8 // fragment number, -1 for none
 	nofollow bool
-	alt      bool // KindRedirect: 302 (/t/) instead of 301; KindLoop: /loop/b
+	alt      bool  // KindRedirect: 302 (/t/) instead of 301; KindLoop: /loop/b; KindNearDup: the mirror copy
+	src      int32 // KindNearDup: the host of the original page
 }
 
 const (
@@ -153,6 +155,8 @@ func (w *Web) path(l Link) string {
 			return "/sitemap-missing.xml"
 		}
 		return "/sitemap.xml"
+	case KindNearDup:
+		return w.nearDupPath(int(l.host), int(l.src), n)
 	}
 	return "/"
 }
@@ -398,6 +402,9 @@ func (w *Web) pageLinks(dst []Link, h, n int, private bool) []Link {
 		default:
 			dst = append(dst, local(KindPage, m))
 		}
+	}
+	if webShaped && !private {
+		dst = w.appendNearDupLinks(dst, h, n)
 	}
 	return dst
 }

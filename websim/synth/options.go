@@ -18,15 +18,17 @@ const (
 	Clean Profile = iota
 	// Realistic adds robots rules, crawl-delays, sitemaps, redirects, error
 	// pages, non-HTML files, charsets, relative links, fragments, session ids,
-	// <base href>, rel=nofollow and duplicate content. Its link graph follows
-	// published measurements of the web's: in-degrees a power law of exponent
-	// 2.1, 85% of links within their host, 40% of the others to a front page
-	// (webgraph.go). The clean and hostile profiles keep an older, simpler
-	// graph.
+	// <base href>, rel=nofollow, duplicate content and near-duplicate
+	// pages (printer-friendly copies and mirrors, neardup.go). Its link
+	// graph follows published measurements of the web's: in-degrees a power
+	// law of exponent 2.1, 85% of links within their host, 40% of the
+	// others to a front page (webgraph.go). The clean and hostile profiles
+	// keep an older, simpler graph, and have no near-duplicate pages.
 	Realistic
-	// Hostile adds spider traps, a 10,000-link page, a slow drip, an oversized
-	// body, a gzip bomb, wrong content types, broken HTML and a host that
-	// accepts connections and never answers.
+	// Hostile adds to the realistic features (bar the realistic graph and
+	// near-duplicates) spider traps, a 10,000-link page, a slow drip, an
+	// oversized body, a gzip bomb, wrong content types, broken HTML and a
+	// host that accepts connections and never answers.
 	Hostile
 )
 

@@ -89,8 +89,16 @@ func (f *filler) appendChunk(dst []byte, r *rng, n int) []byte {
 // renderPage appends the HTML of page n of host h (or of /private/N.html)
 // at version v, which began at last (version 0: the static page).
 func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link, v int, last time.Time) ([]byte, []Link) {
-	host := &w.hosts[h]
 	links := w.pageLinks(scratch[:0], h, n, private)
+	k := len(links) - nearDupTail(links)
+	return w.renderDoc(dst, h, n, private, copyNone, h, nil, links[:k], links[k:], v, last), links
+}
+
+// renderDoc appends page n of host h, or a copy of it that host at serves:
+// navigation links nav (copies only), the text with the links body, and at
+// its end the links to its copies (pages only), a copy's footer.
+func (w *Web) renderDoc(dst []byte, h, n int, private bool, ck copyKind, at int, nav, body, copies []Link, v int, last time.Time) []byte {
+	host := &w.hosts[h]
 	r := newRNG(hash3(w.opt.Seed, tagFill, uint64(h), uint64(n)*2+b2u(private)))
 	broken := host.Role == RoleBroken
 	dst = append(dst, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\""...)
@@ -102,26 +110,59 @@ func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link, v i
 	}
 	dst = append(dst, " page "...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
+	switch ck {
+	case copyPrint:
+		dst = append(dst, " (printer-friendly)"...)
+	case copyMirror:
+		dst = append(dst, " (mirror)"...)
+	}
 	dst = append(dst, "</title>"...)
-	if host.Base {
+	if host.Base && ck != copyMirror {
 		dst = append(dst, "<base href=\""...)
 		dst = append(dst, w.Origin(h)...)
 		dst = append(dst, "/p/\">"...)
 	}
-	dst = append(dst, "</head>\n<body><h1 id=\"top\">Page "...)
+	dst = append(dst, "</head>\n<body>"...)
+	dir := w.pageDir(h, n, private)
+	if ck != copyNone {
+		dir = w.copyDir(at, h, n)
+		dst = append(dst, "<p class=\"nav\">"...)
+		for i, l := range nav {
+			if i > 0 {
+				dst = append(dst, " | "...)
+			}
+			dst = append(dst, "<a href=\""...)
+			dst = w.href(dst, l, dir)
+			dst = append(dst, "\">"...)
+			switch {
+			case ck == copyPrint:
+				dst = append(dst, "back to the page"...)
+			case i == 0:
+				dst = append(dst, "mirror home"...)
+			default:
+				dst = append(dst, "original page"...)
+			}
+			dst = append(dst, "</a>"...)
+		}
+		dst = append(dst, "</p>\n"...)
+	}
+	dst = append(dst, "<h1 id=\"top\">Page "...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
 	dst = append(dst, "</h1>\n"...)
 	if v > 0 {
-		dst = w.renderUpdate(dst, h, n, v, last)
+		origin := ""
+		if ck == copyMirror {
+			origin = w.Origin(h)
+		}
+		dst = w.renderUpdate(dst, h, n, v, last, origin)
 	}
 	if broken {
 		dst = append(dst, "<div><table><tr><td><p>unclosed <b>bold <i>italic </span></em>\xff\xfe\x00 stray bytes\n<!-- <a href=\"/nf/0.html\">commented out</a> -->\n"...)
 	}
 	size := int(float64(w.opt.PageBytes) * (0.5 + r.float()))
-	per := max(0, size-300-58*len(links))/(len(links)+1) + 8 // links cost ~58 bytes; chunks lose ~8 to word boundaries
+	per := max(0, size-300-58*len(body))/(len(body)+1) + 8 // links cost ~58 bytes; chunks lose ~8 to word boundaries
 	fill := &w.fillers[host.Charset]
-	dir := w.pageDir(h, n, private)
-	for i, l := range links {
+	for i, l := range body {
 		if i%4 == 0 {
 			if i > 0 && !broken {
 				dst = append(dst, "</p>\n"...)
@@ -152,9 +193,34 @@ func (w *Web) renderPage(dst []byte, h, n int, private bool, scratch []Link, v i
 	}
 	dst = fill.appendChunk(dst, &r, per)
 	if broken {
-		return append(dst, "\n<p>the end <div"...), links
+		return append(dst, "\n<p>the end <div"...)
 	}
-	return append(dst, "</p>\n</body></html>\n"...), links
+	if len(copies) > 0 {
+		dst = append(dst, "</p>\n<p class=\"tools\">"...)
+		for i, l := range copies {
+			if i > 0 {
+				dst = append(dst, " | "...)
+			}
+			dst = append(dst, "<a href=\""...)
+			dst = w.href(dst, l, dir)
+			if l.alt {
+				dst = append(dst, "\">mirror</a>"...)
+			} else {
+				dst = append(dst, "\">printer-friendly version</a>"...)
+			}
+		}
+	}
+	switch ck {
+	case copyPrint:
+		dst = append(dst, "</p>\n<p class=\"printed\">Printed "...)
+		dst = w.copyDate(at, h, n).AppendFormat(dst, time.DateOnly)
+		dst = append(dst, ", session "...)
+		dst = append(dst, w.sessionID(h, 100+n)...)
+	case copyMirror:
+		dst = append(dst, "</p>\n<p class=\"mirrored\">Mirrored on "...)
+		dst = w.copyDate(at, h, n).AppendFormat(dst, time.DateOnly)
+	}
+	return append(dst, "</p>\n</body></html>\n"...)
 }
 
 // updateBytes is about the size of the prose of an update paragraph.
@@ -162,12 +228,15 @@ const updateBytes = 200
 
 // renderUpdate appends the paragraph that version v ≥ 1 of page n adds:
 // when it changed, a link to its news page and prose drawn for the version.
-func (w *Web) renderUpdate(dst []byte, h, n, v int, last time.Time) []byte {
+// origin, if not empty, is written before the news link's path (copies
+// on a mirror host).
+func (w *Web) renderUpdate(dst []byte, h, n, v int, last time.Time, origin string) []byte {
 	dst = append(dst, "<p id=\"update\">Update "...)
 	dst = strconv.AppendInt(dst, int64(v), 10)
 	dst = append(dst, ", "...)
 	dst = last.UTC().AppendFormat(dst, time.RFC3339)
 	dst = append(dst, ": <a href=\""...)
+	dst = append(dst, origin...)
 	dst = append(dst, NewsPath(n, v)...)
 	dst = append(dst, "\">news "...)
 	dst = strconv.AppendInt(dst, int64(n), 10)

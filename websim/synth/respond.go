@@ -57,10 +57,7 @@ func (w *Web) Respond(buf []byte, scratch []Link, h int, path, query string) Res
 // Without Options.Changes, t does not matter.
 func (w *Web) RespondAt(buf []byte, scratch []Link, h int, path, query string, t time.Time) Response {
 	host := &w.hosts[h]
-	html := "text/html"
-	if host.CharsetHdr || host.Charset == UTF8 {
-		html = "text/html; charset=" + host.Charset.String()
-	}
+	html := w.htmlType(h)
 	page := func(n int, private bool) Response {
 		var (
 			v    int
@@ -169,6 +166,10 @@ func (w *Web) RespondAt(buf []byte, scratch []Link, h int, path, query string, t
 		if resp, ok := w.respondNews(buf, h, rest, t); ok {
 			return resp
 		}
+	case "print", "mirror":
+		if resp, ok := w.respondCopy(buf, scratch, h, dir, rest, t); ok {
+			return resp
+		}
 	case "loop":
 		if host.Loop && (rest == "a" || rest == "b") {
 			to := "/loop/b"
@@ -179,6 +180,15 @@ func (w *Web) RespondAt(buf []byte, scratch []Link, h int, path, query string, t
 		}
 	}
 	return w.respondRole(buf, h, path, notFound)
+}
+
+// htmlType is the Content-Type of host h's HTML pages.
+func (w *Web) htmlType(h int) string {
+	host := &w.hosts[h]
+	if host.CharsetHdr || host.Charset == UTF8 {
+		return "text/html; charset=" + host.Charset.String()
+	}
+	return "text/html"
 }
 
 // respondNews answers /news/N/V (rest is "N/V"): a leaf that exists from

@@ -286,6 +286,9 @@ func TestRealisticFeatures(t *testing.T) {
 		if r.DuplicateOf != "" {
 			count["duplicate"]++
 		}
+		if r.NearDupOf != "" && strings.Contains(r.URL, "/mirror/") {
+			count["near-dup-mirror"]++
+		}
 		if r.Canonical != r.URL {
 			count["canonical-differs"]++
 		}
@@ -321,7 +324,7 @@ func TestRealisticFeatures(t *testing.T) {
 		"charset-utf-8", "charset-iso-8859-1", "charset-windows-1252", "charset-shift_jis",
 		"sitemap", "sitemap-missing", "orphans", "session", "base", "loop", "index-dup", "crawl-delay",
 		"kind-redirect", "kind-loop", "kind-gone", "kind-missing", "kind-error", "kind-pdf", "kind-png", "kind-print", "kind-index",
-		"kind-session", "kind-private", "kind-nofollow", "kind-orphan", "kind-sitemap", "duplicate", "canonical-differs", "robots-5xx-first",
+		"kind-session", "kind-private", "kind-nofollow", "kind-orphan", "kind-sitemap", "kind-near-dup", "near-dup-mirror", "duplicate", "canonical-differs", "robots-5xx-first",
 		"nofollow-unreachable", "orphan-via-sitemap",
 		"form-absolute", "form-protocol-relative", "form-root", "form-upper", "form-dots", "form-default-port", "fragment", "nofollow-attr", "base-tag", "mailto"}
 	for _, k := range want {

@@ -32,9 +32,14 @@ type Record struct {
 	Role        string `json:"role,omitempty"`         // the host's hostile role
 	FailFirst   int    `json:"fail_first,omitempty"`   // robots.txt: the first N requests get 503
 	Trap        bool   `json:"trap,omitempty"`         // the entry of an unbounded or hostile region
+	// NearDupOf is, for a near-duplicate copy of a page (kind "near-dup":
+	// a printer-friendly view or a mirror, neardup.go), the URL of the
+	// page: the same text and links, other boilerplate. Truth files
+	// written before it existed have none.
+	NearDupOf string `json:"near_dup_of,omitempty"`
 	// ChangeRate is the page's change rate in changes per day (Web.ChangeRate),
-	// for the URLs that serve a page (page, orphan, session, print and
-	// index records) of a web with Options.Changes; 0 (and absent from the
+	// for the URLs that serve a page (page, orphan, session, print, index
+	// and near-dup records) of a web with Options.Changes; 0 (and absent from the
 	// JSON) for pages that never change and for everything else. The truth
 	// describes the web at the epoch: every page at version 0, no news pages.
 	ChangeRate float64 `json:"change_rate,omitempty"`
@@ -322,6 +327,10 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 			rec.DuplicateOf = origin + "/"
 			rec.Outlinks = append(rec.Outlinks, w.truthOutlinks(h, 0, u)...)
 			rec.ChangeRate = w.ChangeRate(h, 0)
+		case KindNearDup: // a printer-friendly copy; mirrors come below
+			rec.NearDupOf = origin + pagePath(int(l.n))
+			rec.Outlinks = append(rec.Outlinks, w.copyOutlinks(h, h, int(l.n), u)...)
+			rec.ChangeRate = w.ChangeRate(h, int(l.n))
 		case KindTrap:
 			rec.Trap = true
 			rec.Outlinks = append(rec.Outlinks, w.trapOutlinks(h, path)...)
@@ -333,7 +342,7 @@ func (w *Web) hostTruth(h int, bits []uint64, fn func(*Record) error) error {
 			return err
 		}
 	}
-	return nil
+	return w.mirrorTruth(h, bits, emit, reset, &rec)
 }
 
 // truthOutlinks resolves the links of page n of host h against pageURL, an

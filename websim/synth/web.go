@@ -126,6 +126,10 @@ type Web struct {
 	fillers  [charsetCount]filler
 	nodeBase []int   // prefix sums of Pages+Orphans, for truth
 	tops     webTops // the realistic link graph's per-host constants
+	// mirrorOf is each host's mirror host and mirrored the hosts each
+	// host mirrors (realistic webs only; neardup.go).
+	mirrorOf []int32
+	mirrored [][]int32
 }
 
 // New builds the web described by o (defaults filled in).
@@ -171,6 +175,7 @@ func New(o Options) (*Web, error) {
 	}
 	if o.Profile == Realistic {
 		w.makeWebTops()
+		w.makeMirrors()
 	}
 	for c := range charsetCount {
 		w.fillers[c] = makeFiller(c)
