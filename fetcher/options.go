@@ -107,6 +107,16 @@ type Options struct {
 	// called from the scheduler goroutine, possibly several times per job,
 	// and must be quick.
 	Skip func(*Job) bool
+	// NearDup, if set, is asked of every HTML page answered 2xx that is
+	// neither an exact duplicate (Seen) nor unchanged since its last
+	// fetch, and has text enough for a fingerprint: given the page's
+	// SimHash (package simhash, of the text the link extractor reads), it
+	// returns the URL of an earlier page this one is a near-duplicate of
+	// ("" if none). A near-duplicate keeps its status and links; its
+	// Result says what it duplicates (NearDupOf), and a WARC metadata
+	// record after its response says so too. It is called from worker
+	// goroutines.
+	NearDup func(host, url string, fingerprint uint64) (original string)
 	// Override, if set, gives an operator's override of a host's
 	// politeness: a delay that replaces HostDelay for it (a longer
 	// robots.txt Crawl-delay, capped, still applies; 0: none), and

@@ -162,6 +162,10 @@ type Result struct {
 	// server-not-modified profile. (A 304 to a request that was not
 	// conditional is a StatusError.)
 	NotModified bool
+	// NearDupOf is the URL of the page this one is a near-duplicate of
+	// (Options.NearDup; "" if none). The page keeps StatusFetched and
+	// its links.
+	NearDupOf string
 	// Unchanged marks a 2xx page whose body has the Job's Prev.ContentFP
 	// (non-zero). It is not checked against Options.Seen (it would be a
 	// duplicate of itself), its links are extracted as for any page, and

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/meridian-crawler/meridian/fetcher/links"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
 	"github.com/meridian-crawler/meridian/fetcher/robots"
+	"github.com/meridian-crawler/meridian/fetcher/simhash"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 )
@@ -38,6 +40,7 @@ type worker struct {
 	cur  *task // the task being run
 	tr   *httptrace.ClientTrace
 	ext  *links.Extractor
+	sh   *simhash.Hasher // the page's fingerprint, fed by ext (Options.NearDup)
 	base urlnorm.Base
 	buf  []byte // URL scratch
 	head []byte // WARC head scratch
@@ -48,6 +51,10 @@ func newWorker(ctx context.Context, f *Fetcher) *worker {
 	w.hdr = http.Header{"User-Agent": {f.o.UserAgent}, "Accept": {"*/*"}}
 	w.ext = links.NewExtractor(f.o.Normalizer, f.o.Scope, f.o.MaxLinks)
 	w.ext.SetRequisites(f.o.PageRequisites)
+	if f.o.NearDup != nil {
+		w.sh = &simhash.Hasher{}
+		w.ext.SetText(w.sh)
+	}
 	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn}
 	w.ex.body = make([]byte, 0, 64<<10)
 	c := colly.NewCollector(
@@ -223,6 +230,19 @@ func (w *worker) writeWARC(url string, t *task) {
 	}
 }
 
+// writeNearDup records in the WARC file, after its response, that the page
+// at url is a near-duplicate of original (a metadata record).
+func (w *worker) writeNearDup(url, original string, fp uint64) {
+	wr := w.f.o.WARC
+	if wr == nil {
+		return
+	}
+	fields := [][2]string{{"near-duplicate-of", original}, {"simhash", strconv.FormatUint(fp, 16)}}
+	if err := wr.Metadata(url, w.ex.start, fields); err != nil {
+		w.f.log.Warn("fetcher: write warc metadata", "url", url, "err", err)
+	}
+}
+
 // outcome classifies an exchange for the host's failure count.
 type outcome uint8
 
@@ -339,9 +359,24 @@ func (w *worker) classify(r *Result) outcome {
 			r.Status = crawl.StatusDuplicate
 			return outcomeOK
 		}
+		if w.sh != nil {
+			w.sh.Reset() // Extract feeds it the page's text
+		}
 		p := w.ext.Extract(r.URL, ex.body)
 		r.Links = slices.Clone(p.Links) // the strings stay valid; the slice is reused
 		r.Embeds = p.Embeds             // nil with requisites off; made anew by each page
+		if nd := w.f.o.NearDup; nd != nil && !r.Unchanged {
+			// A near-duplicate keeps its status and its links (a mirror
+			// with other navigation still leads somewhere).
+			// A page cut at the link cap was not read to its end: its
+			// fingerprint would be of its start only.
+			if fp, ok := w.sh.Sum(); ok && !p.Truncated {
+				if orig := nd(r.Host, r.URL, fp); orig != "" && orig != r.URL {
+					r.NearDupOf = orig
+					w.writeNearDup(r.URL, orig, fp)
+				}
+			}
+		}
 	case s >= 300 && s < 400:
 		loc := ex.header.Get("Location")
 		if loc == "" {

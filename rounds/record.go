@@ -43,6 +43,11 @@ const (
 // byte for byte as before requisites existed.
 const recFetchEmbeds = 'E'
 
+// recFetchNearDup is a fetch record of a near-duplicate page
+// (fetcher.Result.NearDupOf): recFetchEmbeds's fields, its embeds' count
+// possibly 0, and at the end the URL of the page it duplicates.
+const recFetchNearDup = 'N'
+
 // Flags of a fetch record.
 const (
 	flagRetry     = 1 << 0
@@ -136,7 +141,10 @@ func (r *reader) str() string {
 // appendResult encodes a fetch result as a fetch segment record.
 func appendResult(dst []byte, res *fetcher.Result) []byte {
 	tag := byte(recFetch)
-	if len(res.Embeds) > 0 {
+	switch {
+	case res.NearDupOf != "":
+		tag = recFetchNearDup
+	case len(res.Embeds) > 0:
 		tag = recFetchEmbeds
 	}
 	dst = append(dst, tag, byte(res.Kind), byte(res.Status))
@@ -188,7 +196,7 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	for _, l := range res.Links {
 		dst = appendString(dst, l)
 	}
-	if tag == recFetchEmbeds {
+	if tag == recFetchEmbeds || tag == recFetchNearDup {
 		dst = binary.AppendUvarint(dst, uint64(len(res.Embeds)))
 		for _, l := range res.Embeds {
 			dst = appendString(dst, l)
@@ -208,6 +216,9 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 		for _, t := range res.LastMods {
 			dst = appendTimeMS(dst, t)
 		}
+	}
+	if tag == recFetchNearDup {
+		dst = appendString(dst, res.NearDupOf)
 	}
 	return dst
 }
@@ -231,6 +242,7 @@ type fetchRecord struct {
 	Err        string
 	Links      []string
 	Embeds     []string // the page's requisites (fetcher.Result.Embeds)
+	NearDupOf  string   // the page it is a near-duplicate of (fetcher.Result.NearDupOf)
 	Truncated  string   // WARC-Truncated reason, if the body was cut
 	// A refetch's: the job's Prev, and whether it was a 304 or an
 	// unchanged body; any fetch's: the answer's validators
@@ -255,7 +267,7 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	r := reader{b: b}
 	var f fetchRecord
 	tag := r.byte1()
-	if tag != recFetch && tag != recFetchEmbeds {
+	if tag != recFetch && tag != recFetchEmbeds && tag != recFetchNearDup {
 		return f, fmt.Errorf("%w: not a fetch record", errRecord)
 	}
 	f.Kind = fetcher.Kind(r.byte1())
@@ -280,12 +292,11 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	for range n {
 		f.Links = append(f.Links, r.str())
 	}
-	if tag == recFetchEmbeds {
+	if tag == recFetchEmbeds || tag == recFetchNearDup {
 		n := r.uvarint()
-		if n == 0 || n > maxStrings || n > uint64(len(r.b)) {
+		if n == 0 && tag == recFetchEmbeds || n > maxStrings || n > uint64(len(r.b)) {
 			return f, fmt.Errorf("%w: %d embeds", errRecord, n)
 		}
-		f.Embeds = make([]string, 0, n)
 		for range n {
 			f.Embeds = append(f.Embeds, r.str())
 		}
@@ -309,6 +320,11 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 			if ms := r.varint(); ms != 0 {
 				f.LastMods[i] = time.UnixMilli(ms).UTC()
 			}
+		}
+	}
+	if tag == recFetchNearDup {
+		if f.NearDupOf = r.str(); f.NearDupOf == "" && r.err == nil {
+			return f, fmt.Errorf("%w: near-duplicate record of %.100q without its original", errRecord, f.URL)
 		}
 	}
 	if flags&^knownFlags != 0 || flags&(flagNotModified|flagUnchanged) != 0 && flags&flagRefetch == 0 ||

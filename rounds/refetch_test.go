@@ -49,11 +49,15 @@ func TestStageBatchSchedule(t *testing.T) {
 	// were all errors).
 	counted := plain
 	counted.Stats.Refetches, counted.Stats.NotModified, counted.Stats.Unchanged, counted.Stats.Changed = 300, 7, 200, 93
+	// Near-duplicates (version 3), with a schedule.
+	near := sched
+	near.NearDups = []nearDupHint{{URL: "http://a.test/print", Of: "http://a.test/"}, {URL: "http://m.test/x", Of: "http://a.test/b"}}
 	for _, tc := range []struct {
 		name    string
 		b       stageBatch
 		version byte
-	}{{"no refetch data", plain, stageVersion}, {"a schedule", sched, stageVersion2}, {"refetch counters only", counted, stageVersion2}} {
+	}{{"no refetch data", plain, stageVersion}, {"a schedule", sched, stageVersion2}, {"refetch counters only", counted, stageVersion2},
+		{"near-duplicates", near, stageVersion3}} {
 		enc := tc.b.encode()
 		if enc[1] != tc.version {
 			t.Errorf("%s: version %d, want %d", tc.name, enc[1], tc.version)
@@ -76,6 +80,9 @@ func TestStageBatchSchedule(t *testing.T) {
 		if gs.Refetches != ws.Refetches || gs.NotModified != ws.NotModified || gs.Unchanged != ws.Unchanged || gs.Changed != ws.Changed ||
 			gs.Fetched != ws.Fetched || gs.Wait != ws.Wait || gs.Status != ws.Status || len(gs.Troubled) != len(ws.Troubled) {
 			t.Errorf("%s: counters %+v, want %+v", tc.name, gs, ws)
+		}
+		if !slices.Equal(got.NearDups, tc.b.NearDups) {
+			t.Errorf("%s: near-duplicates %v, want %v", tc.name, got.NearDups, tc.b.NearDups)
 		}
 		for n := range len(enc) {
 			if _, err := decodeStage(enc[:n], 3); !errors.Is(err, errRecord) {

@@ -45,6 +45,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		// A first fetch keeps its answer's validators: its refetch sends them.
 		{Job: fetcher.Job{URL: "http://a.test/v", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, ContentFP: 5,
 			ETag: `"v0"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT"},
+		// A near-duplicate, with embeds and without.
+		{Job: fetcher.Job{URL: "http://a.test/print", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, ContentFP: 6,
+			Links: []string{"http://a.test/x"}, NearDupOf: "http://a.test/"},
+		{Job: fetcher.Job{URL: "http://a.test/print2", Host: "a.test"}, Status: store.StatusFetched, HTTPStatus: 200, ContentFP: 7,
+			Embeds: []string{"http://a.test/i.png"}, NearDupOf: "http://a.test/", Truncated: "time"},
 	} {
 		b := appendResult(nil, &res)
 		if validators := b[3]&flagValidators != 0; validators != (res.Prev == (fetcher.Prev{}) && res.ETag != "") {
@@ -65,7 +70,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			f.ContentFP != want.ContentFP || f.Bytes != want.Bytes || f.Wait != want.Wait || f.Host != want.Host ||
 			f.RedirectTo != want.RedirectTo || f.Err != want.Err || len(f.Links) != len(want.Links) || f.Truncated != res.Truncated ||
 			f.Prev != res.Prev || f.ETag != res.ETag || f.LastModified != res.LastModified || f.NotModified != res.NotModified || f.Unchanged != res.Unchanged ||
-			!slices.EqualFunc(f.LastMods, res.LastMods, time.Time.Equal) {
+			!slices.EqualFunc(f.LastMods, res.LastMods, time.Time.Equal) || f.NearDupOf != res.NearDupOf || !slices.Equal(f.Embeds, res.Embeds) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", f, want)
 		}
 		for i := range f.Links {

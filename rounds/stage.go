@@ -164,6 +164,14 @@ type stageBatch struct {
 	// refetches: the update makes a fetched one due at once if its
 	// lastmod is newer than the copy (sitemapDue).
 	LastMods []lastModHint
+	// NearDups are the fetched pages that are near-duplicates of others
+	// (fetcher.Result.NearDupOf), recorded by the update (store.Batch.NearDup).
+	NearDups []nearDupHint
+}
+
+// nearDupHint is a near-duplicate page and the page it duplicates.
+type nearDupHint struct {
+	URL, Of string
 }
 
 // lastModHint is a sitemap's <lastmod> of a URL, in Unix milliseconds.
@@ -195,6 +203,9 @@ type stageStats struct {
 	// sitemap <lastmod> newer than their copy (set by the update, not
 	// staged).
 	SitemapDue int64 `json:",omitempty"`
+	// NearDups counts the fetched pages found near-duplicates of others
+	// (set by the update from the batches' near-duplicates).
+	NearDups int64 `json:",omitempty"`
 }
 
 // refetched reports whether s counts any refetch.
@@ -208,6 +219,7 @@ func (s *stageStats) add(o *stageStats) {
 	s.Robots += o.Robots
 	s.Sitemaps += o.Sitemaps
 	s.SitemapDue += o.SitemapDue
+	s.NearDups += o.NearDups
 	s.Bytes += o.Bytes
 	s.Links += o.Links
 	s.Wait += o.Wait
@@ -250,6 +262,7 @@ func (s *stageStats) fill(st *RoundStats) {
 	st.Bytes, st.Links, st.WaitSecs = s.Bytes, s.Links, time.Duration(s.Wait).Seconds()
 	st.Refetches, st.NotModified, st.Unchanged, st.Changed = s.Refetches, s.NotModified, s.Unchanged, s.Changed
 	st.SitemapDue = s.SitemapDue
+	st.NearDups = s.NearDups
 	st.ByClass = map[string]int64{}
 	for i, n := range s.Class {
 		if n > 0 {
@@ -272,10 +285,13 @@ func (s *stageStats) fill(st *RoundStats) {
 // Unchanged, Changed, uvarints) and the sitemap lastmods (a count, then
 // each URL and its Unix ms). A batch without refetch data (no op with a
 // schedule, the refetch counters 0, no lastmod) is written in version 1,
-// byte for byte as before refetch existed.
+// byte for byte as before refetch existed. Version 3 is version 2 and
+// then the near-duplicates (a count, then each URL and its original's);
+// it is written only for a batch that has near-duplicates.
 const (
 	stageVersion  = 1
 	stageVersion2 = 2
+	stageVersion3 = 3
 )
 
 // Flags of a staged fetch result.
@@ -294,6 +310,9 @@ func (s *stageBatch) encode() []byte {
 			break
 		}
 	}
+	if len(s.NearDups) > 0 {
+		version = stageVersion3
+	}
 	dst := []byte{recStage, version}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Ops)))
 	for _, op := range s.Ops {
@@ -308,7 +327,7 @@ func (s *stageBatch) encode() []byte {
 		dst = appendTime(dst, op.At)
 		dst = binary.BigEndian.AppendUint64(dst, op.ContentFP)
 		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(op.Spend))
-		if version == stageVersion2 {
+		if version >= stageVersion2 {
 			if sc := op.Schedule; sc == nil {
 				dst = append(dst, 0)
 			} else {
@@ -358,7 +377,7 @@ func (s *stageBatch) encode() []byte {
 	for _, v := range st.Status {
 		dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
 	}
-	if version == stageVersion2 {
+	if version >= stageVersion2 {
 		for _, v := range []int64{st.Refetches, st.NotModified, st.Unchanged, st.Changed} {
 			dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
 		}
@@ -366,6 +385,13 @@ func (s *stageBatch) encode() []byte {
 		for _, h := range s.LastMods {
 			dst = appendString(dst, h.URL)
 			dst = binary.AppendVarint(dst, h.LastMod)
+		}
+	}
+	if version >= stageVersion3 {
+		dst = binary.AppendUvarint(dst, uint64(len(s.NearDups)))
+		for _, n := range s.NearDups {
+			dst = appendString(dst, n.URL)
+			dst = appendString(dst, n.Of)
 		}
 	}
 	var troubled []byte
@@ -385,7 +411,7 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 		return s, fmt.Errorf("%w: not a staged batch", errRecord)
 	}
 	version := r.byte1()
-	if version != stageVersion && version != stageVersion2 {
+	if version < stageVersion || version > stageVersion3 {
 		return s, fmt.Errorf("%w: staged batch version %d", errRecord, version)
 	}
 	count := func(what string) uint64 {
@@ -408,7 +434,7 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 		if !validCash(op.Spend) {
 			r.fail()
 		}
-		if version == stageVersion2 && r.byte1() == 1 {
+		if version >= stageVersion2 && r.byte1() == 1 {
 			sc := &store.Schedule{Change: store.Change(r.byte1())}
 			sc.ETag, sc.LastModified = r.str(), r.str()
 			if sc.Change > store.ChangeUnchanged || op.Retry {
@@ -475,7 +501,7 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 	for i := range st.Status {
 		st.Status[i] = int64(min(r.uvarint(), math.MaxInt64))
 	}
-	if version == stageVersion2 {
+	if version >= stageVersion2 {
 		for _, p := range []*int64{&st.Refetches, &st.NotModified, &st.Unchanged, &st.Changed} {
 			*p = int64(min(r.uvarint(), math.MaxInt64))
 		}
@@ -490,6 +516,20 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 				r.fail()
 			}
 			s.LastMods = append(s.LastMods, h)
+		}
+	}
+	if version >= stageVersion3 {
+		n := r.uvarint()
+		if n == 0 || n > uint64(len(r.b)) {
+			r.fail()
+			n = 0
+		}
+		for range n {
+			h := nearDupHint{URL: r.str(), Of: r.str()}
+			if h.URL == "" || h.Of == "" {
+				r.fail()
+			}
+			s.NearDups = append(s.NearDups, h)
 		}
 	}
 	if tj := r.str(); tj != "" && r.err == nil {

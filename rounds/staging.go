@@ -445,7 +445,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 	b := &acc.b
 	emit := acc.emit
 	round := p.ref.round
-	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods)
+	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) + len(b.NearDups)
 	for _, res := range results {
 		b.Stats.count(res)
 		switch res.Kind {
@@ -511,6 +511,9 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 		switch {
 		case res.Status == store.StatusFetched:
 			links, embeds = res.Links, res.Embeds
+			if res.NearDupOf != "" {
+				b.NearDups = append(b.NearDups, nearDupHint{URL: res.URL, Of: res.NearDupOf})
+			}
 		case res.Status == store.StatusRedirect && res.RedirectTo != "" && res.RedirectTo != res.URL:
 			// A redirect target is a link, unless the chain that led here
 			// is already MaxRedirects long.
@@ -552,7 +555,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 		}
 		acc.virtual.Add(distribute(emit, res.Cash, damping, links, depth))
 	}
-	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) - n0)
+	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) + len(b.NearDups) - n0)
 	return nil
 }
 

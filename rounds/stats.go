@@ -54,6 +54,9 @@ type RoundStats struct {
 	// SitemapDue counts the fetched pages made due at once because a
 	// sitemap gave them a <lastmod> newer than their copy.
 	SitemapDue int64 `json:"sitemap_due,omitempty"`
+	// NearDups counts the fetched pages found near-duplicates of pages
+	// fetched before (store.Store.NearDupOf holds what each duplicates).
+	NearDups int64 `json:"near_dups,omitempty"`
 	// Troubled lists the hosts whose fetches in this round did not all
 	// succeed (at most maxTroubled of them): their fate in the round.
 	Troubled map[string]*HostFate `json:"troubled_hosts,omitempty"`

@@ -423,6 +423,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	var stagedBytes int64
 	budget := map[string]int64{}
 	lastMods := map[string]int64{} // sitemap lastmods by URL, the latest
+	var nearDups []nearDupHint     // the fetched pages that are near-duplicates, with their originals
 	seen := map[string]bool{}      // a URL's result counts once
 	var mu sync.Mutex              // fold's state, for the parallel map of local results
 	fold := func(b *stageBatch) error {
@@ -459,6 +460,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		for _, h := range b.LastMods {
 			lastMods[h.URL] = max(lastMods[h.URL], h.LastMod)
 		}
+		nearDups = append(nearDups, b.NearDups...)
 		for _, l := range b.Links {
 			c.links.offer(l.URL, l.Depth, l.Links, l.Weight)
 		}
@@ -574,6 +576,12 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		}
 		seen[u] = true
 		if err := add(func(b *store.Batch) { b.Requeue(u) }); err != nil {
+			return err
+		}
+	}
+	for _, n := range nearDups {
+		stats.NearDups++
+		if err := add(func(b *store.Batch) { b.NearDup(n.URL, n.Of) }); err != nil {
 			return err
 		}
 	}

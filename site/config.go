@@ -50,6 +50,10 @@ type Config struct {
 	ExpectNodes   int           // a sharded site's crawlers wait (at most 5 min) until the site has this many nodes and its shards are placed
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
+	// NearDups is how many page fingerprints (SimHash) this node keeps to
+	// find near-duplicates (0: none found); at most NearDups/20 (and at
+	// least 100) of one host.
+	NearDups int
 	// PageRequisites makes the crawl fetch what each page needs to render
 	// (fetcher.Options.PageRequisites): its embeds go through the
 	// frontier as its links do, at the page's depth, ranked with the page.
@@ -125,7 +129,7 @@ func DefaultConfig() Config {
 	return Config{
 		Region: "local", Data: "meridian-data", Width: 10_000, PerHost: 10,
 		HostDelay: time.Second, MaxCrawlDelay: 30 * time.Second, Listen: "127.0.0.1:7077", Workers: 256,
-		MaxDepth: 32, HostBudget: 20_000, MaxBody: 8 << 20, Timeout: 30 * time.Second,
+		MaxDepth: 32, HostBudget: 20_000, NearDups: 200_000, MaxBody: 8 << 20, Timeout: 30 * time.Second,
 		Backoff: 5 * time.Second, BackoffMax: 10 * time.Minute, MaxRetries: 3, MaxRedirects: 10,
 		WARCSize: 1 << 30, Websim: "realistic", WebsimHosts: 200, WebsimPages: 20,
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
@@ -182,6 +186,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDepth < 1 {
 		bad("--max-depth must be at least 1, got %d", c.MaxDepth)
+	}
+	if c.NearDups < 0 || c.NearDups > 100_000_000 {
+		bad("--near-dups must be in [0, 100000000], got %d", c.NearDups)
 	}
 	if c.HostBudget < 1 {
 		bad("--host-budget must be at least 1, got %d", c.HostBudget)

@@ -27,6 +27,8 @@ type metrics struct {
 	notModified prometheus.Counter
 	unchanged   prometheus.Counter
 	changed     prometheus.Counter
+	// nearDups: pages found near-duplicates (RoundStats.NearDups).
+	nearDups prometheus.Counter
 
 	// dashPolls and dashSecs: GET /dashboard.json answered, and the time
 	// spent building and writing them (what a watching browser costs).
@@ -49,13 +51,14 @@ func newMetrics() *metrics {
 	m.notModified = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_not_modified_total", Help: "Refetches answered 304 Not Modified."})
 	m.unchanged = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_unchanged_total", Help: "Refetches answered 2xx with the body fetched before (same fingerprint)."})
 	m.changed = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_changed_total", Help: "Refetches that did not find the page unchanged: a new body, or a redirect, a gone page or an error."})
+	m.nearDups = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_near_dups_total", Help: "Fetched pages found near-duplicates of pages fetched before (SimHash within 3 bits; --near-dups)."})
 	m.phaseSecs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_phase_seconds_total", Help: "Time spent in each phase of completed rounds."}, []string{"phase"})
 	m.lastRound = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_last_round", Help: "The last completed round."})
 	m.dashPolls = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_polls_total", Help: "Dashboard updates served (GET /dashboard.json)."})
 	m.dashSecs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_seconds_total", Help: "Time spent building and writing dashboard updates (waits for locks included)."})
 	m.dashCPU = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_cpu_seconds_total", Help: "CPU time spent building and writing dashboard updates (Linux; 0 elsewhere)."})
 	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.revisits, m.phaseSecs, m.lastRound, m.dashPolls, m.dashSecs, m.dashCPU,
-		m.refetches, m.notModified, m.unchanged, m.changed,
+		m.refetches, m.notModified, m.unchanged, m.changed, m.nearDups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -73,6 +76,7 @@ func (m *metrics) round(st rounds.RoundStats) {
 	m.notModified.Add(float64(st.NotModified))
 	m.unchanged.Add(float64(st.Unchanged))
 	m.changed.Add(float64(st.Changed))
+	m.nearDups.Add(float64(st.NearDups))
 	m.phaseSecs.WithLabelValues("generate").Add(st.GenerateSeconds)
 	m.phaseSecs.WithLabelValues("fetch").Add(st.FetchSeconds)
 	m.phaseSecs.WithLabelValues("update").Add(st.UpdateSeconds)

@@ -209,6 +209,9 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, set.Hosts(), ss.norm, ss.scope
 	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = set.Seen, set.OnResult, set.Skip, log.With("part", "fetcher")
 	fo.Override = rounds.NewControlWatch(meta.Store(), nil, log).HostOverride
+	if err := s.nearDups(&fo); err != nil {
+		return err
+	}
 	s.fetch, err = fetcher.New(fo)
 	if err != nil {
 		return fmt.Errorf("site: fetcher: %w", err)

@@ -361,6 +361,9 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, s.crawler.Hosts(), norm, scope
 	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = s.crawler.Seen, s.crawler.OnResult, s.crawler.Skip(), log.With("part", "fetcher")
 	fo.Override = s.crawler.HostOverride
+	if err := s.nearDups(&fo); err != nil {
+		return nil, err
+	}
 	s.fetch, err = fetcher.New(fo)
 	if err != nil {
 		return nil, fmt.Errorf("site: fetcher: %w", err)
@@ -960,6 +963,18 @@ func (q quietHandler) WithAttrs(a []slog.Attr) slog.Handler {
 
 func (q quietHandler) WithGroup(name string) slog.Handler {
 	return quietHandler{q.Handler.WithGroup(name)}
+}
+
+// nearDups sets the fetcher's near-duplicate detection (--near-dups).
+func (s *Site) nearDups(fo *fetcher.Options) error {
+	nd, err := newNearDupIndex(s.cfg.NearDups)
+	if err != nil {
+		return fmt.Errorf("site: --near-dups: %w", err)
+	}
+	if nd != nil {
+		fo.NearDup = nd.check
+	}
+	return nil
 }
 
 // fetcherOptions are the fetcher's options that come from cfg alone; the

@@ -512,6 +512,10 @@ func (a *applier) apply(o *op) (OpResult, error) {
 	case OpPutRound:
 		res.Applied = true
 		return res, a.set(keyRound, o.payload, nil)
+	case OpNearDup:
+		p, _ := splitURL(string(o.name)) // checked by decodeCommand
+		res.Applied = true
+		return res, a.set(nearDupKey(&p), o.payload, nil)
 	case OpPutDomain:
 		v := binary.BigEndian.AppendUint64(nil, math.Float64bits(o.lat))
 		v = binary.BigEndian.AppendUint64(v, math.Float64bits(o.lon))

@@ -36,6 +36,7 @@ const (
 	OpRoundFetchSched                    // OpRoundFetch with a refetch schedule (FetchResult.Schedule)
 	OpMakeDue                            // a fetched URL whose next fetch has come → back in the frontier, due, with a score
 	OpPark                               // an unfetched URL of a host over its budget leaves the frontier (URLRecord.Parked)
+	OpNearDup                            // a fetched page is a near-duplicate of another URL (Store.NearDupOf)
 	opCount
 )
 
@@ -298,6 +299,23 @@ func (b *Batch) MakeDue(url string, at time.Time, score float64) {
 func (b *Batch) Park(url string) {
 	b.op(OpPark)
 	b.url(url)
+}
+
+// NearDup records that the page at url is a near-duplicate of the page
+// at original (its SimHash within a few bits of the original's): a
+// record of its own (Store.NearDupOf), beside the URL's.
+func (b *Batch) NearDup(url, original string) {
+	if _, ok := splitURL(url); !ok {
+		b.fail(fmt.Errorf("%w: near-duplicate %.200q", ErrBadURL, url))
+		return
+	}
+	if _, ok := splitURL(original); !ok {
+		b.fail(fmt.Errorf("%w: original %.200q of near-duplicate %.200q", ErrBadURL, original, url))
+		return
+	}
+	b.op(OpNearDup)
+	b.buf = appendBytes(b.buf, []byte(url))
+	b.buf = appendBytes(b.buf, []byte(original))
 }
 
 // Revisit records that spend of a fetched URL's cash was distributed over
@@ -664,6 +682,16 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			o.name = d.bytes(maxName)
 			if len(o.name) == 0 && d.err == nil {
 				return ops, fmt.Errorf("%w: op %d: user prefix", ErrCorruptCommand, len(ops)-base)
+			}
+		case OpNearDup:
+			o.name, o.payload = d.bytes(MaxURLLen), d.bytes(MaxURLLen)
+			if d.err == nil {
+				if _, ok := splitURL(string(o.name)); !ok {
+					return ops, fmt.Errorf("%w: op %d: near-duplicate %.200q", ErrBadURL, len(ops)-base, o.name)
+				}
+				if _, ok := splitURL(string(o.payload)); !ok {
+					return ops, fmt.Errorf("%w: op %d: original %.200q", ErrBadURL, len(ops)-base, o.payload)
+				}
 			}
 		default:
 			return ops, fmt.Errorf("%w: op %d: unknown type %d", ErrCorruptCommand, len(ops)-base, o.t)

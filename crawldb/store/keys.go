@@ -29,6 +29,7 @@ const (
 	pUser     = 'z' // z key → value, for the node layer
 	pMark     = 'e' // e revhost 0 scheme port(2) pathquery → status: a generated URL fetched by another site (FetchedElsewhere)
 	pDue      = 'w' // w nextfetch-ms(8) revhost 0 scheme port(2) pathquery → empty: a fetched URL's next refetch (URLRecord.scheduled)
+	pNearDup  = 'n' // n revhost 0 scheme port(2) pathquery → the URL of the page it is a near-duplicate of (Batch.NearDup)
 )
 
 // MaxURLLen is the longest URL the database accepts.
@@ -137,6 +138,13 @@ func (p *urlParts) urlKey(dst []byte) []byte {
 	dst = appendRevHost(dst, p.host)
 	dst = append(dst, 0)
 	return p.appendTail(dst)
+}
+
+// nearDupKey returns the key of a URL's near-duplicate record.
+func nearDupKey(p *urlParts) []byte {
+	k := p.urlKey(nil)
+	k[0] = pNearDup
+	return k
 }
 
 // markKey returns the key of a URL's fetched-elsewhere mark, given its

@@ -344,6 +344,45 @@ func (s *Store) UserScan(prefix string, fn func(key string, value []byte) error)
 }
 
 // Domain returns the coordinates of domain.
+// NearDupOf returns the URL of the page that the page at url is a
+// near-duplicate of (Batch.NearDup); ok is false if it is none's.
+func (s *Store) NearDupOf(url string) (original string, ok bool, err error) {
+	p, good := splitURL(url)
+	if !good {
+		return "", false, fmt.Errorf("%w: %.200q", ErrBadURL, url)
+	}
+	v, err := s.value(nearDupKey(&p))
+	if err != nil || v == nil {
+		return "", false, err
+	}
+	return string(v), true, nil
+}
+
+// ScanNearDups calls fn with every near-duplicate and its original, in key
+// order (by host, reversed), until fn returns an error.
+func (s *Store) ScanNearDups(fn func(url, original string) error) error {
+	it, err := s.ks.newIter([]byte{pNearDup}, []byte{pNearDup + 1})
+	if err != nil {
+		return fmt.Errorf("store: near-duplicates: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[1:]
+		i := bytes.IndexByte(k, 0)
+		if i < 0 {
+			return fmt.Errorf("store: near-duplicates: bad key %q", it.Key())
+		}
+		u, ok := urlFromTail(k[:i], k[i+1:])
+		if !ok {
+			return fmt.Errorf("store: near-duplicates: bad key %q", it.Key())
+		}
+		if err := fn(u, string(it.Value())); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
 func (s *Store) Domain(domain string) (lat, lon float64, ok bool, err error) {
 	v, err := s.value(append([]byte{pDomain}, domain...))
 	if err != nil || v == nil {

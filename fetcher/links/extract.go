@@ -51,6 +51,7 @@ type Extractor struct {
 
 	requisites bool
 	embeds     urlSet // the page's embeds, with requisites on
+	text       TextSink
 	unescaped  []byte // a CSS reference with escapes, decoded
 }
 
@@ -91,6 +92,15 @@ func NewExtractor(n *urlnorm.Normalizer, scope *urlnorm.Scope, maxLinks int) *Ex
 // kept among the embeds (it is both).
 func (e *Extractor) SetRequisites(on bool) { e.requisites = on }
 
+// TextSink receives every token Extract reads (a page's text for its
+// fingerprint, say), so that the page is tokenised once.
+type TextSink interface {
+	Token(z *html.Tokenizer, tt html.TokenType)
+}
+
+// SetText makes Extract pass every token to t (nil: none).
+func (e *Extractor) SetText(t TextSink) { e.text = t }
+
 // Extract parses an HTML body fetched from pageURL (normalised) and returns
 // its links. The first <base href> (resolved against pageURL) is the base for
 // the links after it; <a href> and <area href> are links; links whose rel
@@ -114,6 +124,9 @@ func (e *Extractor) Extract(pageURL string, body []byte) *Page {
 		tt := z.Next()
 		if tt == html.ErrorToken {
 			break
+		}
+		if e.text != nil {
+			e.text.Token(z, tt)
 		}
 		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
 			continue

@@ -313,3 +313,28 @@ func ExampleHasher_Token() {
 	fmt.Println(ok, fp == want)
 	// Output: true true
 }
+
+// TestMaxShingles: only a page's first MaxShingles shingles count, so two
+// pages that agree on them have one fingerprint whatever follows, and one
+// shorter than that is read whole (a change in its last words shows).
+func TestMaxShingles(t *testing.T) {
+	words := func(n int, tag string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "w%c%c%s ", 'a'+i%26, 'a'+i/26%26, tag)
+		}
+		return b.String()
+	}
+	head := words(MaxShingles+10, "x")
+	a, okA := Of([]byte("<p>" + head + words(500, "y") + "</p>"))
+	b, okB := Of([]byte("<p>" + head + words(500, "z") + "</p>"))
+	if !okA || !okB || a != b {
+		t.Errorf("pages that agree on their first %d shingles: %016x, %016x", MaxShingles, a, b)
+	}
+	short := words(200, "x")
+	c, _ := Of([]byte("<p>" + short + words(100, "y") + "</p>"))
+	d, _ := Of([]byte("<p>" + short + words(100, "z") + "</p>"))
+	if c == d {
+		t.Error("pages of 300 words whose last 100 differ have one fingerprint")
+	}
+}

@@ -1,0 +1,91 @@
+package site_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher/warcfile/cdxj"
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// TestNearDupsRealistic crawls a realistic websim, whose printer-friendly
+// copies and mirrors are near-duplicates of their originals (the truth
+// says which): the near-duplicates the site records in its crawl database
+// score precision ≥ 0.95 and recall ≥ 0.9 against the truth, each has a
+// WARC metadata record in the CDXJ index. (fetcher's TestNearDup checks
+// that a near-duplicate keeps its links.)
+func TestNearDupsRealistic(t *testing.T) {
+	cfg := testConfig(t, "realistic")
+	cfg.WebsimHosts, cfg.WebsimPages = 40, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := site.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Run(ctx, nil); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	truth, err := crawlcheck.Truth(s.Websim().Web())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.DB().Store()
+	fetched := map[string]bool{}
+	err = st.ScanURLs(func(r store.URLRecord) error {
+		if r.Status == store.StatusFetched {
+			fetched[r.URL] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]string{}
+	if err := st.ScanNearDups(func(u, o string) error { verdicts[u] = o; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	sc := crawlcheck.ScoreNearDups(truth, func(u string) bool { return fetched[u] }, verdicts)
+	t.Logf("%d pages fetched; %d verdicts, %d correct: precision %.3f; %d pairs, %d found: recall %.3f; wrong %v; missed %v",
+		len(fetched), sc.Verdicts, sc.Correct, sc.Precision, sc.Pairs, sc.Found, sc.Recall, sc.Wrong, sc.Missed)
+	if sc.Pairs < 20 || sc.Precision < 0.95 || sc.Recall < 0.9 {
+		t.Errorf("near-duplicates: precision %.3f, recall %.3f over %d pairs; want ≥ 0.95, ≥ 0.9 over 20 or more", sc.Precision, sc.Recall, sc.Pairs)
+	}
+	// Each near-duplicate's metadata record, in the index (sorted when
+	// its WARC file is closed).
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta := map[string]bool{}
+	idx, _ := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.cdxj"))
+	for _, p := range idx {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			l, err := cdxj.Parse(sc.Bytes())
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if l.Mime == "application/warc-fields" {
+				meta[l.URL] = true
+			}
+		}
+		f.Close()
+	}
+	for u := range verdicts {
+		if !meta[u] {
+			t.Errorf("near-duplicate %s has no metadata record in the CDXJ index", u)
+		}
+	}
+}
