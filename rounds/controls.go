@@ -157,12 +157,13 @@ func (c *Crawler) HostOverride(host string) (time.Duration, bool) { return c.ctl
 // limits are the round limits in force: the options, or the operator's.
 type limits struct {
 	width, perHost, hostBudget int
+	pldBudget                  int // 0: none
 }
 
 // limits returns the round limits in force for this crawl database (a
 // site-wide width is shared by Options.Shards).
 func (c *Crawler) limits() limits {
-	l := limits{width: c.o.Width, perHost: c.o.PerHost, hostBudget: c.o.HostBudget}
+	l := limits{width: c.o.Width, perHost: c.o.PerHost, hostBudget: c.o.HostBudget, pldBudget: c.o.PLDBudget}
 	if ctl := c.ctl.Load(); ctl != nil {
 		if ctl.Width > 0 {
 			l.width = max(ctl.Width/max(c.o.Shards, 1), 1)
@@ -172,6 +173,9 @@ func (c *Crawler) limits() limits {
 		}
 		if ctl.HostBudget > 0 {
 			l.hostBudget = ctl.HostBudget
+		}
+		if ctl.PLDBudget > 0 {
+			l.pldBudget = ctl.PLDBudget
 		}
 	}
 	return l

@@ -50,7 +50,13 @@ type Options struct {
 	PerHost    int    // URLs per host per round at most (k), what a host at HostDelay gets; 0 → 10
 	MaxDepth   uint32 // links deeper than this are not followed (a redirect target is as deep as its source); 0 → 32
 	HostBudget int    // pages fetched per host at most; 0 → 20,000
-	MaxRetries int    // transient failures before a URL is given up; 0 → 3
+	// PLDBudget is the pages fetched per registrable domain at most
+	// (plan.Registrable: a.spam.test and b.spam.test share spam.test's),
+	// a second budget beside HostBudget; 0: none. Each crawl database
+	// counts the hosts it holds: a domain whose hosts a sharded site or a
+	// federation spreads over several gets the budget in each.
+	PLDBudget  int
+	MaxRetries int // transient failures before a URL is given up; 0 → 3
 	// MaxRedirects is the longest chain of redirects followed; 0 → 10.
 	MaxRedirects int
 	// BatchOps is the number of operations per crawl-database command; 0 → 10,000.

@@ -229,7 +229,9 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 }
 
 // pick reads the top of the frontier, closing hosts that have used their
-// budget (their URLs are left where they are; generate skips the host).
+// budget (their URLs are left where they are; generate skips the host), and
+// parking the URLs of hosts whose registrable domain has used its
+// (--pld-budget).
 func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	c := l.c
 	inFlight := map[string]int{} // URLs generated in rounds not yet updated
@@ -248,6 +250,15 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	l.refillAt = time.Time{}
 	handed := 0
 	lim := c.limits()
+	var inFlightPLD map[string]int // inFlight per registrable domain, with --pld-budget
+	if lim.pldBudget > 0 {
+		inFlightPLD = map[string]int{}
+		for _, rp := range l.plans {
+			for d, n := range rp.domains() {
+				inFlightPLD[d] += n
+			}
+		}
+	}
 	for attempt := 0; attempt < 4; attempt++ {
 		now := c.o.Now()
 		span := c.roundSpan()
@@ -285,6 +296,13 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		lastHost := ""
 		over := false
 		var room int64 // new pages the host may still be given
+		// The registrable domains' budgets, with --pld-budget: the room
+		// each domain has left in this read, shared by its hosts.
+		var domRoom map[string]int64
+		if lim.pldBudget > 0 {
+			domRoom = map[string]int64{}
+		}
+		dom := ""
 		for _, e := range fr {
 			if e.Host != lastHost {
 				lastHost = e.Host
@@ -297,34 +315,70 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 					used = int64(st.Fetched)
 					l.fetched[e.Host] = used
 				}
-				over = plan.HostSpent(used, int64(inFlight[e.Host]), lim.hostBudget)
+				hostOver := plan.HostSpent(used, int64(inFlight[e.Host]), lim.hostBudget)
 				room = int64(lim.hostBudget) - used - int64(inFlight[e.Host])
+				spent := plan.HostSpent(used, 0, lim.hostBudget) // by its fetched pages alone
+				domOver, domSpent := false, false
+				if domRoom != nil {
+					dom = plan.Registrable(e.Host)
+					domUsed, err := l.domainFetched(dom)
+					if err != nil {
+						return nil, err
+					}
+					if _, ok := domRoom[dom]; !ok {
+						domRoom[dom] = int64(lim.pldBudget) - domUsed - int64(inFlightPLD[dom])
+					}
+					// Over for the domain only if its budget was used
+					// before this read: what this read gives its other
+					// hosts may yet be left out of the round.
+					if plan.DomainSpent(domUsed, int64(inFlightPLD[dom]), lim.pldBudget) {
+						domOver, domSpent = true, plan.DomainSpent(domUsed, 0, lim.pldBudget)
+					}
+				}
+				over = hostOver || domOver
 				switch {
 				case over && c.o.Refetch.On():
 					// The host stays open for its refetches. Once its
 					// fetched pages alone use the budget (not pages in
 					// flight, which may fail), its unfetched URLs leave
 					// the frontier for good.
-					if plan.HostSpent(used, 0, lim.hostBudget) {
+					if spent || domSpent {
 						var err error
 						if parks, err = c.parkable(parks, e.Host); err != nil {
 							return nil, err
 						}
 					}
-				case over:
+				case hostOver:
 					if err := c.hosts.close(e.Host); err != nil {
 						return nil, fmt.Errorf("rounds: close host %s: %w", e.Host, err)
 					}
 					closed++
+				case domSpent:
+					// Its domain's fetched pages use --pld-budget: its
+					// URLs leave the frontier for good (parked), and it
+					// is not closed. A farm of subdomains has thousands
+					// of hosts; closed, they would stay at the top of
+					// the frontier, and a read skips only so many closed
+					// hosts (FrontierQuery.MaxSkips) before it gives up,
+					// hiding every host below them. Until then (pages in
+					// flight, which may fail) the host gets nothing.
+					var err error
+					if parks, err = c.parkable(parks, e.Host); err != nil {
+						return nil, err
+					}
 				}
 			}
 			if !e.Refetch && !over {
 				// The budget counts pages, not requests: a new URL
-				// takes room, a refetch none.
-				if room <= 0 {
+				// takes room, a refetch none; with --pld-budget, room
+				// of its domain's too.
+				if room <= 0 || domRoom != nil && domRoom[dom] <= 0 {
 					continue
 				}
 				room--
+				if domRoom != nil {
+					domRoom[dom]--
+				}
 			}
 			if !over || e.Refetch {
 				ge := genEntry{URL: e.URL, Host: e.Host, Cash: e.Score, Depth: e.Depth}
@@ -774,4 +828,32 @@ func (c *Crawler) makeDue(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// domainFetched is the page budget registrable domain dom has used, as of
+// the updates applied: read from the crawl database (store.DomainFetched)
+// the first time this leadership meets the domain, then counted from the
+// updates' fetch results (l.fetched's twin). l.mu is held.
+func (l *leader) domainFetched(dom string) (int64, error) {
+	if n, ok := l.pldFetched[dom]; ok {
+		return n, nil
+	}
+	n, err := l.c.st.DomainFetched(dom)
+	if err != nil {
+		return 0, fmt.Errorf("rounds: generate: %w", err)
+	}
+	l.pldFetched[dom] = int64(n)
+	return int64(n), nil
+}
+
+// domains is the URLs of the round per registrable domain (its perHost by
+// plan.Registrable), worked out the first time --pld-budget asks.
+func (rp *roundPlan) domains() map[string]int {
+	if rp.perPLD == nil {
+		rp.perPLD = map[string]int{}
+		for h, n := range rp.perHost {
+			rp.perPLD[plan.Registrable(h)] += n
+		}
+	}
+	return rp.perPLD
 }

@@ -55,6 +55,9 @@ type leader struct {
 	// read from the crawl database the first time a host is generated in
 	// this leadership, then counted from the updates' fetch results.
 	fetched map[string]int64
+	// pldFetched is the same per registrable domain (--pld-budget): read
+	// with store.DomainFetched, then counted from the updates.
+	pldFetched map[string]int64
 
 	// rates is the pages' change rates, for the optimal refetch schedule.
 	rates rateState
@@ -108,6 +111,7 @@ type assignment struct {
 type roundPlan struct {
 	parts   map[int]*planPart
 	perHost map[string]int // URLs per host, for the page budget
+	perPLD  map[string]int // the same per registrable domain (domains), for --pld-budget
 }
 
 // planPart is a part as the leader sees it.
@@ -248,7 +252,7 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), members: map[string]bool{}, start: now, reports: map[string]NodeReport{},
-		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}, took: map[string]time.Duration{}}
+		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, pldFetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}, took: map[string]time.Duration{}}
 	l.token = fmt.Appendf(nil, "%s#%d", c.id, time.Now().UnixNano())
 	b := store.NewBatch()
 	b.PutUser(leaderKey, l.token)
@@ -1068,11 +1072,19 @@ func (l *leader) finish(ctx context.Context, reason string) error {
 	c.mu.Lock()
 	s := c.state.clone()
 	c.mu.Unlock()
-	left := c.st.Counts().Frontier
-	if reason == EndExhausted && left > 0 {
+	counts := c.st.Counts()
+	left, parked := counts.Frontier, uint64(0)
+	if !c.o.Refetch.On() {
+		// Without refetches only --pld-budget parks URLs (pick).
+		parked = counts.Parked
+	}
+	if reason == EndExhausted && left+parked > 0 {
 		reason = EndBudget
 	}
-	s.Finished = &Finish{Reason: reason, At: c.o.Now(), Rounds: s.Done, Frontier: left}
+	if reason != EndBudget {
+		parked = 0
+	}
+	s.Finished = &Finish{Reason: reason, At: c.o.Now(), Rounds: s.Done, Frontier: left, Parked: parked}
 	if err := c.putState(ctx, c.newBatch(), s); err != nil {
 		return err
 	}

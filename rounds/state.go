@@ -55,8 +55,9 @@ const (
 	// EndRounds: the site generated the rounds it was told to (--rounds).
 	EndRounds = "rounds"
 	// EndBudget: URLs are left in the frontier, but all of them are of
-	// hosts closed for their page budget (--host-budget): nothing more can
-	// be generated.
+	// hosts closed for their page budget (--host-budget), or URLs left it
+	// because their registrable domain used its (--pld-budget, Finish.Parked):
+	// nothing more can be generated.
 	EndBudget = "budget"
 	// EndSignal: the node was stopped (SIGINT or SIGTERM to `site up`, or
 	// its context cancelled) before the crawl ended; the site, not this
@@ -75,6 +76,10 @@ type Finish struct {
 	// and not yet updated (only a signal leaves any: they resume).
 	Frontier uint64 `json:"frontier"`
 	InFlight uint64 `json:"in_flight,omitempty"`
+	// Parked is how many URLs of an EndBudget crawl left the frontier
+	// unfetched because their registrable domain used its --pld-budget
+	// (store.Batch.Park).
+	Parked uint64 `json:"parked,omitempty"`
 }
 
 // String says, in a line for people, why the crawl ended and what it left.
@@ -86,11 +91,30 @@ func (f Finish) String() string {
 	case EndRounds:
 		return fmt.Sprintf("crawl stopped at its round limit (--rounds) after %d rounds: %d URLs left unfetched in the frontier", f.Rounds, f.Frontier)
 	case EndBudget:
-		return fmt.Sprintf("crawl stopped after %d rounds: the %d URLs left in the frontier are all of hosts that have used their page budget (--host-budget)", f.Rounds, f.Frontier)
+		return fmt.Sprintf("crawl stopped after %d rounds: %s", f.Rounds, f.BudgetLeft(true))
 	case EndSignal:
 		return fmt.Sprintf("crawl stopped by a signal after %d rounds: %d URLs left unfetched in the frontier, %d in rounds in flight (starting the node again resumes it)", f.Rounds, f.Frontier, f.InFlight)
 	}
 	return fmt.Sprintf("crawl ended (%s) after %d rounds: %d URLs left unfetched in the frontier", f.Reason, f.Rounds, f.Frontier)
+}
+
+// BudgetLeft says what an EndBudget crawl left, and which budgets held
+// it: the URLs left in the frontier (--host-budget), and those parked
+// for their registrable domain's budget (--pld-budget, Parked). have:
+// "have used", else "used".
+func (f Finish) BudgetLeft(have bool) string {
+	used, has := "used", "used"
+	if have {
+		used, has = "have used", "has used"
+	}
+	switch {
+	case f.Parked == 0:
+		return fmt.Sprintf("the %d URLs left in the frontier are all of hosts that %s their page budget (--host-budget)", f.Frontier, used)
+	case f.Frontier == 0:
+		return fmt.Sprintf("the %d URLs left unfetched are all of hosts whose registrable domain %s its page budget (--pld-budget)", f.Parked, has)
+	}
+	return fmt.Sprintf("the %d URLs left in the frontier are all of hosts that %s their page budget (--host-budget), and %d more left unfetched of hosts whose registrable domain %s its (--pld-budget)",
+		f.Frontier, used, f.Parked, has)
 }
 
 // Active is a round in flight.

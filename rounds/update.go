@@ -205,6 +205,12 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 			if _, ok := l.fetched[h]; ok {
 				l.fetched[h] += n
 			}
+			if len(l.pldFetched) > 0 { // --pld-budget: its registrable domain's count too
+				d := plan.Registrable(h)
+				if _, ok := l.pldFetched[d]; ok {
+					l.pldFetched[d] += n
+				}
+			}
 		}
 		l.mu.Unlock()
 	}

@@ -58,6 +58,10 @@ type Config struct {
 	// (fetcher.Options.PageRequisites): its embeds go through the
 	// frontier as its links do, at the page's depth, ranked with the page.
 	PageRequisites bool
+	// PLDBudget is the pages per registrable domain at most (its hosts
+	// together: a.spam.test and b.spam.test share spam.test's), a second
+	// budget beside HostBudget; 0: none.
+	PLDBudget int
 	// Refetch is the refetch schedule (issue 23): each fetched page is
 	// fetched again Refetch.Interval after its fetch (0: never, and a
 	// crawl ends when its frontier is empty); Adaptive scales a page's
@@ -192,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.HostBudget < 1 {
 		bad("--host-budget must be at least 1, got %d", c.HostBudget)
+	}
+	if c.PLDBudget < 0 {
+		bad("--pld-budget must be 0 (none) or a number of pages, got %d", c.PLDBudget)
 	}
 	if _, err := c.Refetch.WithDefaults(); err != nil {
 		bad("--refetch-interval %v, --refetch-adaptive %v, --refetch-optimal %v, --refetch-min %v, --refetch-max %v: %v",
@@ -349,6 +356,7 @@ type Settings struct {
 	AllowPrivate  bool             `json:"allow_private,omitempty"`
 	MaxDepth      int              `json:"max_depth"`
 	HostBudget    int              `json:"host_budget"`
+	PLDBudget     int              `json:"pld_budget,omitempty"` // absent: none, as for a site created before it
 	Refetch       *refetchSettings `json:"refetch,omitempty"`
 	MaxBody       int64            `json:"max_body"`
 	Timeout       time.Duration    `json:"timeout"`
@@ -377,7 +385,7 @@ type Settings struct {
 // SettingsOf returns c's crawl settings.
 func SettingsOf(c Config) Settings {
 	return Settings{Width: c.Width, PerHost: c.PerHost, HostDelay: c.HostDelay, MaxCrawlDelay: c.MaxCrawlDelay, IPDelay: c.IPDelay,
-		DNS: c.DNS, AllowPrivate: c.AllowPrivate, MaxDepth: c.MaxDepth, HostBudget: c.HostBudget, MaxBody: c.MaxBody,
+		DNS: c.DNS, AllowPrivate: c.AllowPrivate, MaxDepth: c.MaxDepth, HostBudget: c.HostBudget, PLDBudget: c.PLDBudget, MaxBody: c.MaxBody,
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
 		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
@@ -422,6 +430,7 @@ func refetchSettingsOf(r plan.Refetch) *refetchSettings {
 func (s Settings) Apply(c *Config) {
 	c.Width, c.PerHost, c.HostDelay, c.MaxCrawlDelay, c.IPDelay = s.Width, s.PerHost, s.HostDelay, s.MaxCrawlDelay, s.IPDelay
 	c.DNS, c.AllowPrivate, c.MaxDepth, c.HostBudget, c.MaxBody = s.DNS, s.AllowPrivate, s.MaxDepth, s.HostBudget, s.MaxBody
+	c.PLDBudget = s.PLDBudget
 	c.Timeout, c.Backoff, c.BackoffMax, c.MaxRetries, c.MaxRedirects = s.Timeout, s.Backoff, s.BackoffMax, s.MaxRetries, s.MaxRedirects
 	c.UserAgent, c.Scope, c.SkipExts, c.Rounds, c.Damping, c.Revisits = s.UserAgent, s.Scope, s.SkipExts, s.Rounds, s.Damping, s.Revisits
 	if s.URLRules != c.URLRules {

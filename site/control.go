@@ -57,7 +57,7 @@ func (s *Site) controlHandlers(mux *http.ServeMux, ready func(http.HandlerFunc) 
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&op); err != nil {
-			http.Error(w, "site: control: want a JSON change (pause, width, per_host, host_budget, host with delay/block/unblock): "+err.Error(), http.StatusBadRequest)
+			http.Error(w, "site: control: want a JSON change (pause, width, per_host, host_budget, pld_budget, host with delay/block/unblock): "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)

@@ -151,7 +151,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 		DeadAfter: deadAfter(cfg.FailTimeout), ReplaceAfter: cfg.ReplaceAfter, ExpectNodes: cfg.ExpectNodes,
 		Crawler: func(sh int) rounds.Options {
 			return rounds.Options{Width: max(cfg.Width/st.Shards, 1), PerHost: cfg.PerHost,
-				MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+				MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, PLDBudget: cfg.PLDBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
 				Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
 				HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
 				Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {

@@ -337,7 +337,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	}
 	s.crawler, err = rounds.New(rounds.Options{
 		DB: s.db, Dir: cfg.Data, NodeID: cfg.Node, Width: cfg.Width, PerHost: cfg.PerHost,
-		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, PLDBudget: cfg.PLDBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
 		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
 		HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
 		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -618,6 +618,11 @@ func (s *Site) startWebsim(prev Info) ([]string, error) {
 	var seeds []string
 	for h := range sim.Web().Hosts() {
 		seeds = append(seeds, sim.Web().FrontURL(h))
+	}
+	if farm := sim.Web().FarmFront(); farm != "" {
+		// The hostile web's subdomain farm: endless, one page a host,
+		// held only by --pld-budget.
+		seeds = append(seeds, farm)
 	}
 	s.log.Info("site: websim started", "profile", cfg.Websim, "hosts", len(seeds), "dns", sim.DNSAddr(), "stats", "http://"+sim.AdminAddr()+"/_websim/stats")
 	return seeds, nil

@@ -293,11 +293,13 @@ func TestCrawlRealistic(t *testing.T) {
 }
 
 // TestCrawlHostile crawls the hostile web: the crawl must end, traps within
-// their limits, memory bounded, and each hostile host's fate recorded.
+// their limits (its subdomain farm within --pld-budget: checkFarm), memory
+// bounded, and each hostile host's fate recorded.
 func TestCrawlHostile(t *testing.T) {
 	cfg := testConfig(t, "hostile")
 	cfg.WebsimHosts = 24
 	cfg.MaxDepth, cfg.HostBudget, cfg.MaxRedirects = 12, 120, 5
+	cfg.PLDBudget = hostilePLDBudget(t, cfg)
 	cfg.MaxBody = 256 << 10
 	cfg.Timeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -328,6 +330,7 @@ func TestCrawlHostile(t *testing.T) {
 			troubled[h] = f
 		}
 	}
+	checkFarm(t, cfg, s)
 	web := s.Websim().Web()
 	for _, h := range web.Hosts() {
 		if h.Role == synth.RoleNone {

@@ -34,7 +34,7 @@ func (st Status) WriteSummary(w io.Writer) error {
 	case r.Finished != nil && r.Finished.Reason == rounds.EndRounds:
 		p("rounds    stopped at the round limit (--rounds) after %d rounds; %d URLs left unfetched in the frontier\n", r.Done, r.Finished.Frontier)
 	case r.Finished != nil && r.Finished.Reason == rounds.EndBudget:
-		p("rounds    stopped after %d rounds: the %d URLs left in the frontier are all of hosts that used their page budget (--host-budget)\n", r.Done, r.Finished.Frontier)
+		p("rounds    stopped after %d rounds: %s\n", r.Done, r.Finished.BudgetLeft(false))
 	case r.Finished != nil:
 		p("rounds    finished after %d rounds (%s)\n", r.Done, r.Finished.Reason)
 	case st.Stopped != nil:
@@ -326,7 +326,7 @@ func controlsLine(c *control.Controls, now time.Time) string {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"width", c.Width}, {"per-host", c.PerHost}, {"host budget", c.HostBudget}} {
+	}{{"width", c.Width}, {"per-host", c.PerHost}, {"host budget", c.HostBudget}, {"pld budget", c.PLDBudget}} {
 		if f.v > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", f.name, f.v))
 		}

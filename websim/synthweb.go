@@ -154,7 +154,7 @@ func Start(o Options) (*Server, error) {
 		places:  places,
 		handler: sw,
 		close:   sw.close,
-		resolve: web.ResolveIP,
+		resolve: sw.resolve, // the web's hosts and its subdomain farm (farm.go)
 		disallowed: func(host, pathQuery string) bool {
 			h, ok := web.Lookup(host)
 			return ok && pathQuery != "/robots.txt" && !web.RobotsAllowed(h, pathQuery)
@@ -238,6 +238,10 @@ func (sw *synthWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := hostOnly(r.Host)
 	h, ok := sw.web.Lookup(name)
 	if !ok {
+		if n, farm := sw.web.FarmHost(name); farm {
+			sw.serveFarm(w, r, n) // the hostile profile's subdomain farm (farm.go)
+			return
+		}
 		hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, "websim: unknown host "+strconv.Quote(name)+"\n")

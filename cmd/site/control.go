@@ -146,14 +146,14 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 
 func limitsCmd(stdout io.Writer) *cobra.Command {
 	var nf nodeFlags
-	var width, perHost, budget int
+	var width, perHost, budget, pldBudget int
 	cmd := &cobra.Command{
-		Use:   "limits [--width N] [--per-host K] [--host-budget N]",
+		Use:   "limits [--width N] [--per-host K] [--host-budget N] [--pld-budget N]",
 		Short: "Change a running crawl's round limits (0: back to the site's flag); with no flag, print the controls",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var op control.Op
-			for name, v := range map[string]*int{"width": &width, "per-host": &perHost, "host-budget": &budget} {
+			for name, v := range map[string]*int{"width": &width, "per-host": &perHost, "host-budget": &budget, "pld-budget": &pldBudget} {
 				if cmd.Flags().Changed(name) {
 					switch name {
 					case "width":
@@ -162,6 +162,8 @@ func limitsCmd(stdout io.Writer) *cobra.Command {
 						op.PerHost = v
 					case "host-budget":
 						op.HostBudget = v
+					case "pld-budget":
+						op.PLDBudget = v
 					}
 				}
 			}
@@ -183,6 +185,7 @@ func limitsCmd(stdout io.Writer) *cobra.Command {
 	cmd.Flags().IntVar(&width, "width", 0, "URLs per round, site-wide")
 	cmd.Flags().IntVar(&perHost, "per-host", 0, "URLs per host per round (k)")
 	cmd.Flags().IntVar(&budget, "host-budget", 0, "pages per host")
+	cmd.Flags().IntVar(&pldBudget, "pld-budget", 0, "pages per registrable domain, its hosts together (0: back to the site's --pld-budget)")
 	return cmd
 }
 

@@ -79,8 +79,8 @@ func TestControlCommands(t *testing.T) {
 	if err != nil || !controls(out, err).Paused {
 		t.Fatalf("pause: %v\n%s", err, out)
 	}
-	out, err = run("limits", "--width", "7", "--per-host", "2")
-	if c := controls(out, err); err != nil || c.Width != 7 || c.PerHost != 2 || c.HostBudget != 0 {
+	out, err = run("limits", "--width", "7", "--per-host", "2", "--pld-budget", "40")
+	if c := controls(out, err); err != nil || c.Width != 7 || c.PerHost != 2 || c.HostBudget != 0 || c.PLDBudget != 40 {
 		t.Fatalf("limits: %v\n%s", err, out)
 	}
 	out, err = run("host", "h0.zz.test", "--block", "10m")
@@ -101,6 +101,7 @@ func TestControlCommands(t *testing.T) {
 		{"host", "h0.zz.test"},
 		{"host", "h0.zz.test", "--block", "soon"},
 		{"limits", "--width", "-1"},
+		{"limits", "--pld-budget", "-1"},
 		{"host", "http://h0.zz.test/", "--unblock"},
 	} {
 		if out, err := run(bad...); err == nil {
@@ -112,7 +113,7 @@ func TestControlCommands(t *testing.T) {
 		t.Fatalf("limits (print): %v\n%s", err, out)
 	}
 	sum, err := run("status")
-	if err != nil || !strings.Contains(sum, "controls  PAUSED") || !strings.Contains(sum, "width 7") {
+	if err != nil || !strings.Contains(sum, "controls  PAUSED") || !strings.Contains(sum, "width 7") || !strings.Contains(sum, "pld budget 40") {
 		t.Errorf("status: %v\n%s", err, sum)
 	}
 	if out, err = run("resume"); err != nil || controls(out, err).Paused {

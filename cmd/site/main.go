@@ -9,7 +9,7 @@
 //	site inject FILE|- [--data DIR]                 add seeds to a running crawl
 //	site pause | resume [--data DIR]                stop and restart generating rounds (kept across restarts)
 //	site host HOST --delay D | --block [UNTIL] | --unblock   override one host's politeness
-//	site limits [--width N] [--per-host K] [--host-budget N] change the round limits while running
+//	site limits [--width N] [--per-host K] [--host-budget N] [--pld-budget N] change the round limits while running
 //	site warc-index DIR                              (re)build the CDXJ index beside every WARC file in DIR
 //
 // With no --seeds, `site up` starts an in-process websim (--websim PROFILE)
@@ -165,6 +165,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.BoolVar(&cfg.PageRequisites, "page-requisites", cfg.PageRequisites, "also fetch what each page needs to render (images and srcset, scripts, style sheets, icons, CSS url() and @import), as deep as the page and ranked with it, as wget --page-requisites and Heritrix's embeds do")
 	f.IntVar(&cfg.HostBudget, "host-budget", cfg.HostBudget, "pages fetched per host at most")
 	f.IntVar(&cfg.NearDups, "near-dups", cfg.NearDups, "page fingerprints (SimHash) this node keeps to find near-duplicates, at most 1/20 of them of one host (0: no near-duplicate detection)")
+	f.IntVar(&cfg.PLDBudget, "pld-budget", cfg.PLDBudget, "pages fetched per registrable domain at most, its hosts together (a.spam.test, b.spam.test, … share spam.test's, by the public-suffix list), beside --host-budget; each crawl database counts the hosts it holds (0: no limit)")
 	f.DurationVar(&cfg.Refetch.Interval, "refetch-interval", cfg.Refetch.Interval, "fetch each fetched page again this long after its fetch (0: never; the crawl then ends when its frontier is empty)")
 	f.BoolVar(&cfg.Refetch.Adaptive, "refetch-adaptive", cfg.Refetch.Adaptive, "adapt each page's refetch interval: × 0.8 when it changed, × 1.4 when it did not (Nutch's AdaptiveFetchSchedule), within --refetch-min and --refetch-max")
 	f.BoolVar(&cfg.Refetch.Optimal, "refetch-optimal", cfg.Refetch.Optimal, "allocate refetches by each page's estimated change rate to maximise freshness at the budget of --refetch-interval (Cho and Garcia-Molina 2003), within --refetch-min and --refetch-max")

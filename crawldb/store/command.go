@@ -293,7 +293,8 @@ func (b *Batch) MakeDue(url string, at time.Time, score float64) {
 
 // Park takes an unfetched URL out of the frontier for good: its host has
 // used its page budget, and the crawl refetches its pages, so the host
-// stays open for them (URLRecord.Parked). The URL keeps its record and
+// stays open for them; or its registrable domain has used its budget
+// (--pld-budget), whose hosts are not closed (URLRecord.Parked). The URL keeps its record and
 // its cash, which grows with its in-links as before. It applies only to
 // an unfetched URL.
 func (b *Batch) Park(url string) {

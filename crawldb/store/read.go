@@ -265,6 +265,55 @@ func (s *Store) HostStats(host string) (HostStats, error) {
 	return out, nil
 }
 
+// DomainFetched returns the pages fetched (HostStats.Fetched) summed over
+// domain and every host under it ("a.spam.test" and "b.a.spam.test" are
+// under "spam.test"): the page budget a registrable domain has used. The
+// hosts of a domain are one range of the host-state keys (reversed host
+// names), so the read costs one key per host of the domain that has state,
+// and no more.
+func (s *Store) DomainFetched(domain string) (uint64, error) {
+	if domain == "" {
+		return 0, nil
+	}
+	rev := appendRevHost([]byte{pHostFr}, domain)
+	var sum uint64
+	add := func(v []byte) error {
+		st, err := decodeHostState(v)
+		if err != nil {
+			return err
+		}
+		sum += st.fetched
+		return nil
+	}
+	v, closer, err := s.ks.get(rev)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return 0, fmt.Errorf("store: fetched of domain %s: %w", domain, err)
+	default:
+		err = add(v)
+		closer.Close()
+		if err != nil {
+			return 0, fmt.Errorf("store: fetched of domain %s: %w", domain, err)
+		}
+	}
+	sub := append(rev, '.') // the hosts under it: "test.spam." …
+	it, err := s.ks.newIter(sub, prefixEnd(sub))
+	if err != nil {
+		return 0, fmt.Errorf("store: fetched of domain %s: %w", domain, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := add(it.Value()); err != nil {
+			it.Close()
+			return 0, fmt.Errorf("store: fetched of domain %s: host %s: %w", domain, hostFromRev(it.Key()[1:]), err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("store: fetched of domain %s: %w", domain, err)
+	}
+	return sum, nil
+}
+
 // OutboxEntry is one put waiting for another site.
 type OutboxEntry struct {
 	Seq     uint64

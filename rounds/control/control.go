@@ -1,6 +1,6 @@
 // Package control holds an operator's overrides of a running crawl: pause,
-// the round limits (width, k, host budget) and per-host politeness (a
-// delay, a block until a time). They live in the crawl database, under the
+// the round limits (width, k, host and pay-level-domain budgets) and
+// per-host politeness (a delay, a block until a time). They live in the crawl database, under the
 // node layer's keys Key and VersionKey, so that every node and a new leader
 // see them; a change is one command, guarded by the version so that two
 // operators never undo each other. The rounds read them (Crawler.Controls)
@@ -49,11 +49,13 @@ type Controls struct {
 	Version uint64 `json:"version"`
 	// Paused: the site generates no new round; rounds in flight finish.
 	Paused bool `json:"paused,omitempty"`
-	// Width, PerHost and HostBudget replace the site's --width,
-	// --per-host and --host-budget when > 0.
+	// Width, PerHost, HostBudget and PLDBudget replace the site's
+	// --width, --per-host, --host-budget and --pld-budget when > 0 (a
+	// PLDBudget turns the budget on for a site started without one).
 	Width      int `json:"width,omitempty"`
 	PerHost    int `json:"per_host,omitempty"`
 	HostBudget int `json:"host_budget,omitempty"`
+	PLDBudget  int `json:"pld_budget,omitempty"`
 	// Hosts are the per-host overrides, by host name.
 	Hosts map[string]Host `json:"hosts,omitempty"`
 	// Changes are the last MaxChanges changes, oldest first.
@@ -90,6 +92,7 @@ type Op struct {
 	Width      *int  `json:"width,omitempty"`       // 0: back to the site's flag
 	PerHost    *int  `json:"per_host,omitempty"`    // 0: back to the site's flag
 	HostBudget *int  `json:"host_budget,omitempty"` // 0: back to the site's flag
+	PLDBudget  *int  `json:"pld_budget,omitempty"`  // 0: back to the site's flag
 	// Host names the host the fields below change.
 	Host string `json:"host,omitempty"`
 	// Delay sets the host's delay (0: back to the site's).
@@ -130,7 +133,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Empty reports whether op changes nothing.
 func (op Op) Empty() bool {
-	return op.Pause == nil && op.Width == nil && op.PerHost == nil && op.HostBudget == nil &&
+	return op.Pause == nil && op.Width == nil && op.PerHost == nil && op.HostBudget == nil && op.PLDBudget == nil &&
 		op.Delay == nil && op.Block == nil && !op.Unblock
 }
 
@@ -148,6 +151,7 @@ func (op Op) Check() error {
 	limit("width", op.Width, 10_000_000)
 	limit("per_host", op.PerHost, 1_000_000)
 	limit("host_budget", op.HostBudget, 1_000_000_000)
+	limit("pld_budget", op.PLDBudget, 1_000_000_000)
 	hostOp := op.Delay != nil || op.Block != nil || op.Unblock
 	switch {
 	case hostOp && op.Host == "":
@@ -210,6 +214,7 @@ func (c Controls) Apply(op Op, now time.Time, node string) (Controls, error) {
 	set("width", &n.Width, op.Width)
 	set("per_host", &n.PerHost, op.PerHost)
 	set("host_budget", &n.HostBudget, op.HostBudget)
+	set("pld_budget", &n.PLDBudget, op.PLDBudget)
 	if op.Host != "" {
 		h := n.Hosts[op.Host]
 		if op.Delay != nil {

@@ -24,6 +24,8 @@ func TestOpCheck(t *testing.T) {
 		{"empty", Op{}, "nothing to change"},
 		{"negative width", Op{Width: ptr(-1)}, "width must be in"},
 		{"huge k", Op{PerHost: ptr(2_000_000)}, "per_host must be in"},
+		{"pld budget", Op{PLDBudget: ptr(500)}, ""},
+		{"negative pld budget", Op{PLDBudget: ptr(-1)}, "pld_budget must be in"},
 		{"delay without host", Op{Delay: ptr(Duration(time.Second))}, "needs the host"},
 		{"host alone", Op{Host: "a.test", Pause: ptr(true)}, "without a delay"},
 		{"host with a scheme", Op{Host: "http://a.test", Unblock: true}, "is not one of a host name's"},
@@ -54,6 +56,9 @@ func TestApply(t *testing.T) {
 	}{
 		{Op{Pause: ptr(true)}, func(c Controls) bool { return c.Paused && c.Version == 1 }},
 		{Op{Width: ptr(400), PerHost: ptr(2)}, func(c Controls) bool { return c.Width == 400 && c.PerHost == 2 && c.Paused }},
+		{Op{PLDBudget: ptr(300)}, func(c Controls) bool {
+			return c.PLDBudget == 300 && c.Width == 400 && c.Changes[len(c.Changes)-1].What == "pld_budget=300"
+		}},
 		{Op{Host: "a.test", Block: ptr(now.Add(time.Hour))}, func(c Controls) bool {
 			return c.Blocked("a.test", now) && !c.Blocked("a.test", now.Add(time.Hour)) && c.NextUnblock(now).Equal(now.Add(time.Hour))
 		}},
@@ -64,7 +69,9 @@ func TestApply(t *testing.T) {
 		{Op{Host: "a.test", Unblock: true}, func(c Controls) bool { return !c.Blocked("a.test", now) && c.Delay("a.test") == 3*time.Second }},
 		// A host with nothing left is forgotten.
 		{Op{Host: "a.test", Delay: ptr(Duration(0))}, func(c Controls) bool { _, ok := c.Hosts["a.test"]; return !ok && len(c.Hosts) == 1 }},
-		{Op{Pause: ptr(false), Width: ptr(0)}, func(c Controls) bool { return !c.Paused && c.Width == 0 && c.PerHost == 2 && c.Version == 8 }},
+		{Op{Pause: ptr(false), Width: ptr(0)}, func(c Controls) bool {
+			return !c.Paused && c.Width == 0 && c.PerHost == 2 && c.PLDBudget == 300 && c.Version == 9
+		}},
 	}
 	for i, s := range steps {
 		prev := c.Encode()

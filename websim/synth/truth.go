@@ -138,7 +138,7 @@ func (w *Web) Truth(fn func(*Record) error) error {
 			return err
 		}
 	}
-	return nil
+	return w.farmTruth(fn) // the hostile profile's subdomain farm (farm.go)
 }
 
 // leafRec gathers what the pages of one host say about a URL that is not one
