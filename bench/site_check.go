@@ -103,6 +103,11 @@ func (r *siteRun) check(ctx context.Context, res *SiteResult) error {
 	if res.Ranking, err = crawlcheck.CompareRanking(truth, st); err != nil {
 		return fmt.Errorf("bench: ranking: %w", err)
 	}
+	nd, err := crawlcheck.ScoreCrawl(truth, st)
+	if err != nil {
+		return fmt.Errorf("bench: near-duplicates: %w", err)
+	}
+	res.NearDups = &nd
 	f := PolitenessFloor(r.web, truth, r.cfg.HostDelay, r.cfg.IPDelay, r.cfg.MaxCrawlDelay)
 	if res.Exit == "exhausted" && f.S > 0 {
 		f.Ratio = res.WindowS / f.S

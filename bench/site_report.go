@@ -51,6 +51,9 @@ func (r SiteResult) Report(cfg SiteConfig) string {
 	p("  coverage     %.2f%% of %d reachable robots-allowed URLs (%d URLs with a final status; %d robots-disallowed fetched)\n",
 		100*r.Coverage.Ratio, r.Coverage.Targets, r.Coverage.Fetched, r.Coverage.Disallow)
 	p("  ranking      Spearman OPIC vs PageRank %.3f over %d pages\n", r.Ranking.Spearman, r.Ranking.Pages)
+	if n := r.NearDups; n != nil {
+		p("  near-dups    precision %.3f (%d of %d verdicts), recall %.3f (%d of %d pairs fetched)\n", n.Precision, n.Correct, n.Verdicts, n.Recall, n.Found, n.Pairs)
+	}
 	if w := r.Watch; w != nil {
 		p("  dashboard    %d updates rendered, %.0f served in %.2fs of CPU (%.2fs wall, lock waits included): %.3f%% of a core, %.3f%% of the site's CPU; %d bytes an update; %d console errors\n",
 			w.Polls, w.ServedPolls, w.ServedCPU, w.ServedSeconds, 100*w.ShareOfCore, 100*w.ShareOfSite, w.PayloadBytes, len(w.ConsoleErrors))

@@ -116,14 +116,17 @@ type SiteResult struct {
 	Hog    *HogResult `json:"hog,omitempty"`
 	Websim ProcStats  `json:"websim"`
 	// The checks, after the site stopped.
-	Coverage       crawlcheck.Coverage `json:"coverage"`
-	Ranking        crawlcheck.Ranking  `json:"ranking"`
-	Breaches       int                 `json:"politeness_breaches"`
-	BreachSample   []string            `json:"politeness_breach_sample,omitempty"`
-	WebsimRequests int64               `json:"websim_requests"`
-	UnknownHost    int64               `json:"websim_unknown_host_requests"`
-	WARC           *WARCStats          `json:"warc,omitempty"`
-	Hostile        []HostileHost       `json:"hostile,omitempty"`
+	Coverage crawlcheck.Coverage `json:"coverage"`
+	Ranking  crawlcheck.Ranking  `json:"ranking"`
+	// NearDups scores the near-duplicates the site recorded against the
+	// truth's (nil: not checked).
+	NearDups       *crawlcheck.NearDupScore `json:"near_dups,omitempty"`
+	Breaches       int                      `json:"politeness_breaches"`
+	BreachSample   []string                 `json:"politeness_breach_sample,omitempty"`
+	WebsimRequests int64                    `json:"websim_requests"`
+	UnknownHost    int64                    `json:"websim_unknown_host_requests"`
+	WARC           *WARCStats               `json:"warc,omitempty"`
+	Hostile        []HostileHost            `json:"hostile,omitempty"`
 	// Floor is the web's politeness floor for the crawl's delays, with the
 	// crawl's time to exhaustion over it when it ran to exhaustion.
 	Floor  *Floor  `json:"floor,omitempty"`

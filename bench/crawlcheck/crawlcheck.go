@@ -78,6 +78,7 @@ func final(s store.Status) bool { return s >= store.StatusFetched }
 type Reader interface {
 	Get(url string) (store.URLRecord, bool, error)
 	ScanURLs(fn func(store.URLRecord) error) error
+	ScanNearDups(fn func(url, original string) error) error
 }
 
 // Stores reads several crawl databases as one (a sharded site's shards:
@@ -93,6 +94,16 @@ func (ss Stores) Get(url string) (store.URLRecord, bool, error) {
 		}
 	}
 	return store.URLRecord{}, false, nil
+}
+
+// ScanNearDups scans every store's near-duplicates.
+func (ss Stores) ScanNearDups(fn func(url, original string) error) error {
+	for _, s := range ss {
+		if err := s.ScanNearDups(fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ScanURLs scans every store's URL records.

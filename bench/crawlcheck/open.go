@@ -3,6 +3,7 @@ package crawlcheck
 import (
 	"context"
 	"fmt"
+	"github.com/meridian-crawler/meridian/websim/synth"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,9 @@ import (
 type Report struct {
 	Coverage Coverage `json:"coverage"`
 	Ranking  Ranking  `json:"ranking"`
+	// NearDups scores the near-duplicates the crawl recorded against the
+	// truth's (a web without them: no pairs, recall 1).
+	NearDups NearDupScore `json:"near_dups"`
 }
 
 // CheckData opens the crawl database of a stopped node's data directory
@@ -64,8 +68,31 @@ func CheckData(ctx context.Context, data, truthPath string) (Report, error) {
 	if rep.Coverage, err = Check(truth, st); err != nil {
 		return rep, err
 	}
-	rep.Ranking, err = CompareRanking(truth, st)
+	if rep.Ranking, err = CompareRanking(truth, st); err != nil {
+		return rep, err
+	}
+	rep.NearDups, err = ScoreCrawl(truth, st)
 	return rep, err
+}
+
+// ScoreCrawl scores the near-duplicates a crawl database recorded
+// (store.Store.ScanNearDups) against the truth, over the pages it fetched.
+func ScoreCrawl(truth []synth.Record, st Reader) (NearDupScore, error) {
+	fetched := map[string]bool{}
+	err := st.ScanURLs(func(r store.URLRecord) error {
+		if r.Status == store.StatusFetched {
+			fetched[r.URL] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return NearDupScore{}, err
+	}
+	verdicts := map[string]string{}
+	if err := st.ScanNearDups(func(u, o string) error { verdicts[u] = o; return nil }); err != nil {
+		return NearDupScore{}, err
+	}
+	return ScoreNearDups(truth, func(u string) bool { return fetched[u] }, verdicts), nil
 }
 
 // dirExists reports whether dir is a directory.
