@@ -3,6 +3,7 @@ package site_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,15 +25,40 @@ type runningSite struct {
 	done chan error
 }
 
+// runSite starts a site and runs it until it ends or its stop is called.
 func runSite(t *testing.T, ctx context.Context, cfg site.Config) *runningSite {
 	t.Helper()
 	s, err := site.Start(ctx, cfg, nil)
 	if err != nil {
 		t.Fatalf("start %s: %v", cfg.Node, err)
 	}
+	return runStarted(ctx, s)
+}
+
+// startPaused starts a site, pauses it through its node API (as `site
+// pause` does) before its first round, and runs it.
+func startPaused(t *testing.T, ctx context.Context, cfg site.Config, log *slog.Logger) *runningSite {
+	t.Helper()
+	s, err := site.Start(ctx, cfg, log)
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.Node, err)
+	}
+	api, err := site.DialNode(cfg.Data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	if _, err := api.Control(ctx, control.Op{Pause: &on}); err != nil {
+		t.Fatalf("pause %s: %v", cfg.Node, err)
+	}
+	return runStarted(ctx, s)
+}
+
+// runStarted runs a started site in the background (Close when it ends).
+func runStarted(ctx context.Context, s *site.Site) *runningSite {
 	rctx, stop := context.WithCancel(ctx)
 	r := &runningSite{s: s, stop: stop, done: make(chan error, 1)}
-	go func() {
+	go func() { // owner: the test, which waits on done
 		err := s.Run(rctx, nil)
 		if cerr := s.Close(); err == nil {
 			err = cerr
@@ -129,27 +155,13 @@ func testControlOneNode(t *testing.T, shards int) {
 
 	// Paused before its first round: Start has served the API, Run has
 	// not begun.
-	s, err := site.Start(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startPaused(t, ctx, cfg, nil)
+	s := r.s
 	api, err := site.DialNode(cfg.Data, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	on, off := true, false
-	if _, err := api.Control(ctx, control.Op{Pause: &on}); err != nil {
-		t.Fatalf("pause: %v", err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	r := &runningSite{s: s, stop: stop, done: make(chan error, 1)}
-	go func() {
-		err := s.Run(rctx, nil)
-		if cerr := s.Close(); err == nil {
-			err = cerr
-		}
-		r.done <- err
-	}()
 	time.Sleep(time.Second)
 	if n := w.sim.Stats().Snapshot().Requests; n != 0 {
 		t.Fatalf("a site paused before its first round sent %d requests", n)
@@ -227,7 +239,7 @@ func testControlOneNode(t *testing.T, shards int) {
 		t.Fatalf("pause: %v", err)
 	}
 	settle(t, s, w)
-	stop()
+	r.stop()
 	if err := <-r.done; err != nil {
 		t.Fatalf("stopping: %v", err)
 	}
@@ -334,30 +346,11 @@ func TestInjectThreeNodes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s1, err := site.Start(ctx, cfg1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	on, off := true, false
-	api1, err := site.DialNode(cfg1.Data, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := api1.Control(ctx, control.Op{Pause: &on}); err != nil {
-		t.Fatalf("pause: %v", err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	n1 := &runningSite{s: s1, stop: stop, done: make(chan error, 1)}
-	go func() {
-		err := s1.Run(rctx, nil)
-		if cerr := s1.Close(); err == nil {
-			err = cerr
-		}
-		n1.done <- err
-	}()
-	n2 := runSite(t, ctx, nodeConfig(t, w, root, "n2", s1.Addr()))
-	n3 := runSite(t, ctx, nodeConfig(t, w, root, "n3", s1.Addr()))
+	off := false
+	n1 := startPaused(t, ctx, cfg1, nil)
+	defer n1.stop()
+	n2 := runSite(t, ctx, nodeConfig(t, w, root, "n2", n1.s.Addr()))
+	n3 := runSite(t, ctx, nodeConfig(t, w, root, "n3", n1.s.Addr()))
 	for _, d := range []string{cfg1.Data, filepath.Join(root, "n2"), filepath.Join(root, "n3")} {
 		t.Cleanup(func() { checkCashEveryRound(t, d) })
 	}
@@ -417,34 +410,15 @@ func TestInjectFederation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	on, off := true, false
+	off := false
 	var cfgs []site.Config
 	var running []*runningSite
 	for _, s := range sites {
 		cfg := fedConfig(w, root, fedFile, s.Name)
 		cfg.Seeds = seedFile
 		cfgs = append(cfgs, cfg)
-		st, err := site.Start(ctx, cfg, testLogger(t, s.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		api, err := site.DialNode(cfg.Data, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := api.Control(ctx, control.Op{Pause: &on}); err != nil {
-			t.Fatalf("pause %s: %v", s.Name, err)
-		}
-		rctx, stop := context.WithCancel(ctx)
-		defer stop()
-		r := &runningSite{s: st, stop: stop, done: make(chan error, 1)}
-		go func() {
-			err := st.Run(rctx, nil)
-			if cerr := st.Close(); err == nil {
-				err = cerr
-			}
-			r.done <- err
-		}()
+		r := startPaused(t, ctx, cfg, testLogger(t, s.Name))
+		defer r.stop()
 		running = append(running, r)
 	}
 	api, err := site.DialNode(cfgs[0].Data, "")
