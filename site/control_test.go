@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -305,17 +304,7 @@ func checkShardedCrawl(t *testing.T, w *multiWeb, cfg site.Config) {
 			t.Errorf("%s fetched %d times", u, len(fs))
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(cfg.Data, "shards", "*", "stats", "rounds.jsonl"))
-	n := 0
-	for _, f := range files {
-		for _, l := range readRoundsFile(t, f) {
-			n++
-			if l.CashError == nil || math.Abs(*l.CashError) > 1e-9 {
-				t.Errorf("%s round %d: cash check %s", f, l.Round, fmtCashError(l.CashError))
-			}
-		}
-	}
-	if n == 0 {
+	if n, _ := checkShardCash(t, cfg.Data); n == 0 {
 		t.Error("no shard has a rounds.jsonl")
 	}
 }

@@ -514,17 +514,8 @@ func checkFederation(t *testing.T, w *fedWeb, file federation.File, cfgs []site.
 	}
 	for _, cfg := range cfgs {
 		if cfg.Shards > 0 {
-			files, _ := filepath.Glob(filepath.Join(cfg.Data, "shards", "*", "stats", "rounds.jsonl"))
-			n := 0
-			for _, f := range files {
-				for _, l := range readRoundsFile(t, f) {
-					n++
-					if l.CashError == nil || math.Abs(*l.CashError) > 1e-9 {
-						t.Errorf("%s round %d: cash check %s", f, l.Round, fmtCashError(l.CashError))
-					}
-				}
-			}
-			t.Logf("site %s: %d rounds over %d shards", cfg.Region, n, len(files))
+			n, shards := checkShardCash(t, cfg.Data)
+			t.Logf("site %s: %d rounds over %d shards", cfg.Region, n, shards)
 			if n == 0 {
 				t.Errorf("site %s: no shard has a rounds.jsonl", cfg.Region)
 			}
@@ -779,6 +770,23 @@ func watchFederation(t *testing.T, cfg site.Config) func() {
 			t.Errorf("%s's dashboard logged %d errors or warnings: %v", cfg.Region, len(errs), errs)
 		}
 	}
+}
+
+// checkShardCash checks the cash check of every round of every shard of
+// the sharded node in data (its shards' rounds.jsonl), and returns how
+// many rounds and shards it read.
+func checkShardCash(t *testing.T, data string) (rounds, shards int) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
+	for _, f := range files {
+		for _, l := range readRoundsFile(t, f) {
+			rounds++
+			if l.CashError == nil || math.Abs(*l.CashError) > 1e-9 {
+				t.Errorf("%s round %d: cash check %s", f, l.Round, fmtCashError(l.CashError))
+			}
+		}
+	}
+	return rounds, len(files)
 }
 
 // fmtCashError formats a round's cash check: its value, or "missing".

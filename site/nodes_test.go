@@ -276,11 +276,6 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	type running struct {
-		s    *site.Site
-		stop context.CancelFunc
-		done chan error
-	}
 	var logs []*os.File
 	defer func() {
 		for _, f := range logs {
@@ -292,7 +287,7 @@ func TestNodesLeaveAndStop(t *testing.T) {
 			}
 		}
 	}()
-	start := func(cfg site.Config) *running {
+	start := func(cfg site.Config) *runningSite {
 		t.Helper()
 		lf, err := os.OpenFile(filepath.Join(root, cfg.Node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -303,16 +298,7 @@ func TestNodesLeaveAndStop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start %s: %v", cfg.Node, err)
 		}
-		rctx, stop := context.WithCancel(ctx)
-		r := &running{s: s, stop: stop, done: make(chan error, 1)}
-		go func() {
-			err := s.Run(rctx, nil)
-			if cerr := s.Close(); err == nil {
-				err = cerr
-			}
-			r.done <- err
-		}()
-		return r
+		return runStarted(ctx, s)
 	}
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	n1 := start(cfg1)
@@ -371,7 +357,7 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	cfg1.Seeds = "" // seeded already
 	n1 = start(cfg1)
 
-	for _, r := range []*running{n1, n3} {
+	for _, r := range []*runningSite{n1, n3} {
 		select {
 		case err := <-r.done:
 			if err != nil {

@@ -25,14 +25,12 @@ func corpus(b *testing.B) []truthPage {
 	return out
 }
 
-// BenchmarkExtract extracts the links of a corpus of realistic websim pages
-// with the default scope; one op is the whole corpus. ns/link is per link
-// kept, ns/href per <a>/<area> href read.
-func BenchmarkExtract(b *testing.B) {
-	n := urlnorm.New(urlnorm.Options{})
-	pages := corpus(b)
-	urls := make([]string, len(pages))
-	var size int64
+// benchCorpus is the corpus with each page's URL normalised by n, and its
+// size in bytes.
+func benchCorpus(b *testing.B) (n *urlnorm.Normalizer, pages []truthPage, urls []string, size int64) {
+	n = urlnorm.New(urlnorm.Options{})
+	pages = corpus(b)
+	urls = make([]string, len(pages))
 	for i, p := range pages {
 		var err error
 		if urls[i], err = n.NormalizeString(p.rec.URL); err != nil {
@@ -40,6 +38,14 @@ func BenchmarkExtract(b *testing.B) {
 		}
 		size += int64(len(p.body))
 	}
+	return n, pages, urls, size
+}
+
+// BenchmarkExtract extracts the links of a corpus of realistic websim pages
+// with the default scope; one op is the whole corpus. ns/link is per link
+// kept, ns/href per <a>/<area> href read.
+func BenchmarkExtract(b *testing.B) {
+	n, pages, urls, size := benchCorpus(b)
 	x := NewExtractor(n, &urlnorm.Scope{}, 0)
 	links, hrefs := 0, 0
 	for i, p := range pages {
@@ -65,17 +71,7 @@ func BenchmarkExtract(b *testing.B) {
 // BenchmarkExtractRequisites is BenchmarkExtract with requisites on
 // (SetRequisites): the cost of reading embeds on the same corpus.
 func BenchmarkExtractRequisites(b *testing.B) {
-	n := urlnorm.New(urlnorm.Options{})
-	pages := corpus(b)
-	urls := make([]string, len(pages))
-	var size int64
-	for i, p := range pages {
-		var err error
-		if urls[i], err = n.NormalizeString(p.rec.URL); err != nil {
-			b.Fatal(err)
-		}
-		size += int64(len(p.body))
-	}
+	n, pages, urls, size := benchCorpus(b)
 	x := NewExtractor(n, &urlnorm.Scope{SkipExts: []string{}}, 0)
 	x.SetRequisites(true)
 	embeds := 0

@@ -224,11 +224,7 @@ func benchPages(b *testing.B) [][]byte {
 // (tokenising them too); one op is one page.
 func BenchmarkPage(b *testing.B) {
 	pages := benchPages(b)
-	var size int
-	for _, p := range pages {
-		size += len(p)
-	}
-	b.SetBytes(int64(size / len(pages)))
+	b.SetBytes(meanSize(pages))
 	b.ReportAllocs()
 	var h Hasher
 	i := 0
@@ -262,11 +258,7 @@ func BenchmarkText(b *testing.B) {
 			}
 		}
 	}
-	var size int
-	for _, p := range pages {
-		size += len(p)
-	}
-	b.SetBytes(int64(size / len(pages)))
+	b.SetBytes(meanSize(pages))
 	b.ReportAllocs()
 	var h Hasher
 	i := 0
@@ -286,11 +278,7 @@ func BenchmarkText(b *testing.B) {
 // BenchmarkPage: the parsing cost that Page adds hashing to.
 func BenchmarkTokenize(b *testing.B) {
 	pages := benchPages(b)
-	var size int
-	for _, p := range pages {
-		size += len(p)
-	}
-	b.SetBytes(int64(size / len(pages)))
+	b.SetBytes(meanSize(pages))
 	b.ReportAllocs()
 	var rd bytes.Reader
 	i := 0
@@ -301,4 +289,13 @@ func BenchmarkTokenize(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// meanSize is the mean size of pages, in bytes.
+func meanSize(pages [][]byte) int64 {
+	var size int
+	for _, p := range pages {
+		size += len(p)
+	}
+	return int64(size / len(pages))
 }
