@@ -11,58 +11,11 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/fetcher"
-	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/route"
 )
 
 const fetchFile = "fetched"
-
-// Seed adds urls (normalised) to the frontier with the seed cash, skipping
-// those already known. It returns how many were new. On a site of several
-// nodes only the leader seeds (Options.Seeds).
-//
-// A URL can arrive (from another shard or site) between the check that it
-// is new and the command that seeds it: the command adds the seed cash to
-// it (UpsertCash) rather than leaving it untouched, so that the cash the
-// state counts as injected is always in a page.
-func (c *Crawler) Seed(ctx context.Context, urls []string) (int, error) {
-	b := c.newBatch()
-	added := 0
-	seen := map[string]bool{}
-	for _, u := range urls {
-		if seen[u] {
-			continue
-		}
-		seen[u] = true
-		ok, err := c.st.Contains(u)
-		if err != nil {
-			return 0, fmt.Errorf("rounds: seed: %w", err)
-		}
-		if ok {
-			continue
-		}
-		b.UpsertCash(u, opic.SeedCash, 0)
-		added++
-	}
-	if added == 0 {
-		return 0, nil
-	}
-	if c.beforeSeed != nil {
-		c.beforeSeed()
-	}
-	c.stateMu.Lock() // held until the new state is written: writers take turns
-	defer c.stateMu.Unlock()
-	c.mu.Lock()
-	s := c.state.clone()
-	c.mu.Unlock()
-	s.Injected += float64(added) * opic.SeedCash
-	// One command: the URLs and the cash they inject, together.
-	if err := c.putState(ctx, b, s); err != nil {
-		return 0, fmt.Errorf("rounds: seed: %w", err)
-	}
-	return added, nil
-}
 
 // generate picks the next round from the top of the frontier, splits it
 // over the nodes that take work, writes the plan and marks its URLs
