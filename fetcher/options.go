@@ -1,10 +1,12 @@
 package fetcher
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
@@ -13,17 +15,66 @@ import (
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 )
 
-// DefaultUserAgent is the User-Agent sent when Options.UserAgent is empty.
-const DefaultUserAgent = "Meridian/0.1 (+https://example.invalid/meridian)"
+// DefaultUserAgent returns the User-Agent sent when Options.UserAgent is
+// empty: "Meridian/0.1 (+CONTACT)", or "Meridian/0.1" without a contact.
+func DefaultUserAgent(contact string) string {
+	if contact == "" {
+		return "Meridian/0.1"
+	}
+	return "Meridian/0.1 (+" + contact + ")"
+}
 
-// RobotsAgent is the product token the fetcher obeys in robots.txt groups.
+// RobotsAgent is the product token of the default User-Agent.
 const RobotsAgent = "meridian"
 
 // Options configure a Fetcher. Zero values get the documented defaults.
 type Options struct {
-	// UserAgent is sent with every request. "" → DefaultUserAgent. robots.txt
-	// groups are matched with RobotsAgent whatever it says.
+	// UserAgent is sent with every request. "" → DefaultUserAgent with
+	// Contact in it.
 	UserAgent string
+	// Contact is the URL (or mailto:) where a site owner can reach the
+	// crawl's operator; it goes into the default User-Agent. With
+	// UserAgent and Contact both "", requests to public addresses (any
+	// netguard does not class as loopback, private or link-local) are
+	// refused with ErrNoContact: a crawl of the public web must say who
+	// runs it.
+	Contact string
+	// RobotsAgent is the product token matched (case-insensitively)
+	// against robots.txt user-agent lines, "*" being the fallback. "" →
+	// the product token of UserAgent (its leading run of letters, '-'
+	// and '_': "Meridian/0.1 (...)" → "meridian").
+	RobotsAgent string
+	// RespectNoIndex: a page that says noindex (Result.NoIndex) is
+	// fetched and its links followed, but not archived: its WARC holds
+	// a metadata record saying so in place of its response. Off, it is
+	// archived as any page, with the metadata record after its response.
+	RespectNoIndex bool
+	// Proxy, if set, returns the proxy to send a request for a URL
+	// through (nil: direct), as golang.org/x/net/http/httpproxy's
+	// Config.ProxyFunc does for HTTP_PROXY, HTTPS_PROXY and NO_PROXY:
+	// http URLs are sent to it in absolute form, https ones through an
+	// HTTP CONNECT tunnel. Politeness stays per target host and address:
+	// the fetcher still resolves and checks every host itself. nil →
+	// every request is direct.
+	Proxy func(*url.URL) (*url.URL, error)
+	// TLSRoots are the certificate authorities trusted for https (nil:
+	// the system's, which SSL_CERT_FILE and SSL_CERT_DIR change).
+	TLSRoots *x509.CertPool
+	// TLSInsecure accepts servers whose certificate does not verify
+	// (expired, self-signed, another name), as archival crawlers do; the
+	// WARC response record of a page fetched so says why it did not
+	// verify. Off, such a fetch fails (StatusError).
+	TLSInsecure bool
+	// Cookies keeps the cookies servers set, per host, in memory, and
+	// sends them back to that host (consent and session walls), at most
+	// MaxCookieHosts hosts (the least recently used go first) and
+	// maxCookiesPerHost cookies a host. Off, no cookie is kept or sent.
+	Cookies bool
+	// MaxCookieHosts bounds the hosts whose cookies are kept. 0 → 10,000.
+	MaxCookieHosts int
+	// MaxSitemapBytes is the most bytes of a sitemap read, after gzip
+	// decoding (the protocol's limit is 50 MiB). 0 → 50 MiB.
+	MaxSitemapBytes int64
 	// Workers is the number of concurrent fetches (and DNS/host-state
 	// lookups). 0 → 256.
 	Workers int
@@ -190,7 +241,7 @@ func (o *Options) ensureDefaults() {
 		}
 	}
 	if o.UserAgent == "" {
-		o.UserAgent = DefaultUserAgent
+		o.UserAgent = DefaultUserAgent(o.Contact)
 	}
 	if o.Workers == 0 {
 		o.Workers = defaultWorkers

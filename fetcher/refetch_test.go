@@ -450,7 +450,7 @@ func TestConditionalHeader(t *testing.T) {
 		if w.ex.ifNoneMatch != c.inm || w.ex.ifModSince != c.ims || w.ex.conditional() != (c.inm != "" || c.ims != "") {
 			t.Errorf("%s: noted %q, %q; want %q, %q", c.name, w.ex.ifNoneMatch, w.ex.ifModSince, c.inm, c.ims)
 		}
-		if got := string(appendRequestHead(nil, &w.ex, DefaultUserAgent)); got != sent {
+		if got := string(appendRequestHead(nil, &w.ex, DefaultUserAgent(""))); got != sent {
 			t.Errorf("%s: request head\n%q\nthe transport wrote\n%q", c.name, got, sent)
 		}
 		if len(w.hdr) != 2 {

@@ -12,6 +12,9 @@ var (
 	// ErrRunning is returned by Run when the Fetcher is already running or
 	// has run.
 	ErrRunning = errors.New("fetcher: already running")
+	// ErrNoContact is the error of a request to a public address by a
+	// fetcher with neither a UserAgent nor a Contact (Options.Contact).
+	ErrNoContact = errors.New("fetcher: a crawl of public addresses needs a contact (--contact URL) or a --user-agent")
 )
 
 // Job is one URL to fetch.
@@ -166,12 +169,44 @@ type Result struct {
 	// (Options.NearDup; "" if none). The page keeps StatusFetched and
 	// its links.
 	NearDupOf string
+	// NoIndex marks a page that asked not to be indexed: meta robots or
+	// X-Robots-Tag noindex (or none), for every agent or for the
+	// fetcher's robots agent. It is still fetched, its links followed
+	// unless it also said nofollow, and (without Options.RespectNoIndex)
+	// archived; a WARC metadata record after its response says so.
+	NoIndex bool
+	// Canonical is the page's rel=canonical target (a <link
+	// rel=canonical> in its head, or a Link header with rel=canonical),
+	// normalised; "" if it names none, names the page itself or names a
+	// URL that is out of scope. It is also one of Links.
+	Canonical string
+	// Traps counts the links of the page (and a redirect's target) that
+	// the trap rules refused (urlnorm.Scope's trap rules).
+	Traps TrapCounts
 	// Unchanged marks a 2xx page whose body has the Job's Prev.ContentFP
 	// (non-zero). It is not checked against Options.Seen (it would be a
 	// duplicate of itself), its links are extracted as for any page, and
 	// its WARC record is a revisit of the identical-payload-digest profile
 	// unless the body was cut (Truncated).
 	Unchanged bool
+}
+
+// TrapCounts counts links refused as spider traps, by rule.
+type TrapCounts struct {
+	// Repetition: a path segment, or a run of segments, repeated more
+	// than the rule allows (/a/b/a/b/a/b/).
+	Repetition int32
+	// Calendar: a calendar-like URL whose date is out of the rule's window.
+	Calendar int32
+}
+
+// Total returns the links refused by every rule.
+func (c TrapCounts) Total() int32 { return c.Repetition + c.Calendar }
+
+// Add adds o's counts to c.
+func (c *TrapCounts) Add(o TrapCounts) {
+	c.Repetition += o.Repetition
+	c.Calendar += o.Calendar
 }
 
 // HostStore persists per-host state (robots.txt, DNS, back-off) in the crawl

@@ -44,6 +44,9 @@ type worker struct {
 	base urlnorm.Base
 	buf  []byte // URL scratch
 	head []byte // WARC head scratch
+	// nearDupFP is the SimHash of the page being classified when it is a
+	// near-duplicate (Result.NearDupOf), for its WARC metadata record.
+	nearDupFP uint64
 }
 
 func newWorker(ctx context.Context, f *Fetcher) *worker {
@@ -143,8 +146,8 @@ func (w *worker) get(t *task, url string) error {
 	f.c.requests.Add(1)
 	f.c.busy.Add(int64(t.end.Sub(t.start)))
 	f.c.bytes.Add(int64(len(w.ex.body)))
-	if w.ex.gotResponse && w.ctx.Err() == nil {
-		w.writeWARC(url, t)
+	if w.ex.gotResponse && w.ctx.Err() == nil && t.kind != taskPage {
+		w.writeWARC(url, t) // a page's is written by page, once it is read
 	}
 	return err
 }
@@ -290,6 +293,7 @@ func (w *worker) page(t *task) {
 		return
 	}
 	w.fill(r)
+	w.nearDupFP = 0
 	switch oc {
 	case outcomeFailure:
 		r.Status, r.Retry, r.Err = crawl.StatusError, true, why
@@ -297,6 +301,15 @@ func (w *worker) page(t *task) {
 		r.Status, r.Err = crawl.StatusError, why
 	default:
 		t.outcome = w.classify(r)
+	}
+	// The page's records are written once it is read: what it says of
+	// itself (a near-duplicate, noindex) goes into the records after its
+	// response.
+	if w.ex.gotResponse && w.ctx.Err() == nil {
+		w.writeWARC(url, t)
+		if r.NearDupOf != "" {
+			w.writeNearDup(url, r.NearDupOf, w.nearDupFP)
+		}
 	}
 	w.f.deliver(r)
 }
@@ -362,7 +375,7 @@ func (w *worker) classify(r *Result) outcome {
 		if w.sh != nil {
 			w.sh.Reset() // Extract feeds it the page's text
 		}
-		p := w.ext.Extract(r.URL, ex.body)
+		p := w.ext.Extract(r.URL, r.ContentType, ex.body)
 		r.Links = slices.Clone(p.Links) // the strings stay valid; the slice is reused
 		r.Embeds = p.Embeds             // nil with requisites off; made anew by each page
 		if nd := w.f.o.NearDup; nd != nil && !r.Unchanged {
@@ -372,8 +385,7 @@ func (w *worker) classify(r *Result) outcome {
 			// fingerprint would be of its start only.
 			if fp, ok := w.sh.Sum(); ok && !p.Truncated {
 				if orig := nd(r.Host, r.URL, fp); orig != "" && orig != r.URL {
-					r.NearDupOf = orig
-					w.writeNearDup(r.URL, orig, fp)
+					r.NearDupOf, w.nearDupFP = orig, fp
 				}
 			}
 		}

@@ -49,7 +49,7 @@ func BenchmarkExtract(b *testing.B) {
 	x := NewExtractor(n, &urlnorm.Scope{}, 0)
 	links, hrefs := 0, 0
 	for i, p := range pages {
-		pg := x.Extract(urls[i], p.body)
+		pg := x.Extract(urls[i], "", p.body)
 		links += len(pg.Links)
 		hrefs += len(pg.Links) + pg.BadLinks + pg.NoFollowLinks + pg.OutOfScope + pg.Duplicates
 	}
@@ -57,7 +57,7 @@ func BenchmarkExtract(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for i, p := range pages {
-			x.Extract(urls[i], p.body)
+			x.Extract(urls[i], "", p.body)
 		}
 	}
 	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -76,13 +76,13 @@ func BenchmarkExtractRequisites(b *testing.B) {
 	x.SetRequisites(true)
 	embeds := 0
 	for i, p := range pages {
-		embeds += len(x.Extract(urls[i], p.body).Embeds)
+		embeds += len(x.Extract(urls[i], "", p.body).Embeds)
 	}
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
 		for i, p := range pages {
-			x.Extract(urls[i], p.body)
+			x.Extract(urls[i], "", p.body)
 		}
 	}
 	b.ReportMetric(float64(embeds)/float64(len(pages)), "embeds/page")

@@ -56,7 +56,7 @@ func TestExtractEmbeds(t *testing.T) {
 	} {
 		x := NewExtractor(n, nil, 0)
 		x.SetRequisites(true)
-		p := x.Extract(pageURL, []byte(c.body))
+		p := x.Extract(pageURL, "", []byte(c.body))
 		if !slices.Equal(p.Embeds, c.embeds) {
 			t.Errorf("%s: embeds\n got %q\nwant %q", c.name, p.Embeds, c.embeds)
 		}
@@ -64,7 +64,7 @@ func TestExtractEmbeds(t *testing.T) {
 			t.Errorf("%s: links\n got %q\nwant %q", c.name, p.Links, c.links)
 		}
 		off := NewExtractor(n, nil, 0)
-		q := off.Extract(pageURL, []byte(c.body))
+		q := off.Extract(pageURL, "", []byte(c.body))
 		if q.Embeds != nil || !slices.Equal(q.Links, c.links) {
 			t.Errorf("%s: requisites off: embeds %q, links %q", c.name, q.Embeds, q.Links)
 		}
@@ -77,7 +77,7 @@ func TestExtractEmbedsScopeAndCap(t *testing.T) {
 	n := urlnorm.New(urlnorm.Options{})
 	x := NewExtractor(n, &urlnorm.Scope{HostSuffixes: []string{"us.test"}, SkipExts: []string{}}, 2)
 	x.SetRequisites(true)
-	p := x.Extract(pageURL, []byte(`<img src="http://other.test/o.png"><img src=1.png><img src=2.png><img src=3.png><a href=l1></a><a href=l2></a>`))
+	p := x.Extract(pageURL, "", []byte(`<img src="http://other.test/o.png"><img src=1.png><img src=2.png><img src=3.png><a href=l1></a><a href=l2></a>`))
 	if want := []string{"http://h1.us.test/dir/1.png", "http://h1.us.test/dir/2.png"}; !slices.Equal(p.Embeds, want) || !p.EmbedsTruncated {
 		t.Errorf("embeds %q (truncated %v), want %q truncated", p.Embeds, p.EmbedsTruncated, want)
 	}

@@ -101,14 +101,16 @@ type TextSink interface {
 // SetText makes Extract pass every token to t (nil: none).
 func (e *Extractor) SetText(t TextSink) { e.text = t }
 
-// Extract parses an HTML body fetched from pageURL (normalised) and returns
-// its links. The first <base href> (resolved against pageURL) is the base for
-// the links after it; <a href> and <area href> are links; links whose rel
-// contains "nofollow" are skipped; a page with meta robots nofollow returns
-// no links. Links in <noscript> and <noframes> are read. Extract never
-// panics, and its work is linear in len(body). The returned Page is reused
-// by the next call; its Links slice and strings are not, and stay valid.
-func (e *Extractor) Extract(pageURL string, body []byte) *Page {
+// Extract parses an HTML body fetched from pageURL (normalised), served
+// with the Content-Type contentType ("" if none), and returns its links.
+// The first <base href> (resolved against pageURL) is the base for the
+// links after it; <a href> and <area href> are links; links whose rel
+// contains "nofollow" are skipped; a page with meta robots nofollow
+// returns no links. Links in <noscript> and <noframes> are read. Extract
+// never panics, and its work is linear in len(body). The returned Page is
+// reused by the next call; its Links slice and strings are not, and stay
+// valid.
+func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 	e.reset()
 	p := &e.page
 	e.pageURL = append(e.pageURL[:0], pageURL...)

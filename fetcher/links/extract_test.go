@@ -71,7 +71,7 @@ func TestExtract(t *testing.T) {
 		{name: "empty body", body: "", links: nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := x.Extract(pageURL, []byte(c.body))
+			p := x.Extract(pageURL, "", []byte(c.body))
 			if p.Err != nil {
 				t.Fatal(p.Err)
 			}
@@ -93,17 +93,17 @@ func TestExtractScopeAndCap(t *testing.T) {
 	}
 	body := []byte(b.String())
 	x := NewExtractor(n, &urlnorm.Scope{HostSuffixes: []string{"us.test"}}, 0)
-	p := x.Extract(pageURL, body)
+	p := x.Extract(pageURL, "", body)
 	if len(p.Links) != 26 || p.OutOfScope != 1 || p.Duplicates != 200-26-1 || p.Truncated {
 		t.Fatalf("scope: %d links, %d out of scope, %d duplicates, truncated %v", len(p.Links), p.OutOfScope, p.Duplicates, p.Truncated)
 	}
 	capped := NewExtractor(n, nil, 5)
-	p = capped.Extract(pageURL, body)
+	p = capped.Extract(pageURL, "", body)
 	want := []string{"http://h1.us.test/p/a.html", "http://other.test/x.png", "http://h1.us.test/p/b.html", "http://h1.us.test/p/c.html", "http://h1.us.test/p/d.html"}
 	if !p.Truncated || !slices.Equal(p.Links, want) {
 		t.Fatalf("cap 5: %q, truncated %v", p.Links, p.Truncated)
 	}
-	p = capped.Extract(pageURL, []byte(`<a href="/1"><a href="/2"><a href="/3"><a href="/4"><a href="/5"><p>no more`))
+	p = capped.Extract(pageURL, "", []byte(`<a href="/1"><a href="/2"><a href="/3"><a href="/4"><a href="/5"><p>no more`))
 	if p.Truncated || len(p.Links) != 5 {
 		t.Fatalf("exactly 5 links: %q, truncated %v", p.Links, p.Truncated)
 	}
@@ -112,7 +112,7 @@ func TestExtractScopeAndCap(t *testing.T) {
 func TestExtractBadPageURL(t *testing.T) {
 	x := NewExtractor(urlnorm.New(urlnorm.Options{}), nil, 0)
 	for _, u := range []string{"", "HTTP://H/", "h1.us.test/x", "http://h/a#b"} {
-		p := x.Extract(u, []byte(`<a href="/x">`))
+		p := x.Extract(u, "", []byte(`<a href="/x">`))
 		if p.Err == nil || len(p.Links) != 0 {
 			t.Errorf("Extract(%q): err %v, links %q; want an error and no links", u, p.Err, p.Links)
 		}
@@ -123,12 +123,12 @@ func TestExtractBadPageURL(t *testing.T) {
 // the Page struct is reused) and that no state leaks between pages.
 func TestExtractReuse(t *testing.T) {
 	x := NewExtractor(urlnorm.New(urlnorm.Options{}), nil, 0)
-	first := x.Extract(pageURL, []byte(`<a href="/one">`)).Links
-	second := x.Extract("http://h2.us.test/", []byte(`<base href="/b/"><a href="two">`))
+	first := x.Extract(pageURL, "", []byte(`<a href="/one">`)).Links
+	second := x.Extract("http://h2.us.test/", "", []byte(`<base href="/b/"><a href="two">`))
 	if !slices.Equal(first, []string{"http://h1.us.test/one"}) || !slices.Equal(second.Links, []string{"http://h2.us.test/b/two"}) {
 		t.Fatalf("first %q, second %q", first, second.Links)
 	}
-	third := x.Extract(pageURL, nil)
+	third := x.Extract(pageURL, "", nil)
 	if len(third.Links) != 0 || third.Base != pageURL || third.NoFollow || third.BadLinks != 0 {
 		t.Fatalf("state leaked into the next page: %+v", *third)
 	}

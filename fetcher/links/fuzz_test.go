@@ -29,7 +29,7 @@ func FuzzExtract(f *testing.F) {
 	req := NewExtractor(n, scope, 50) // with requisites: the same links, and embeds as clean
 	req.SetRequisites(true)
 	f.Fuzz(func(t *testing.T, page string, body []byte) {
-		r := req.Extract(page, body)
+		r := req.Extract(page, "", body)
 		embeds := map[string]bool{}
 		for _, l := range r.Embeds {
 			if embeds[l] || l == page || len(embeds) >= 50 {
@@ -40,7 +40,7 @@ func FuzzExtract(f *testing.F) {
 				t.Fatalf("embed %q not normalised (%q, %v) or out of scope", l, again, err)
 			}
 		}
-		p := x.Extract(page, body)
+		p := x.Extract(page, "", body)
 		if !slices.Equal(r.Links, p.Links) {
 			t.Fatalf("links with requisites %q, without %q", r.Links, p.Links)
 		}
@@ -114,7 +114,7 @@ func TestPathological(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			p := x.Extract(pageURL, []byte(c.body))
+			p := x.Extract(pageURL, "", []byte(c.body))
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("took %v", d)
 			}

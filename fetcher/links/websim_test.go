@@ -131,7 +131,7 @@ func TestWebsimTruth(t *testing.T) {
 			t.Fatalf("truth url %q: %v", r.URL, err)
 		}
 		want, wantNofollow := wantLinks(t, r, pageURL)
-		p := all.Extract(pageURL, tp.body)
+		p := all.Extract(pageURL, "", tp.body)
 		if p.Err != nil || p.NoFollow || p.NoIndex || p.Truncated {
 			t.Fatalf("%s: %+v", r.URL, p)
 		}
@@ -152,7 +152,7 @@ func TestWebsimTruth(t *testing.T) {
 		}
 		// The default scope drops exactly the images.
 		noPNG := slices.DeleteFunc(slices.Clone(p.Links), func(l string) bool { return strings.HasSuffix(l, ".png") })
-		d := def.Extract(pageURL, tp.body)
+		d := def.Extract(pageURL, "", tp.body)
 		if !slices.Equal(d.Links, noPNG) || d.OutOfScope != len(p.Links)-len(noPNG) {
 			t.Fatalf("%s: default scope kept %q (%d out of scope), want %q", r.URL, d.Links, d.OutOfScope, noPNG)
 		}
@@ -183,13 +183,13 @@ func TestWebsimHostile(t *testing.T) {
 			t.Fatalf("truth url %q: %v", r.URL, err)
 		}
 		want, _ := wantLinks(t, r, pageURL)
-		p := big.Extract(pageURL, tp.body)
+		p := big.Extract(pageURL, "", tp.body)
 		if !slices.Equal(p.Links, want) {
 			t.Fatalf("%s (role %q): links differ from the truth\ngot  %.500q\nwant %.500q", r.URL, r.Role, p.Links, want)
 		}
 		roles[r.Role]++
 		if len(want) > DefaultMaxLinks {
-			c := capped.Extract(pageURL, tp.body)
+			c := capped.Extract(pageURL, "", tp.body)
 			if !c.Truncated || !slices.Equal(c.Links, want[:DefaultMaxLinks]) {
 				t.Fatalf("%s: %d links, truncated %v; want the first %d", r.URL, len(c.Links), c.Truncated, DefaultMaxLinks)
 			}
