@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
+	"github.com/meridian-crawler/meridian/fetcher/robots"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 )
@@ -242,6 +243,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent(o.Contact)
+	}
+	if o.RobotsAgent == "" {
+		o.RobotsAgent = robots.ProductToken(o.UserAgent)
 	}
 	if o.Workers == 0 {
 		o.Workers = defaultWorkers

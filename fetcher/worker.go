@@ -519,7 +519,7 @@ func (w *worker) robots(t *task) {
 		r.Status, r.Err = crawl.StatusError, "fetcher: robots.txt HTTP "+ex.statusText
 	}
 	if t.location == "" {
-		t.policy = robots.FromResponse(status, t.body).Agent(RobotsAgent)
+		t.policy = robots.FromResponse(status, t.body).Agent(f.o.RobotsAgent)
 	}
 	f.deliver(r)
 }
@@ -645,7 +645,7 @@ func (w *worker) setup(t *task) {
 		} else if ok {
 			t.rec, t.recOK = rec, true
 			if rec.RobotsStatus != 0 && now.Before(rec.RobotsExpiry) {
-				p := robots.FromResponse(int(rec.RobotsStatus), rec.Robots).Agent(RobotsAgent)
+				p := robots.FromResponse(int(rec.RobotsStatus), rec.Robots).Agent(f.o.RobotsAgent)
 				if !p.Unavailable() {
 					t.policy = p
 				}

@@ -78,7 +78,7 @@ func parse(body []byte) *Policy {
 				cur = cur[:0:0]
 			}
 			inUA = true
-			tok := productToken(val)
+			tok := ProductToken(val)
 			if tok == "" {
 				continue // a group no crawler matches
 			}

@@ -108,7 +108,7 @@ func (p *Policy) Agent(name string) *Policy {
 		return p
 	}
 	q := *p
-	tok := productToken(name)
+	tok := ProductToken(name)
 	if tok == "" || !p.agents[tok] {
 		tok = "*"
 	}
@@ -130,9 +130,10 @@ const MaxSitemaps = 1000
 // for at least 500 KiB).
 const MaxBytes = crawl.MaxRobotsBytes
 
-// productToken extracts the product token of a user-agent: the leading run of
-// letters, '-' and '_', lower-cased; "*" for a value starting with '*'.
-func productToken(s string) string {
+// ProductToken extracts the product token of a user-agent: the leading run
+// of letters, '-' and '_', lower-cased; "*" for a value starting with '*'.
+// "Meridian/0.1 (+https://example.org/bot)" gives "meridian".
+func ProductToken(s string) string {
 	s = strings.TrimLeft(s, " \t")
 	if strings.HasPrefix(s, "*") {
 		return "*"

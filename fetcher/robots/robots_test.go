@@ -312,8 +312,8 @@ func TestProductToken(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := productToken(tt.in); got != tt.want {
-			t.Errorf("productToken(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := ProductToken(tt.in); got != tt.want {
+			t.Errorf("ProductToken(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
