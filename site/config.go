@@ -76,6 +76,33 @@ type Config struct {
 	MaxRetries   int           // transient failures before a URL is given up
 	MaxRedirects int           // longest redirect chain followed
 	UserAgent    string
+	// Contact is where a site owner reaches the crawl's operator (a URL
+	// or mailto:); it goes into the default User-Agent
+	// (fetcher.Options.Contact). A crawl that may reach public addresses
+	// (no --websim) needs it, or a UserAgent of the operator's own.
+	Contact string
+	// RobotsAgent is the product token matched in robots.txt ("" → the
+	// User-Agent's).
+	RobotsAgent string
+	// RespectNoIndex: a page that says noindex is fetched and its links
+	// followed, but not archived (fetcher.Options.RespectNoIndex).
+	RespectNoIndex bool
+	// TLSInsecure fetches from servers whose certificate does not verify,
+	// marking their WARC records (fetcher.Options.TLSInsecure).
+	TLSInsecure bool
+	// Cookies keeps the cookies servers set, per host, in memory, and
+	// sends them back (fetcher.Options.Cookies).
+	Cookies bool
+	// Proxy is the HTTP proxy every fetch goes through: a URL
+	// (http://host:port), "env" for HTTPS_PROXY and HTTP_PROXY from the
+	// environment, or "" for none; NO_PROXY from the environment applies
+	// to both. A node-local setting (a machine's way out), not one of
+	// the Settings a joining node takes.
+	Proxy string
+	// TLSCA is a PEM file of certificate authorities the fetcher trusts
+	// besides the system's (SSL_CERT_FILE and SSL_CERT_DIR change
+	// those). A node-local setting.
+	TLSCA string
 	WARCSize     int64  // rotate WARC files past this many bytes
 	Scope        string // comma-separated host suffixes to stay within ("" → anything)
 	SkipExts     string // comma-separated path extensions not fetched ("" → none)
@@ -217,6 +244,18 @@ func (c Config) Validate() error {
 	}
 	if c.Backoff <= 0 || c.BackoffMax < c.Backoff {
 		bad("--backoff must be positive and at most --backoff-max")
+	}
+	if err := checkProxy(c.Proxy); err != nil {
+		bad("--proxy %q: %v", c.Proxy, err)
+	}
+	if c.Contact != "" && strings.ContainsAny(c.Contact, " \t\r\n()") {
+		bad("--contact %q must be a URL or mailto: without spaces or parentheses", c.Contact)
+	}
+	if c.RobotsAgent != "" && !validToken(c.RobotsAgent) {
+		bad("--robots-agent %q must be a product token: letters, '-' and '_' only", c.RobotsAgent)
+	}
+	if c.Contact == "" && c.UserAgent == "" && (c.Websim == "" || c.Websim == "off") && !c.AllowPrivate {
+		bad("a crawl of the public web needs --contact URL (where site owners reach you; it goes into the User-Agent) or a --user-agent of your own")
 	}
 	if c.MaxRedirects < 1 {
 		bad("--max-redirects must be at least 1, got %d", c.MaxRedirects)
@@ -380,6 +419,14 @@ type Settings struct {
 
 	// PageRequisites is absent (false) for a site created before it.
 	PageRequisites bool `json:"page_requisites,omitempty"`
+
+	// The real web's settings (issue 35): absent for a site created
+	// before them, which had none of them.
+	Contact        string `json:"contact,omitempty"`
+	RobotsAgent    string `json:"robots_agent,omitempty"`
+	RespectNoIndex bool   `json:"respect_noindex,omitempty"`
+	TLSInsecure    bool   `json:"tls_insecure,omitempty"`
+	Cookies        bool   `json:"cookies,omitempty"`
 }
 
 // SettingsOf returns c's crawl settings.
@@ -389,7 +436,8 @@ func SettingsOf(c Config) Settings {
 		Timeout: c.Timeout, Backoff: c.Backoff, BackoffMax: c.BackoffMax, MaxRetries: c.MaxRetries, MaxRedirects: c.MaxRedirects,
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
 		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
-		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch), URLRules: c.URLRules, PageRequisites: c.PageRequisites}
+		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch), URLRules: c.URLRules, PageRequisites: c.PageRequisites,
+		Contact: c.Contact, RobotsAgent: c.RobotsAgent, RespectNoIndex: c.RespectNoIndex, TLSInsecure: c.TLSInsecure, Cookies: c.Cookies}
 }
 
 // urlRulesName names the URL rules in messages.
@@ -438,6 +486,7 @@ func (s Settings) Apply(c *Config) {
 	}
 	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
 	c.PageRequisites = s.PageRequisites
+	c.Contact, c.RobotsAgent, c.RespectNoIndex, c.TLSInsecure, c.Cookies = s.Contact, s.RobotsAgent, s.RespectNoIndex, s.TLSInsecure, s.Cookies
 	if s.ReplaceAfter > 0 { // a site created before the setting keeps the default
 		c.ReplaceAfter = s.ReplaceAfter
 	}

@@ -205,7 +205,10 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	if err != nil {
 		return fmt.Errorf("site: warc: %w", err)
 	}
-	fo := fetcherOptions(*cfg)
+	fo, err := fetcherOptions(*cfg)
+	if err != nil {
+		return err
+	}
 	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, set.Hosts(), ss.norm, ss.scope
 	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = set.Seen, set.OnResult, set.Skip, log.With("part", "fetcher")
 	fo.Override = rounds.NewControlWatch(meta.Store(), nil, log).HostOverride

@@ -357,7 +357,10 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if err != nil {
 		return nil, fmt.Errorf("site: warc: %w", err)
 	}
-	fo := fetcherOptions(cfg)
+	fo, err := fetcherOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
 	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, s.crawler.Hosts(), norm, scope
 	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = s.crawler.Seen, s.crawler.OnResult, s.crawler.Skip(), log.With("part", "fetcher")
 	fo.Override = s.crawler.HostOverride
@@ -983,12 +986,22 @@ func (s *Site) nearDups(fo *fetcher.Options) error {
 }
 
 // fetcherOptions are the fetcher's options that come from cfg alone; the
-// caller adds the resolver, WARC writer, crawl hooks and logger.
-func fetcherOptions(cfg Config) fetcher.Options {
-	return fetcher.Options{
-		UserAgent: cfg.UserAgent, Workers: cfg.Workers,
+// caller adds the resolver, WARC writer, crawl hooks and logger. It fails
+// on a --proxy or --tls-ca it cannot use.
+func fetcherOptions(cfg Config) (fetcher.Options, error) {
+	o := fetcher.Options{
+		UserAgent: cfg.UserAgent, Contact: cfg.Contact, RobotsAgent: cfg.RobotsAgent, Workers: cfg.Workers,
 		HostDelay: cfg.HostDelay, IPDelay: cfg.IPDelay, MaxCrawlDelay: cfg.MaxCrawlDelay,
 		TotalTimeout: cfg.Timeout, BackoffBase: cfg.Backoff, BackoffMax: cfg.BackoffMax, MaxBodyBytes: cfg.MaxBody,
 		AllowPrivate: cfg.AllowPrivate, LocalAddrs: cfg.FetchFrom, PageRequisites: cfg.PageRequisites,
+		RespectNoIndex: cfg.RespectNoIndex, TLSInsecure: cfg.TLSInsecure, Cookies: cfg.Cookies,
 	}
+	var err error
+	if o.Proxy, err = proxyFunc(cfg.Proxy, os.Getenv); err != nil {
+		return o, fmt.Errorf("site: --proxy: %w", err)
+	}
+	if o.TLSRoots, err = tlsRoots(cfg.TLSCA); err != nil {
+		return o, fmt.Errorf("site: --tls-ca: %w", err)
+	}
+	return o, nil
 }

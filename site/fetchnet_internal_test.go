@@ -1,0 +1,153 @@
+package site
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProxyFunc: --proxy URL sends both schemes through the proxy,
+// "env" reads HTTPS_PROXY and HTTP_PROXY, NO_PROXY applies to both, and
+// a bad value is refused with what is wrong.
+func TestProxyFunc(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name    string
+		flag    string
+		env     map[string]string
+		target  string
+		want    string // the proxy URL chosen, "" for direct
+		wantErr string
+	}{
+		{"none", "", nil, "http://a.test/", "", ""},
+		{"flag, http", "http://127.0.0.1:3128", nil, "http://a.test/", "http://127.0.0.1:3128", ""},
+		{"flag, https", "http://127.0.0.1:3128", nil, "https://a.test/", "http://127.0.0.1:3128", ""},
+		{"flag and NO_PROXY", "http://127.0.0.1:3128", map[string]string{"NO_PROXY": ".internal.test"}, "http://x.internal.test/", "", ""},
+		{"flag, host not in NO_PROXY", "http://127.0.0.1:3128", map[string]string{"NO_PROXY": ".internal.test"}, "http://x.other.test/", "http://127.0.0.1:3128", ""},
+		{"env https", "env", map[string]string{"HTTPS_PROXY": "http://127.0.0.2:8080"}, "https://a.test/", "http://127.0.0.2:8080", ""},
+		{"env https only: http direct", "env", map[string]string{"HTTPS_PROXY": "http://127.0.0.2:8080"}, "http://a.test/", "", ""},
+		{"env lower case", "env", map[string]string{"http_proxy": "http://127.0.0.3:8080"}, "http://a.test/", "http://127.0.0.3:8080", ""},
+		{"env unset", "env", nil, "", "", "neither HTTPS_PROXY nor HTTP_PROXY"},
+		{"socks", "socks5://127.0.0.1:1080", nil, "", "", "want an http:// proxy URL"},
+		{"no host", "http://", nil, "", "", "no host"},
+		{"a path", "http://127.0.0.1:3128/x", nil, "", "", "no path"},
+		{"bad env value", "env", map[string]string{"HTTPS_PROXY": "ftp://x"}, "", "", "env"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := proxyFunc(tt.flag, env(tt.env))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("proxyFunc(%q): %v, want an error with %q", tt.flag, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f == nil {
+				if tt.want != "" {
+					t.Fatalf("no proxy function, want %s", tt.want)
+				}
+				return
+			}
+			u, _ := url.Parse(tt.target)
+			got, err := f(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := urlString(got); s != tt.want {
+				t.Errorf("proxy for %s = %q, want %q", tt.target, s, tt.want)
+			}
+		})
+	}
+}
+
+func urlString(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return u.String()
+}
+
+// TestTLSRoots: --tls-ca adds a file's CAs to the system's; a file
+// without a certificate, or none at all, is refused.
+func TestTLSRoots(t *testing.T) {
+	if p, err := tlsRoots(""); p != nil || err != nil {
+		t.Errorf("tlsRoots(\"\") = %v, %v; want nil, nil (the system's)", p, err)
+	}
+	dir := t.TempDir()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "ca.pem")
+	os.WriteFile(good, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	pool, err := tlsRoots(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+		t.Errorf("the CA of --tls-ca is not trusted: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.pem")
+	os.WriteFile(bad, []byte("not a certificate"), 0o644)
+	if _, err := tlsRoots(bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("tlsRoots(bad) = %v", err)
+	}
+	if _, err := tlsRoots(filepath.Join(dir, "absent.pem")); err == nil {
+		t.Error("tlsRoots(absent) gave no error")
+	}
+}
+
+// TestContactNeeded: a crawl that may reach public addresses (no websim,
+// no --allow-private) needs --contact or a --user-agent; the bad forms
+// of --contact and --robots-agent are refused.
+func TestContactNeeded(t *testing.T) {
+	base := DefaultConfig()
+	base.Websim, base.Seeds = "off", "seeds.txt"
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string
+	}{
+		{"no contact", func(*Config) {}, "needs --contact"},
+		{"contact", func(c *Config) { c.Contact = "https://crawl.example.org/" }, ""},
+		{"own user agent", func(c *Config) { c.UserAgent = "OurBot/1 (+mailto:ops@example.org)" }, ""},
+		{"private web", func(c *Config) { c.AllowPrivate = true }, ""},
+		{"websim", func(c *Config) { c.Websim = "realistic" }, ""},
+		{"contact with spaces", func(c *Config) { c.Contact = "call me" }, "--contact"},
+		{"robots agent", func(c *Config) { c.Contact, c.RobotsAgent = "https://x.example/", "our-bot" }, ""},
+		{"robots agent with a version", func(c *Config) { c.Contact, c.RobotsAgent = "https://x.example/", "ourbot/1.0" }, "--robots-agent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Validate: %v, want an error with %q", err, tt.wantErr)
+			}
+		})
+	}
+}
