@@ -102,10 +102,10 @@ type Config struct {
 	// TLSCA is a PEM file of certificate authorities the fetcher trusts
 	// besides the system's (SSL_CERT_FILE and SSL_CERT_DIR change
 	// those). A node-local setting.
-	TLSCA string
-	WARCSize     int64  // rotate WARC files past this many bytes
-	Scope        string // comma-separated host suffixes to stay within ("" → anything)
-	SkipExts     string // comma-separated path extensions not fetched ("" → none)
+	TLSCA    string
+	WARCSize int64  // rotate WARC files past this many bytes
+	Scope    string // comma-separated host suffixes to stay within ("" → anything)
+	SkipExts string // comma-separated path extensions not fetched ("" → none)
 	// URLRules is the text of the URL rules (package urlrules: ordered
 	// +/- rules, the first match deciding; "" → none), applied to links,
 	// sitemap entries and seeds; URLRulesFile names it in messages (the
