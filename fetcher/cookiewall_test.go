@@ -1,7 +1,9 @@
 package fetcher
 
 import (
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -112,5 +114,53 @@ func TestCookiesConsentWall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRequestHeadCookie checks the reconstructed head of a request with a
+// Cookie (and the validators around it) against the bytes an
+// http.Transport writes for the same request, read off the wire.
+func TestRequestHeadCookie(t *testing.T) {
+	ex := &exchange{host: "h1.cc.test", requestURI: "/a", cookie: "consent=yes; b=2", ifNoneMatch: `"v1"`, ifModSince: "Wed, 06 May 2026 07:08:09 GMT"}
+	ua := DefaultUserAgent("https://ops.example/")
+	want := appendRequestHead(nil, ex, ua)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	head := make(chan []byte, 1)
+	go func() { // owner: the test; ends after one connection
+		c, err := ln.Accept()
+		if err != nil {
+			head <- nil
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		var b []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(b, []byte("\r\n\r\n")) {
+			n, err := c.Read(buf)
+			b = append(b, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		head <- b
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+	}()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/a", nil)
+	req.Host = ex.host
+	req.Header = http.Header{"User-Agent": {ua}, "Accept": {"*/*"}, "Cookie": {ex.cookie}, "If-None-Match": {ex.ifNoneMatch}, "If-Modified-Since": {ex.ifModSince}}
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := <-head; !bytes.Equal(got, want) {
+		t.Errorf("reconstructed head\n%q\nthe transport wrote\n%q", want, got)
 	}
 }

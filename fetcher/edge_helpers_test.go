@@ -90,6 +90,7 @@ func (ca *testCA) leaf(t *testing.T, names []string, notBefore, notAfter time.Ti
 // originReq is one request an origin server received, as it received it.
 type originReq struct {
 	host, uri, ua, cookie string
+	proto                 string // "HTTP/1.1", "HTTP/2.0"
 	remote                string // the connection's peer
 	at                    time.Time
 }
@@ -106,6 +107,12 @@ type origin struct {
 // test's end.
 func startOrigin(t *testing.T, cert *tls.Certificate, h http.HandlerFunc) *origin {
 	t.Helper()
+	return startOriginH2(t, cert, false, h)
+}
+
+// startOriginH2 is startOrigin, offering HTTP/2 by ALPN if h2.
+func startOriginH2(t *testing.T, cert *tls.Certificate, h2 bool, h http.HandlerFunc) *origin {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,12 +121,15 @@ func startOrigin(t *testing.T, cert *tls.Certificate, h http.HandlerFunc) *origi
 	o := &origin{port: port}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
-		o.reqs = append(o.reqs, originReq{host: r.Host, uri: r.RequestURI, ua: r.UserAgent(), cookie: strings.Join(r.Header["Cookie"], "\n"), remote: r.RemoteAddr, at: time.Now()})
+		o.reqs = append(o.reqs, originReq{host: r.Host, uri: r.RequestURI, ua: r.UserAgent(), cookie: strings.Join(r.Header["Cookie"], "\n"), proto: r.Proto, remote: r.RemoteAddr, at: time.Now()})
 		o.mu.Unlock()
 		h(w, r)
 	}), ReadHeaderTimeout: 5 * time.Second, ErrorLog: discardLog()}
 	if cert != nil {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}}
+		if h2 {
+			srv.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+		}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	done := make(chan struct{})

@@ -21,7 +21,8 @@ import (
 // record; with it on, all are fetched, and the WARC response record of
 // each bad one, on a new connection or a reused one, says why its
 // certificate did not verify (WARCTLSUnverified), while the good one's
-// has no such field.
+// has no such field. "on-h2" is "on" over HTTP/2 (ALPN through the
+// TLSClientConfig the option sets).
 func TestTLSInsecure(t *testing.T) {
 	ca := newTestCA(t)
 	now := time.Now()
@@ -35,17 +36,14 @@ func TestTLSInsecure(t *testing.T) {
 		{"self.test", (*testCA)(nil).leaf(t, []string{"self.test"}, now.Add(-time.Hour), now.Add(time.Hour)), "x509: certificate signed by unknown authority"},
 		{"wrong.test", ca.leaf(t, []string{"other.test"}, now.Add(-time.Hour), now.Add(time.Hour)), "x509: certificate is valid for other.test, not wrong.test"},
 	}
-	for _, insecure := range []bool{false, true} {
-		name := "off"
-		if insecure {
-			name = "on"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []string{"off", "on", "on-h2"} {
+		insecure, h2 := mode != "off", mode == "on-h2"
+		t.Run(mode, func(t *testing.T) {
 			origins := map[string]*origin{}
 			hosts := newMemHosts() // robots.txt known: the page requests are the first
 			var jobs []Job
 			for _, s := range servers {
-				o := startOrigin(t, &s.cert, textPage)
+				o := startOriginH2(t, &s.cert, h2, textPage)
 				origins[s.host] = o
 				hosts.SaveHost(s.host, crawl.HostRecord{RobotsStatus: 404, RobotsExpiry: time.Now().Add(time.Hour)})
 				jobs = append(jobs, Job{URL: o.url("https", s.host, "/a"), Host: s.host}, Job{URL: o.url("https", s.host, "/b"), Host: s.host})
@@ -61,6 +59,7 @@ func TestTLSInsecure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			f.transport.ForceAttemptHTTP2 = h2 // read at the first request
 			runCrawl(t, f, c, jobs, 10*time.Millisecond, 20*time.Second)
 			if err := wr.Close(); err != nil {
 				t.Fatal(err)
@@ -95,6 +94,15 @@ func TestTLSInsecure(t *testing.T) {
 					}
 					if req := recordOf(t, recs, u, gowarc.Request); req.header.Has(WARCTLSUnverified) {
 						t.Errorf("%s: the request record has %s", u, WARCTLSUnverified)
+					}
+				}
+				wantProto := "HTTP/1.1"
+				if h2 {
+					wantProto = "HTTP/2.0"
+				}
+				for _, r := range reqs {
+					if r.proto != wantProto {
+						t.Errorf("%s%s: %s, want %s", s.host, r.uri, r.proto, wantProto)
 					}
 				}
 				switch {
