@@ -219,7 +219,7 @@ func TestProxyFunc(t *testing.T) {
 				{"https://skip.example/", ""}, {"https://www.skip.example/", ""}, {"http://10.1.2.3/", ""}, {"http://11.1.2.3/", "http://p1.example:1"},
 			}},
 		{name: "proxy URL over the environment, NO_PROXY kept", useEnv: true, proxyURL: "http://mine.example:8",
-			env: map[string]string{"HTTP_PROXY": "socks5://bad.example:1", "NO_PROXY": "skip.example"},
+			env:   map[string]string{"HTTP_PROXY": "socks5://bad.example:1", "NO_PROXY": "skip.example"},
 			wants: []want{{"http://a.example/", "http://mine.example:8"}, {"https://skip.example/", ""}}},
 		{name: "socks5", proxyURL: "socks5://proxy.example:1080", err: `scheme "socks5": only http:// proxies are supported`},
 		{name: "https proxy", proxyURL: "https://proxy.example:3128", err: "only http:// proxies are supported"},
