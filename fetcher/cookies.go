@@ -20,6 +20,12 @@ const (
 	// maxCookieBytes bounds a cookie's name and value together; a longer
 	// one is refused (RFC 6265bis section 5.6, as browsers do).
 	maxCookieBytes = 4096
+	// maxCookieHostBytes bounds the names and values of one host's
+	// cookies together, so that the jar holds at most about
+	// MaxCookieHosts × 8 KiB; past it the least recently used go. A
+	// Cookie header longer than about 8 KiB is refused by nginx and
+	// Apache in their default configuration anyway.
+	maxCookieHostBytes = 8192
 	// maxCookieAge caps Expires and Max-Age (RFC 6265bis section 5.6.1).
 	maxCookieAge = 400 * 24 * time.Hour
 )
@@ -49,6 +55,7 @@ type cookieHost struct {
 	name       string
 	prev, next *cookieHost
 	cookies    []jarCookie
+	bytes      int // names and values of cookies
 }
 
 // jarCookie is one stored cookie.
@@ -189,46 +196,48 @@ func (j *cookieJar) dropLocked(h *cookieHost) {
 }
 
 // storeLocked stores c in h, replacing the cookie of its name and path;
-// an expired c deletes it. Past maxCookiesPerHost, the expired cookies and
-// then the least recently used go.
+// an expired c deletes it. Past maxCookiesPerHost or maxCookieHostBytes,
+// the expired cookies and then the least recently used others go.
 func (j *cookieJar) storeLocked(h *cookieHost, c jarCookie, https bool, now time.Time) {
 	expired := !c.expires.IsZero() && !c.expires.After(now)
-	for i := range h.cookies {
-		old := &h.cookies[i]
-		if old.name != c.name || old.path != c.path {
-			continue
-		}
-		if old.secure && !https {
-			return // http may not touch a Secure cookie (RFC 6265bis section 5.6 step 16)
-		}
-		if expired {
-			h.cookies = append(h.cookies[:i], h.cookies[i+1:]...)
-		} else {
-			c.seq, c.used = old.seq, now
-			*old = c
-		}
-		j.dropIfEmptyLocked(h)
-		return
+	i := slices.IndexFunc(h.cookies, func(old jarCookie) bool { return old.name == c.name && old.path == c.path })
+	switch {
+	case i >= 0 && h.cookies[i].secure && !https:
+		return // http may not touch a Secure cookie (RFC 6265bis section 5.6 step 16)
+	case i >= 0:
+		c.seq = h.cookies[i].seq
+		h.remove(i)
+	case expired:
+	default:
+		j.mu.seq++
+		c.seq = j.mu.seq
 	}
 	if expired {
 		j.dropIfEmptyLocked(h)
 		return
 	}
-	j.mu.seq++
-	c.seq, c.used = j.mu.seq, now
-	if len(h.cookies) >= maxCookiesPerHost {
+	c.used = now
+	size := len(c.name) + len(c.value)
+	if len(h.cookies) >= maxCookiesPerHost || h.bytes+size > maxCookieHostBytes {
 		h.removeExpired(now)
 	}
-	if len(h.cookies) >= maxCookiesPerHost {
+	for len(h.cookies) > 0 && (len(h.cookies) >= maxCookiesPerHost || h.bytes+size > maxCookieHostBytes) {
 		lru := 0
-		for i := range h.cookies {
-			if h.cookies[i].used.Before(h.cookies[lru].used) {
-				lru = i
+		for k := range h.cookies {
+			if h.cookies[k].used.Before(h.cookies[lru].used) {
+				lru = k
 			}
 		}
-		h.cookies = append(h.cookies[:lru], h.cookies[lru+1:]...)
+		h.remove(lru)
 	}
 	h.cookies = append(h.cookies, c)
+	h.bytes += size
+}
+
+// remove deletes the i-th cookie of h.
+func (h *cookieHost) remove(i int) {
+	h.bytes -= len(h.cookies[i].name) + len(h.cookies[i].value)
+	h.cookies = slices.Delete(h.cookies, i, i+1)
 }
 
 func (j *cookieJar) dropIfEmptyLocked(h *cookieHost) {
@@ -239,7 +248,13 @@ func (j *cookieJar) dropIfEmptyLocked(h *cookieHost) {
 
 // removeExpired deletes the cookies of h expired at now.
 func (h *cookieHost) removeExpired(now time.Time) {
-	h.cookies = slices.DeleteFunc(h.cookies, func(c jarCookie) bool { return !c.expires.IsZero() && !c.expires.After(now) })
+	h.cookies = slices.DeleteFunc(h.cookies, func(c jarCookie) bool {
+		if c.expires.IsZero() || c.expires.After(now) {
+			return false
+		}
+		h.bytes -= len(c.name) + len(c.value)
+		return true
+	})
 }
 
 // appendHeader appends to dst the value of the Cookie header of a request

@@ -147,10 +147,21 @@ func TestCookieJar(t *testing.T) {
 	}
 }
 
-// TestCookieJarBounds: at most maxCookiesPerHost cookies a host, the least
-// recently used going first, and at most MaxCookieHosts hosts, the least
-// recently used going first.
+// TestCookieJarBounds: at most maxCookiesPerHost cookies and
+// maxCookieHostBytes bytes a host, the least recently used going first,
+// and at most MaxCookieHosts hosts, the least recently used going first.
 func TestCookieJarBounds(t *testing.T) {
+	t.Run("bytes per host", func(t *testing.T) {
+		v := strings.Repeat("v", 3000)
+		runJarSteps(t, newCookieJar(0), []jarStep{
+			{url: "http://a.test/", set: []string{"a=" + v, "b=" + v}},
+			{at: time.Second, url: "http://a.test/", set: []string{"a=" + v}}, // a used last
+			{at: 2 * time.Second, url: "http://a.test/", set: []string{"c=" + v}},
+			{at: 2 * time.Second, url: "http://a.test/", want: "a=" + v + "; c=" + v},
+			{at: 3 * time.Second, url: "http://a.test/", set: []string{"d=1", "e=1"}}, // room left: nothing goes
+			{at: 3 * time.Second, url: "http://a.test/", want: "a=" + v + "; c=" + v + "; d=1; e=1"},
+		})
+	})
 	t.Run("per host", func(t *testing.T) {
 		j := newCookieJar(0)
 		var lines []string
@@ -229,6 +240,7 @@ func FuzzCookieJar(f *testing.F) {
 	for _, s := range []string{
 		"a=1", "a=1; Path=/x; Secure; HttpOnly", "a=; Max-Age=0", `q="x"`, "__Host-a=1; Secure; Path=/",
 		"a=1; Domain=.a.test", "a=1; Expires=Wed, 06 May 2026 07:09:09 GMT", "a=1\r\nX: y", "=", ";;;", "a=1; Max-Age=-1",
+		"big=" + strings.Repeat("v", 4000), "huge=" + strings.Repeat("v", 5000),
 	} {
 		f.Add(s, "/x/y", true)
 	}
@@ -257,6 +269,13 @@ func FuzzCookieJar(f *testing.F) {
 		for name, h := range j.mu.hosts {
 			if len(h.cookies) > maxCookiesPerHost || len(h.cookies) == 0 {
 				t.Fatalf("host %s has %d cookies", name, len(h.cookies))
+			}
+			n := 0
+			for _, c := range h.cookies {
+				n += len(c.name) + len(c.value)
+			}
+			if n != h.bytes || n > maxCookieHostBytes {
+				t.Fatalf("host %s has %d bytes of cookies, counted %d (limit %d)", name, n, h.bytes, maxCookieHostBytes)
 			}
 		}
 	})

@@ -86,8 +86,9 @@ type Options struct {
 	// Cookies keeps the cookies servers set, per host, in memory, and
 	// sends them back to that host (consent and session walls), at most
 	// MaxCookieHosts hosts (the least recently used go first) and
-	// maxCookiesPerHost (50) cookies a host (the least recently used go
-	// first); a cookie whose name and value pass 4 KiB is refused. A
+	// maxCookiesPerHost (50) cookies and 8 KiB of names and values a
+	// host (the least recently used go first); a cookie whose name and
+	// value pass 4 KiB is refused. A
 	// cookie is host-only whatever its Domain; Path, Secure (sent over
 	// https only), Expires and Max-Age are honoured; cookies set by any
 	// response count, redirects included. The WARC request record shows
