@@ -15,7 +15,7 @@ const (
 	// defaultMaxCookieHosts is Options.MaxCookieHosts when it is 0.
 	defaultMaxCookieHosts = 10_000
 	// maxCookiesPerHost is the most cookies kept for one host; past it the
-	// least recently used goes (RFC 6265 section 5.3 step 12).
+	// least recently used goes (RFC 6265 section 5.3).
 	maxCookiesPerHost = 50
 	// maxCookieBytes bounds a cookie's name and value together; a longer
 	// one is refused (RFC 6265bis section 5.6, as browsers do).
@@ -37,9 +37,10 @@ const (
 // hosts (a Domain the host does not domain-match refuses the cookie, as
 // browsers do); ports are not told apart (RFC 6265 section 8.5); SameSite
 // is ignored (every request of a crawler is a top-level one); a session
-// cookie lives as long as the jar. At most maxHosts hosts are kept, the
-// least recently used dropped first. Time comes in as a parameter. It is
-// safe for concurrent use.
+// cookie lives as long as the jar. At most maxHosts hosts are kept, and
+// maxCookiesPerHost cookies and maxCookieHostBytes bytes a host, the least
+// recently used dropped first. Time comes in as a parameter. It is safe
+// for concurrent use.
 type cookieJar struct {
 	maxHosts int
 	mu       struct {
