@@ -104,45 +104,51 @@ func checkProxyURL(u *url.URL, from string) (*url.URL, string, error) {
 	return u, net.JoinHostPort(host, port), nil
 }
 
-// proxyFor returns the proxy Options.Proxy gives for a request to rawURL
-// and its "host:port"; nil without a proxy or for a direct request.
-func (f *Fetcher) proxyFor(rawURL string) (*url.URL, string, error) {
+// proxyRoute is the proxy a request goes through (dialTarget.proxy).
+type proxyRoute struct {
+	url  *url.URL
+	addr string // "host:port", as the transport dials it
+}
+
+// proxyFor returns the proxy Options.Proxy gives for a request to rawURL;
+// nil for a direct request.
+func (f *Fetcher) proxyFor(rawURL string) (*proxyRoute, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("fetcher: proxy for %s: %w", rawURL, err)
+		return nil, fmt.Errorf("fetcher: proxy for %s: %w", rawURL, err)
 	}
 	p, err := f.o.Proxy(u)
-	if err != nil || p == nil {
-		if err != nil {
-			err = fmt.Errorf("fetcher: proxy for %s: %w", rawURL, err)
-		}
-		return nil, "", err
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("fetcher: proxy for %s: %w", rawURL, err)
+	case p == nil:
+		return nil, nil
 	}
 	p, addr, err := checkProxyURL(p, "proxy")
 	if err != nil {
-		return nil, "", fmt.Errorf("fetcher: request for %s: %w", rawURL, err)
+		return nil, fmt.Errorf("fetcher: request for %s: %w", rawURL, err)
 	}
-	return p, addr, nil
+	return &proxyRoute{url: p, addr: addr}, nil
 }
 
 // requestProxy is the transport's Proxy: the proxy get chose for the
 // request (see dialTarget), nil for a direct one.
 func requestProxy(req *http.Request) (*url.URL, error) {
 	if dt, ok := req.Context().Value(dialKey{}).(*dialTarget); ok && dt.proxy != nil {
-		return dt.proxy, nil
+		return dt.proxy.url, nil
 	}
 	return nil, nil
 }
 
-// dialProxy connects to the proxy of a request (dt.proxyAddr; the
+// dialProxy connects to the proxy of a request (dt.proxy.addr; the
 // transport dials nothing else for a proxied request), from the local
 // address localaddr.Pick chooses among Options.LocalAddrs (if any). The
 // proxy's address is not checked by netguard (a proxy on loopback or a
 // private network is normal) and Options.Port does not apply to it. Like
 // dial, it is bounded by the connect timeout and stopped when Run ends.
 func (f *Fetcher) dialProxy(ctx context.Context, dt *dialTarget, addr string) (net.Conn, error) {
-	if addr != dt.proxyAddr {
-		return nil, fmt.Errorf("fetcher: dial %s: the request goes through the proxy at %s", addr, dt.proxyAddr)
+	if addr != dt.proxy.addr {
+		return nil, fmt.Errorf("fetcher: dial %s: the request goes through the proxy at %s", addr, dt.proxy.addr)
 	}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -26,9 +25,8 @@ type dialKey struct{}
 // proxy it goes through (Options.Proxy; nil: direct). It is immutable: the
 // transport may still dial with it after the request ended.
 type dialTarget struct {
-	ip        netip.Addr
-	proxy     *url.URL
-	proxyAddr string // the proxy's "host:port"
+	ip    netip.Addr
+	proxy *proxyRoute
 }
 
 // newTransport returns the HTTP transport shared by every worker. It dials

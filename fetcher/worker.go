@@ -136,7 +136,7 @@ func (w *worker) get(t *task, url string) error {
 	dt := &dialTarget{ip: t.ip}
 	if f.o.Proxy != nil {
 		var err error
-		if dt.proxy, dt.proxyAddr, err = f.proxyFor(url); err != nil {
+		if dt.proxy, err = f.proxyFor(url); err != nil {
 			t.start = time.Now()
 			t.end = t.start
 			return err // not sent
