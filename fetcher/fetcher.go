@@ -72,6 +72,12 @@ type Fetcher struct {
 	// testOnPark, if set before Run, sees every host the scheduler takes
 	// out of the schedule because its group is paused.
 	testOnPark func(host string)
+
+	// jar keeps the cookies servers set (Options.Cookies); nil without.
+	jar *cookieJar
+	// noContactLogged is set once a request refused with ErrNoContact
+	// has been logged.
+	noContactLogged atomic.Bool
 }
 
 // counters are the atomic counters behind Stats.
@@ -104,6 +110,9 @@ func New(o Options) (*Fetcher, error) {
 		f.resolver = r
 	}
 	f.transport = f.newTransport()
+	if o.Cookies {
+		f.jar = newCookieJar(o.MaxCookieHosts)
+	}
 	f.work = make(chan *task, o.Workers)
 	f.done = make(chan event, 2*o.Workers) // at most two events per task out: never full
 	f.runCtx = context.Background()

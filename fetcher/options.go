@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
@@ -38,7 +39,13 @@ type Options struct {
 	// UserAgent and Contact both "", requests to public addresses (any
 	// netguard does not class as loopback, private or link-local) are
 	// refused with ErrNoContact: a crawl of the public web must say who
-	// runs it.
+	// runs it. The refusal comes at the host's setup, before any
+	// connection: its jobs are answered StatusError, NoRequest, not
+	// Retry, with an Err that holds ErrNoContact's text (the host is not
+	// backed off; it is set up again after a minute), and the first one
+	// is logged. It must be an absolute URL without spaces, control
+	// characters, parentheses or backslashes (it goes into a comment of
+	// the User-Agent).
 	Contact string
 	// RobotsAgent is the product token matched (case-insensitively)
 	// against robots.txt user-agent lines, "*" being the fallback. "" →
@@ -55,8 +62,14 @@ type Options struct {
 	// Config.ProxyFunc does for HTTP_PROXY, HTTPS_PROXY and NO_PROXY:
 	// http URLs are sent to it in absolute form, https ones through an
 	// HTTP CONNECT tunnel. Politeness stays per target host and address:
-	// the fetcher still resolves and checks every host itself. nil →
-	// every request is direct.
+	// the fetcher still resolves and checks every host itself (the proxy
+	// resolves the name again for its own connection). Only http://
+	// proxies are supported (a request whose proxy is another fails,
+	// StatusError, not sent); ProxyFunc builds one from a URL and the
+	// environment. The WARC records are those of the request to the
+	// origin, with no WARC-IP-Address: the fetcher does not know the
+	// address the proxy reached, and the proxy's own is not where the
+	// content came from. nil → every request is direct.
 	Proxy func(*url.URL) (*url.URL, error)
 	// TLSRoots are the certificate authorities trusted for https (nil:
 	// the system's, which SSL_CERT_FILE and SSL_CERT_DIR change).
@@ -64,12 +77,22 @@ type Options struct {
 	// TLSInsecure accepts servers whose certificate does not verify
 	// (expired, self-signed, another name), as archival crawlers do; the
 	// WARC response record of a page fetched so says why it did not
-	// verify. Off, such a fetch fails (StatusError).
+	// verify (field WARCTLSUnverified). The certificate is still
+	// verified (against TLSRoots), once per connection, for that mark.
+	// Off, such a fetch fails: StatusError, not Retry, no failure of the
+	// host counted, Err saying the certificate did not verify; a
+	// robots.txt that fails so is unavailable, as when unreachable.
 	TLSInsecure bool
 	// Cookies keeps the cookies servers set, per host, in memory, and
 	// sends them back to that host (consent and session walls), at most
 	// MaxCookieHosts hosts (the least recently used go first) and
-	// maxCookiesPerHost cookies a host. Off, no cookie is kept or sent.
+	// maxCookiesPerHost (50) cookies and 8 KiB of names and values a
+	// host (the least recently used go first); a cookie whose name and
+	// value pass 4 KiB is refused. A
+	// cookie is host-only whatever its Domain; Path, Secure (sent over
+	// https only), Expires and Max-Age are honoured; cookies set by any
+	// response count, redirects included. The WARC request record shows
+	// the Cookie header sent. Off, no cookie is kept or sent.
 	Cookies bool
 	// MaxCookieHosts bounds the hosts whose cookies are kept. 0 → 10,000.
 	MaxCookieHosts int
@@ -275,6 +298,9 @@ func (o *Options) ensureDefaults() {
 	if o.MaxSitemapURLs == 0 {
 		o.MaxSitemapURLs = defaultSitemapURLs
 	}
+	if o.MaxCookieHosts == 0 {
+		o.MaxCookieHosts = defaultMaxCookieHosts
+	}
 	if o.Normalizer == nil {
 		o.Normalizer = urlnorm.New(urlnorm.Options{})
 	}
@@ -316,6 +342,12 @@ func (o Options) Validate() error {
 	if o.MaxRedirectHops < 0 || o.MaxLinks < 0 || o.MaxFailures < 0 || o.MaxSitemapURLs < 0 {
 		bad("max redirect hops, max links, max failures and max sitemap urls must not be negative")
 	}
+	if o.MaxCookieHosts < 0 {
+		bad("max cookie hosts must not be negative, got %d", o.MaxCookieHosts)
+	}
+	if err := checkContactURL(o.Contact); err != nil {
+		bad("contact %q: %w", o.Contact, err)
+	}
 	if o.Port < 0 || o.Port > 65535 {
 		bad("port must be in [0, 65535], got %d", o.Port)
 	}
@@ -328,4 +360,23 @@ func (o Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkContactURL checks an Options.Contact: "" or an absolute URL that
+// can stand in a User-Agent comment.
+func checkContactURL(c string) error {
+	if c == "" {
+		return nil
+	}
+	if i := strings.IndexFunc(c, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(`()\`, r) }); i >= 0 {
+		return fmt.Errorf("byte %d is %q: no spaces, control characters, parentheses or backslashes", i, c[i])
+	}
+	u, err := url.Parse(c)
+	if err != nil {
+		return err
+	}
+	if u.Scheme == "" || (u.Host == "" && u.Opaque == "") {
+		return errors.New("not an absolute URL (https://… or mailto:…)")
+	}
+	return nil
 }

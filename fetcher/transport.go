@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,16 +21,21 @@ import (
 // dialKey is the context key of the address a request must be sent to.
 type dialKey struct{}
 
-// dialTarget is the address the scheduler chose for one request. It is
-// immutable: the transport may still dial with it after the request ended.
-type dialTarget struct{ ip netip.Addr }
+// dialTarget is the address the scheduler chose for one request, and the
+// proxy it goes through (Options.Proxy; nil: direct). It is immutable: the
+// transport may still dial with it after the request ended.
+type dialTarget struct {
+	ip    netip.Addr
+	proxy *proxyRoute
+}
 
 // newTransport returns the HTTP transport shared by every worker. It dials
-// the address carried by the request's context, never a name.
+// the address carried by the request's context, never a name, or the
+// request's proxy (Options.Proxy; never an environment proxy of its own).
 func (f *Fetcher) newTransport() *http.Transport {
 	f.dialer = net.Dialer{Timeout: f.o.ConnectTimeout, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy:                  nil, // never an environment proxy
+	t := &http.Transport{
+		Proxy:                  nil, // requestProxy with Options.Proxy
 		DialContext:            f.dial,
 		TLSHandshakeTimeout:    f.o.ConnectTimeout,
 		ResponseHeaderTimeout:  f.o.HeaderTimeout,
@@ -40,6 +46,20 @@ func (f *Fetcher) newTransport() *http.Transport {
 		ReadBufferSize:         8 << 10,
 		DisableCompression:     false, // gzip is decoded by the transport; the body limit counts decoded bytes
 	}
+	if f.o.Proxy != nil {
+		t.Proxy = requestProxy
+		// Every http URL through a proxy shares the transport's connections
+		// to it: keep one idle per worker, not one in all.
+		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, f.o.Workers)
+	}
+	if f.o.TLSRoots != nil || f.o.TLSInsecure {
+		// NextProtos stays unset: the transport adds h2 and http/1.1.
+		t.TLSClientConfig = &tls.Config{RootCAs: f.o.TLSRoots, InsecureSkipVerify: f.o.TLSInsecure}
+	}
+	if f.o.TLSInsecure {
+		t.DialContext = f.dialVerify // verification is done by the worker, once per connection
+	}
+	return t
 }
 
 // dial connects to the address in ctx (see dialKey) on addr's port, or on
@@ -51,6 +71,9 @@ func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 	dt, ok := ctx.Value(dialKey{}).(*dialTarget)
 	if !ok {
 		return nil, fmt.Errorf("fetcher: dial %s: no address chosen for the request", addr)
+	}
+	if dt.proxy != nil {
+		return f.dialProxy(ctx, dt, addr)
 	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -100,6 +123,12 @@ type exchange struct {
 	reader      bodyReader
 	fp          uint64 // the body's xxhash, once fpDone
 	fpDone      bool
+
+	cookie  string // Cookie sent, if any (Options.Cookies)
+	proxied bool   // sent through a proxy (Options.Proxy)
+	// tlsUnverified is why the TLS connection's certificate did not
+	// verify (Options.TLSInsecure); "" if it did or for plain http.
+	tlsUnverified string
 }
 
 // conditional reports whether the request was conditional.
@@ -241,6 +270,11 @@ func appendRequestHead(dst []byte, ex *exchange, userAgent string) []byte {
 	dst = append(dst, "\r\nUser-Agent: "...)
 	dst = append(dst, userAgent...)
 	dst = append(dst, "\r\nAccept: */*\r\n"...)
+	if ex.cookie != "" {
+		dst = append(dst, "Cookie: "...)
+		dst = append(dst, ex.cookie...)
+		dst = append(dst, "\r\n"...)
+	}
 	if ex.ifModSince != "" {
 		dst = append(dst, "If-Modified-Since: "...)
 		dst = append(dst, ex.ifModSince...)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ func newWorker(ctx context.Context, f *Fetcher) *worker {
 		w.ext.SetText(w.sh)
 	}
 	w.tr = &httptrace.ClientTrace{GotConn: w.gotConn}
+	if f.o.TLSInsecure {
+		w.tr.GotConn = w.gotConnVerify
+	}
 	w.ex.body = make([]byte, 0, 64<<10)
 	c := colly.NewCollector(
 		colly.UserAgent(f.o.UserAgent),
@@ -125,6 +129,20 @@ func (w *worker) get(t *task, url string) error {
 	if t.kind == taskPage && t.job.Prev != (Prev{}) {
 		hdr = w.conditional(&t.job.Prev)
 	}
+	f := w.f
+	if f.jar != nil {
+		hdr = w.withCookies(hdr, url)
+	}
+	dt := &dialTarget{ip: t.ip}
+	if f.o.Proxy != nil {
+		var err error
+		if dt.proxy, err = f.proxyFor(url); err != nil {
+			t.start = time.Now()
+			t.end = t.start
+			return err // not sent
+		}
+		w.ex.proxied = dt.proxy != nil
+	}
 	t.start = time.Now()
 	ctx, cancel := context.WithTimeout(w.ctx, w.f.o.TotalTimeout)
 	abort := t.abort
@@ -133,7 +151,7 @@ func (w *worker) get(t *task, url string) error {
 	}
 	stopAbort := context.AfterFunc(abort, cancel)
 	defer stopAbort()
-	ctx = context.WithValue(ctx, dialKey{}, &dialTarget{ip: t.ip})
+	ctx = context.WithValue(ctx, dialKey{}, dt)
 	ctx = httptrace.WithClientTrace(ctx, w.tr)
 	w.cur = t
 	w.c.Context = ctx
@@ -142,7 +160,9 @@ func (w *worker) get(t *task, url string) error {
 	w.cur = nil
 	cancel()
 	t.end = time.Now()
-	f := w.f
+	if f.jar != nil && w.ex.gotResponse {
+		w.keepCookies(url, t.end) // a redirect's too: a consent wall answers 302
+	}
 	f.c.requests.Add(1)
 	f.c.busy.Add(int64(t.end.Sub(t.start)))
 	f.c.bytes.Add(int64(len(w.ex.body)))
@@ -217,8 +237,16 @@ func (w *worker) writeWARC(url string, t *task) {
 		Body:      ex.body,
 		Truncated: ex.truncated,
 	}
-	if !x.IP.IsValid() {
+	switch {
+	case ex.proxied:
+		// The proxy reached the origin at an address of its choosing, and
+		// its own address is not where the content came from: none.
+		x.IP = netip.Addr{}
+	case !x.IP.IsValid():
 		x.IP = t.ip
+	}
+	if ex.tlsUnverified != "" {
+		x.Extra = [][2]string{{WARCTLSUnverified, ex.tlsUnverified}}
 	}
 	if t.kind == taskPage {
 		switch p := &t.job.Prev; {
@@ -271,6 +299,10 @@ func (w *worker) failure(err error) (outcome, string) {
 		return outcomeOK, ""
 	case !ex.sent:
 		return outcomeLocal, "fetcher: request not sent: " + errString(err)
+	case isCertError(err):
+		// Not transient, and no fault of the host's load: no retry, no
+		// failure counted (Options.TLSInsecure).
+		return outcomeLocal, "fetcher: TLS certificate did not verify: " + errString(err)
 	}
 	return outcomeFailure, "fetcher: " + errString(err)
 }
@@ -675,6 +707,9 @@ func (w *worker) setup(t *task) {
 	}
 	if err := netguard.Check(t.ips[0], f.o.AllowPrivate); err != nil {
 		t.forbidden = err
+	}
+	if t.forbidden == nil {
+		t.forbidden = f.checkContact(t.name, t.ips)
 	}
 }
 

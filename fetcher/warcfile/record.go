@@ -100,7 +100,20 @@ func (x *Exchange) check() error {
 			return fmt.Errorf("warcfile: URL %q has byte %#x: %w", x.URL, c, ErrInvalid)
 		}
 	}
+	for _, f := range x.Extra {
+		if err := checkField(f); err != nil {
+			return fmt.Errorf("warcfile: %s: %w", x.URL, err)
+		}
+	}
 	return nil
+}
+
+// appendExtra appends the Exchange's own fields (Exchange.Extra).
+func appendExtra(h []byte, x *Exchange) []byte {
+	for _, f := range x.Extra {
+		h = appendField(h, f[0], f[1])
+	}
+	return h
 }
 
 // exchange encodes x as a request member (if x.Request is set) and a
@@ -144,6 +157,7 @@ func (e *encoder) exchange(x *Exchange) error {
 	if x.Truncated != "" {
 		h = appendField(h, "WARC-Truncated", truncReason(x.Truncated))
 	}
+	h = appendExtra(h, x)
 	h = append(h, "Content-Type: application/http;msgtype=response\r\n"...)
 	e.hdr = h
 	start := len(e.out)
@@ -192,6 +206,7 @@ func (e *encoder) revisit(x *Exchange, date time.Time, id, reqID []byte) error {
 	case x.Truncated != "":
 		h = appendField(h, "WARC-Truncated", truncReason(x.Truncated))
 	}
+	h = appendExtra(h, x)
 	h = append(h, "Content-Type: application/http;msgtype=response\r\n"...)
 	e.hdr = h
 	start := len(e.out)

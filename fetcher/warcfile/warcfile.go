@@ -154,6 +154,12 @@ type Exchange struct {
 	// record refers to (WARC-Refers-To-Date); zero: the field is omitted.
 	// Ignored without Revisit.
 	RefersToDate time.Time
+	// Extra are fields of the crawler's own (e.g. the fetcher's
+	// WARC-Meridian-TLS-Unverified) added to the response or revisit
+	// record, in order, after the standard ones. A name must be a token,
+	// a value must have no control characters but tabs; errors for these
+	// wrap ErrInvalid.
+	Extra [][2]string
 }
 
 // Revisit says how the response of an Exchange is recorded: as a response
@@ -371,12 +377,20 @@ func checkMetadata(targetURI string, fields [][2]string) error {
 		return fmt.Errorf("warcfile: metadata of %s: no fields: %w", targetURI, ErrInvalid)
 	}
 	for _, f := range fields {
-		if f[0] == "" || strings.ContainsFunc(f[0], notToken) {
-			return fmt.Errorf("warcfile: metadata of %s: field name %q: %w", targetURI, f[0], ErrInvalid)
+		if err := checkField(f); err != nil {
+			return fmt.Errorf("warcfile: metadata of %s: %w", targetURI, err)
 		}
-		if strings.ContainsFunc(f[1], func(r rune) bool { return r != '\t' && isCtl(r) }) {
-			return fmt.Errorf("warcfile: metadata of %s: field %s value %q: %w", targetURI, f[0], f[1], ErrInvalid)
-		}
+	}
+	return nil
+}
+
+// checkField checks a "name: value" field of Metadata or Exchange.Extra.
+func checkField(f [2]string) error {
+	if f[0] == "" || strings.ContainsFunc(f[0], notToken) {
+		return fmt.Errorf("field name %q: %w", f[0], ErrInvalid)
+	}
+	if strings.ContainsFunc(f[1], func(r rune) bool { return r != '\t' && isCtl(r) }) {
+		return fmt.Errorf("field %s value %q: %w", f[0], f[1], ErrInvalid)
 	}
 	return nil
 }
