@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -789,4 +790,41 @@ func FuzzRetryAfter(f *testing.F) {
 			t.Fatalf("Retry-After %q, Date %q: %v", v, date, d)
 		}
 	})
+}
+
+// TestRobotsHopSkipped: a hop waiting for its host (busy with a slow
+// page) is given up when the caller has dropped every job of the host it
+// is for (Options.Skip): that host's robots.txt costs no request more.
+func TestRobotsHopSkipped(t *testing.T) {
+	s := startRFCServer(t)
+	s.route("a.test", "/robots.txt", redirect(s.url("b.test", "/robots.txt")))
+	release := make(chan struct{})
+	s.route("b.test", "/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		w.Write([]byte("ok"))
+	})
+	var skip atomic.Bool
+	c := newCollector(1)
+	f := newRFCFetcher(t, withResolver(t), c, func(o *Options) {
+		o.Skip = func(j *Job) bool { return skip.Load() && j.Host == "a.test" }
+	})
+	runHo(t, f)
+	f.Submit([]Job{{URL: s.url("b.test", "/slow"), Host: "b.test"}})
+	waitHo(t, 10*time.Second, "b.test's robots.txt", func() bool { return len(s.of("b.test", "/robots.txt")) == 1 })
+	f.Submit([]Job{{URL: s.url("a.test", "/x"), Host: "a.test"}, {URL: s.url("a.test", "/y"), Host: "a.test"}})
+	waitHo(t, 10*time.Second, "a.test's robots.txt", func() bool { return len(s.of("a.test", "/robots.txt")) == 1 })
+	skip.Store(true)
+	close(release)
+	waitHo(t, 10*time.Second, "every result", func() bool { return len(pageResults(c)) == 3 && f.Idle() })
+	for _, p := range []string{"/x", "/y"} {
+		if r := pageResults(c)[s.url("a.test", p)]; !r.Retry || !strings.Contains(r.Err, "dropped") {
+			t.Errorf("%s: %s, want dropped", p, describe(r))
+		}
+	}
+	if got, want := s.paths(), []string{"a.test /robots.txt", "b.test /robots.txt", "b.test /slow"}; !slices.Equal(got, want) {
+		t.Errorf("requests %q, want %q", got, want)
+	}
 }

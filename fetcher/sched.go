@@ -337,6 +337,11 @@ func (s *scheduler) abortQueued(aborts []groupAbort, now time.Time) {
 			s.service(h, now)
 		}
 	}
+	for _, h := range s.hosts {
+		if len(h.hops) > 0 {
+			s.pruneHops(h, now)
+		}
+	}
 }
 
 // park takes h, whose group is paused, out of the schedule until the group
@@ -491,13 +496,7 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 	if s.o.Skip != nil && (s.needsSetup(h, now) || s.needsRobots(h, now)) {
 		// Jobs the caller dropped must not cost the host a request, not
 		// even robots.txt: their host may be another node's by now.
-		h.jobs.filter(func(j *Job) bool {
-			if s.o.Skip(j) {
-				s.answer(*j, crawl.StatusError, true, "fetcher: job dropped by its caller", now)
-				return false
-			}
-			return true
-		})
+		s.skipDropped(h, now)
 		if h.jobs.len() == 0 && len(h.sitemaps) == 0 && len(h.hops) == 0 {
 			h.jobs.release()
 			return nil
@@ -832,7 +831,8 @@ func (s *scheduler) robotsTask(h, a *host) *task {
 }
 
 // nextHop returns the next robots.txt hop waiting for h, nil if none. A
-// host that has no job left (Skip, AbortGroup) gives its hop up.
+// host that has no job left (AbortGroup, or Skip, asked here as before
+// any robots.txt request) gives its hop up.
 func (s *scheduler) nextHop(h *host, now time.Time) *task {
 	for len(h.hops) > 0 {
 		a := h.hops[0]
@@ -841,16 +841,53 @@ func (s *scheduler) nextHop(h *host, now time.Time) *task {
 		if len(h.hops) == 0 {
 			h.hops = nil
 		}
-		a.robotsVia = nil
+		if s.o.Skip != nil {
+			s.skipDropped(a, now)
+		}
 		if a.jobs.len() == 0 {
-			a.robotsURL, a.robotsHops = "", 0
-			s.service(a, now)
+			s.giveUpHop(a, now)
 			continue
 		}
-		a.robotsVia = h
 		return s.robotsTask(h, a)
 	}
 	return nil
+}
+
+// skipDropped answers the queued jobs of h that the caller drops
+// (Options.Skip).
+func (s *scheduler) skipDropped(h *host, now time.Time) {
+	h.jobs.filter(func(j *Job) bool {
+		if s.o.Skip(j) {
+			s.answer(*j, crawl.StatusError, true, "fetcher: job dropped by its caller", now)
+			return false
+		}
+		return true
+	})
+}
+
+// giveUpHop ends the wait of a, left without a job, for a hop of its
+// robots.txt: its redirects start again from robots.txt next time.
+func (s *scheduler) giveUpHop(a *host, now time.Time) {
+	a.robotsVia, a.robotsURL, a.robotsHops = nil, "", 0
+	a.jobs.release()
+	s.service(a, now)
+}
+
+// pruneHops gives up the hops waiting for h of hosts left without a job
+// (AbortGroup), so that neither waits for h (whose group may stay paused).
+func (s *scheduler) pruneHops(h *host, now time.Time) {
+	var gone []*host
+	h.hops = slices.DeleteFunc(h.hops, func(a *host) bool {
+		if a.jobs.len() > 0 {
+			return false
+		}
+		gone = append(gone, a)
+		return true
+	})
+	for _, a := range gone {
+		s.giveUpHop(a, now)
+	}
+	s.service(h, now)
 }
 
 // followRobots follows a redirect of h's robots.txt to the URL to, its
