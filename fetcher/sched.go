@@ -93,7 +93,7 @@ type event struct {
 // host is the workbench entry of one host name. Only the scheduler touches it.
 type host struct {
 	name     string
-	origin   string // "scheme://host[:port]" of its first job: where robots.txt is
+	origin   string // "scheme://host[:port]" of its first job: where robots.txt is ("" until then for a host first met as a robots.txt hop's target)
 	jobs     jobQueue
 	busy     bool   // a task is out
 	started  bool   // the request out has reported its start (IP unlocked)
