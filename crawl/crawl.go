@@ -41,14 +41,21 @@ func (s Status) String() string {
 
 // HostRecord is what the crawl database keeps per host for politeness.
 type HostRecord struct {
-	Robots       []byte    // robots.txt body (nil: none fetched)
-	RobotsStatus uint16    // HTTP status of the robots.txt fetch
+	Robots       []byte    // body of the last good robots.txt fetch (2xx or 4xx, after redirects), kept while it is unreachable
+	RobotsStatus uint16    // HTTP status of that fetch (0: none)
 	RobotsExpiry time.Time // refetch robots.txt after this
 	CrawlDelay   time.Duration
 	IPs          []netip.Addr
 	IPsExpiry    time.Time
 	BackoffUntil time.Time // generate skips the host until then
 	Failures     uint32    // consecutive failures, for back-off
+
+	// RobotsUnreachableSince is when robots.txt became unreachable (5xx,
+	// 429 or no answer: the host is disallowed), the first failed fetch
+	// after the last good one; zero while it is reachable. Past
+	// robots.UnreachableLimit the last good copy (Robots, RobotsStatus)
+	// applies again, or nothing is disallowed without one.
+	RobotsUnreachableSince time.Time
 }
 
 // MaxRobotsBytes bounds the robots.txt body kept per host.

@@ -53,10 +53,23 @@ type task struct {
 	ipsExpiry time.Time
 	dnsErr    error
 	forbidden error
-	// robots
+	// robots: asker is the host the robots.txt is for when the request is
+	// a redirect hop on another host (h, whose politeness it keeps); nil
+	// when it is h's own. since, lastGood and lastStatus are the asker's
+	// RobotsUnreachableSince and last good copy, for the 30-day rule.
+	asker      *host
+	since      time.Time
+	lastGood   []byte
+	lastStatus uint16
 	httpStatus int
 	body       []byte // robots.txt body to keep
-	location   string // a same-host redirect to follow
+	location   string // a redirect to follow (any host)
+	// cacheControl is the Cache-Control of a final robots.txt answer;
+	// stale marks a policy that is the 30-day rule's (robots.Stale).
+	cacheControl string
+	stale        bool
+	// retryAfter is the Retry-After of a 429 or 503 answer (0: none).
+	retryAfter time.Duration
 	// sitemap
 	children []string
 }
@@ -80,7 +93,7 @@ type event struct {
 // host is the workbench entry of one host name. Only the scheduler touches it.
 type host struct {
 	name     string
-	origin   string // "scheme://host[:port]" of its first job: where robots.txt is
+	origin   string // "scheme://host[:port]" of its first job: where robots.txt is ("" until then for a host first met as a robots.txt hop's target)
 	jobs     jobQueue
 	busy     bool   // a task is out
 	started  bool   // the request out has reported its start (IP unlocked)
@@ -103,6 +116,12 @@ type host struct {
 
 	robotsURL  string // robots.txt URL after redirects; "" → origin + "/robots.txt"
 	robotsHops int
+	// robotsVia is the host a redirect of h's robots.txt leads to while
+	// h waits for that hop (in robotsVia.hops); h is then not scheduled.
+	robotsVia *host
+	// hops are the hosts whose robots.txt redirects to h, waiting for
+	// their hop: requests to h, fetched before h's own work.
+	hops []*host
 
 	deadUntil  time.Time // until then every job is answered with deadStatus
 	deadStatus crawl.Status
@@ -318,6 +337,11 @@ func (s *scheduler) abortQueued(aborts []groupAbort, now time.Time) {
 			s.service(h, now)
 		}
 	}
+	for _, h := range s.hosts {
+		if len(h.hops) > 0 {
+			s.pruneHops(h, now)
+		}
+	}
 }
 
 // park takes h, whose group is paused, out of the schedule until the group
@@ -376,7 +400,7 @@ func (s *scheduler) readyAt(h *host, now time.Time) time.Time {
 // service brings an idle host up to date: answers the jobs of a dead or
 // backing-off host, and puts a host with work in the ready heap.
 func (s *scheduler) service(h *host, now time.Time) {
-	if h.busy {
+	if h.busy || h.robotsVia != nil {
 		return
 	}
 	switch {
@@ -385,7 +409,7 @@ func (s *scheduler) service(h *host, now time.Time) {
 	case now.Before(h.rec.BackoffUntil):
 		s.drain(h, crawl.StatusError, true, "fetcher: host backing off until "+h.rec.BackoffUntil.UTC().Format(time.RFC3339), now)
 	}
-	if h.jobs.len() == 0 && len(h.sitemaps) == 0 {
+	if h.jobs.len() == 0 && len(h.sitemaps) == 0 && len(h.hops) == 0 {
 		if h.hidx >= 0 {
 			heap.Remove(&s.ready, h.hidx)
 		}
@@ -403,7 +427,8 @@ func (s *scheduler) service(h *host, now time.Time) {
 	}
 }
 
-// drain answers every queued job of h and drops its pending sitemaps.
+// drain answers every queued job of h, drops its pending sitemaps and
+// fails the robots.txt hops waiting for it.
 func (s *scheduler) drain(h *host, status crawl.Status, retry bool, why string, now time.Time) {
 	for h.jobs.len() > 0 {
 		s.answer(h.jobs.pop(), status, retry, why, now)
@@ -413,6 +438,7 @@ func (s *scheduler) drain(h *host, status crawl.Status, retry bool, why string, 
 		h.sitemapsAgain = true
 	}
 	s.dropSitemaps(h)
+	s.failHops(h, now)
 }
 
 func (s *scheduler) dropSitemaps(h *host) {
@@ -470,14 +496,8 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 	if s.o.Skip != nil && (s.needsSetup(h, now) || s.needsRobots(h, now)) {
 		// Jobs the caller dropped must not cost the host a request, not
 		// even robots.txt: their host may be another node's by now.
-		h.jobs.filter(func(j *Job) bool {
-			if s.o.Skip(j) {
-				s.answer(*j, crawl.StatusError, true, "fetcher: job dropped by its caller", now)
-				return false
-			}
-			return true
-		})
-		if h.jobs.len() == 0 && len(h.sitemaps) == 0 {
+		s.skipDropped(h, now)
+		if h.jobs.len() == 0 && len(h.sitemaps) == 0 && len(h.hops) == 0 {
 			h.jobs.release()
 			return nil
 		}
@@ -487,19 +507,15 @@ func (s *scheduler) nextTask(h *host, now time.Time) *task {
 		t.load = !h.loaded
 		return t
 	}
+	if t := s.nextHop(h, now); t != nil {
+		return t
+	}
 	if s.needsRobots(h, now) {
 		if h.jobs.len() == 0 {
 			s.dropSitemaps(h)
 			return nil
 		}
-		t := s.newTask(taskRobots, h)
-		t.url = h.robotsURL
-		if t.url == "" {
-			t.url = h.origin + "/robots.txt"
-		}
-		t.hops = h.robotsHops
-		t.job = Job{URL: t.url, Host: h.name, Round: h.jobs.peek().Round, Group: h.grp.id}
-		return t
+		return s.robotsTask(h, h)
 	}
 	if h.sitemapsAgain && h.jobs.len() > 0 {
 		h.sitemapsAgain = false
@@ -641,6 +657,16 @@ func (s *scheduler) complete(t *task) {
 	case taskSetup:
 		s.applySetup(h, t, now)
 	case taskRobots:
+		if a := t.asker; a != nil {
+			// A hop of a's robots.txt: a request to h, whose pace it
+			// keeps; what it found is a's.
+			h.next = later(h.next, t.end.Add(s.gap(h)))
+			s.countOutcome(h, t.outcome, now)
+			a.robotsVia = nil
+			s.applyRobots(a, t, now)
+			s.service(a, now)
+			break
+		}
 		// h.next is past unless a job's NotBefore raised it meanwhile: keep that.
 		notBefore := h.next
 		s.applyRobots(h, t, now)
@@ -658,8 +684,33 @@ func (s *scheduler) complete(t *task) {
 		h.next = later(h.next, t.end.Add(s.gap(h)))
 		s.countOutcome(h, t.outcome, now)
 	}
+	if t.retryAfter > 0 {
+		s.retryAfter(h, t)
+	}
 	s.service(h, now)
 	s.freeTask(t)
+}
+
+// retryAfter keeps the Retry-After of a 429 or 503 answer from h (RFC
+// 9110 10.2.3): no request to h before t's end plus the wait, capped at
+// BackoffMax. A wait within the host's usual pace (its delay, or
+// MaxCrawlDelay if that is longer: the longest gap the fetcher ever
+// holds a host's queue for) moves its next start, and its queued jobs
+// wait; a longer one backs the host off until then (saved, so that
+// generate skips it and another node honours it), and service answers
+// its jobs (Retry, NoRequest) so that the round does not wait for it.
+func (s *scheduler) retryAfter(h *host, t *task) {
+	d := min(t.retryAfter, s.o.BackoffMax)
+	until := t.end.Add(d)
+	if d <= max(s.gap(h), s.o.MaxCrawlDelay) {
+		h.next = later(h.next, until)
+		return
+	}
+	if until.After(h.rec.BackoffUntil) {
+		h.rec.BackoffUntil = until
+		s.f.c.backoffs.Add(1)
+		s.save(h)
+	}
 }
 
 // gap is the delay after a request to h: the operator's delay for it
@@ -689,6 +740,7 @@ func (s *scheduler) held(h *host, now time.Time) bool {
 	}
 	h.jobs.release()
 	s.dropSitemaps(h)
+	s.failHops(h, now)
 	return true
 }
 
@@ -758,29 +810,176 @@ func (s *scheduler) unrefIP(h *host) {
 	h.ipst = nil
 }
 
+// robotsTask returns the task that fetches a's robots.txt, or the next
+// hop of its redirects, from h (a itself, or the host the hop is on).
+func (s *scheduler) robotsTask(h, a *host) *task {
+	t := s.newTask(taskRobots, h)
+	if a.origin == "" { // a host first seen as a hop's target
+		a.origin = urlnorm.Origin(a.jobs.peek().URL)
+	}
+	t.url = a.robotsURL
+	if t.url == "" {
+		t.url = a.origin + "/robots.txt"
+	}
+	t.hops = a.robotsHops
+	t.job = Job{URL: t.url, Host: h.name, Round: a.jobs.peek().Round, Group: a.grp.id}
+	t.since, t.lastGood, t.lastStatus = a.rec.RobotsUnreachableSince, a.rec.Robots, a.rec.RobotsStatus
+	if a != h {
+		t.asker = a
+	}
+	return t
+}
+
+// nextHop returns the next robots.txt hop waiting for h, nil if none. A
+// host that has no job left (AbortGroup, or Skip, asked here as before
+// any robots.txt request) gives its hop up.
+func (s *scheduler) nextHop(h *host, now time.Time) *task {
+	for len(h.hops) > 0 {
+		a := h.hops[0]
+		h.hops[0] = nil
+		h.hops = h.hops[1:]
+		if len(h.hops) == 0 {
+			h.hops = nil
+		}
+		if s.o.Skip != nil {
+			s.skipDropped(a, now)
+		}
+		if a.jobs.len() == 0 {
+			s.giveUpHop(a, now)
+			continue
+		}
+		return s.robotsTask(h, a)
+	}
+	return nil
+}
+
+// skipDropped answers the queued jobs of h that the caller drops
+// (Options.Skip).
+func (s *scheduler) skipDropped(h *host, now time.Time) {
+	h.jobs.filter(func(j *Job) bool {
+		if s.o.Skip(j) {
+			s.answer(*j, crawl.StatusError, true, "fetcher: job dropped by its caller", now)
+			return false
+		}
+		return true
+	})
+}
+
+// giveUpHop ends the wait of a, left without a job, for a hop of its
+// robots.txt: its redirects start again from robots.txt next time.
+func (s *scheduler) giveUpHop(a *host, now time.Time) {
+	a.robotsVia, a.robotsURL, a.robotsHops = nil, "", 0
+	a.jobs.release()
+	s.service(a, now)
+}
+
+// pruneHops gives up the hops waiting for h of hosts left without a job
+// (AbortGroup), so that neither waits for h (whose group may stay paused).
+func (s *scheduler) pruneHops(h *host, now time.Time) {
+	var gone []*host
+	h.hops = slices.DeleteFunc(h.hops, func(a *host) bool {
+		if a.jobs.len() > 0 {
+			return false
+		}
+		gone = append(gone, a)
+		return true
+	})
+	for _, a := range gone {
+		s.giveUpHop(a, now)
+	}
+	s.service(h, now)
+}
+
+// followRobots follows a redirect of h's robots.txt to the URL to, its
+// hops-th. A hop on h is h's next robots.txt request, as any; a hop to
+// another host is a request to that host (added to the workbench if it is
+// not there, and resolved and checked as any): h waits in its hops, and
+// it goes when that host's politeness allows.
+func (s *scheduler) followRobots(h *host, to string, hops int, now time.Time) {
+	h.robotsURL, h.robotsHops = to, hops
+	name := urlnorm.Host(to)
+	if name == h.name {
+		return
+	}
+	b := s.hosts[name]
+	if b == nil {
+		// Its origin is set by its first job, if one comes.
+		b = &host{name: name, hidx: -1, delay: s.o.HostDelay, grp: h.grp}
+		s.hosts[name] = b
+		s.f.c.hosts.Add(1)
+	}
+	b.lastUsed = now
+	b.hops = append(b.hops, h)
+	h.robotsVia = b
+	s.service(b, now)
+}
+
+// failHops ends the robots.txt hops waiting for h, which cannot be
+// fetched (h is dead, backing off or blocked): their robots.txt is
+// unreachable.
+func (s *scheduler) failHops(h *host, now time.Time) {
+	hops := h.hops
+	h.hops = nil
+	for i, a := range hops {
+		hops[i] = nil
+		a.robotsVia = nil
+		a.robotsURL, a.robotsHops = "", 0
+		s.robotsUnreachable(a, 0, now)
+		s.service(a, now)
+	}
+}
+
+// robotsUnreachable applies a robots.txt fetch of h that got a 5xx or a
+// 429 (status), or no answer (0): h is disallowed and backs off. Its last
+// good copy is kept, and since when it has been unreachable noted.
+func (s *scheduler) robotsUnreachable(h *host, status int, now time.Time) {
+	h.policy, h.rec.RobotsExpiry = nil, time.Time{}
+	if h.rec.RobotsUnreachableSince.IsZero() {
+		h.rec.RobotsUnreachableSince = now
+	}
+	h.rec.Failures++
+	if status == 0 { // no HTTP answer at all
+		s.backoffDeadEnd(h, now)
+	} else {
+		s.backoff(h, now)
+	}
+}
+
+// robotsFloorPaces sets the shortest lifetime of a robots.txt: that many
+// times its host's pace (its delay plus what the fetch took). A
+// robots.txt that asks not to be cached (no-cache, max-age=0) is then at
+// most one request in robotsFloorPaces of a host fetched without pause,
+// where fetching it before every page would double the load.
+const robotsFloorPaces = 100
+
+// applyRobots applies the outcome of a robots.txt request for h (made to
+// h, or a hop of its redirects on another host): a redirect to follow, the
+// policy found, or robots.txt unreachable.
 func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 	if t.location != "" {
-		h.robotsURL, h.robotsHops = t.location, t.hops+1
+		s.followRobots(h, t.location, t.hops+1, now)
 		return
 	}
 	h.robotsURL, h.robotsHops = "", 0
-	h.rec.RobotsStatus = uint16(t.httpStatus)
 	p := t.policy
 	if p == nil || p.Unavailable() {
-		h.policy, h.rec.Robots, h.rec.RobotsExpiry = nil, nil, time.Time{}
-		h.rec.Failures++
-		if t.httpStatus == 0 { // no HTTP answer at all
-			s.backoffDeadEnd(h, now)
-		} else {
-			s.backoff(h, now)
-		}
+		s.robotsUnreachable(h, t.httpStatus, now)
 		return
 	}
 	h.policy = p
 	h.robotsHere, h.freshRobots = true, false
-	h.rec.Robots, h.rec.RobotsExpiry, h.rec.CrawlDelay = t.body, now.Add(s.o.RobotsTTL), p.CrawlDelay()
-	h.rec.Failures, h.rec.BackoffUntil = 0, time.Time{}
+	h.rec.CrawlDelay = p.CrawlDelay()
 	h.delay = s.hostDelay(p.CrawlDelay())
+	if t.stale {
+		// Unreachable past robots.UnreachableLimit: the last good copy (or
+		// nothing) rules for RobotsTTL, and robots.txt stays unreachable.
+		h.rec.RobotsExpiry = now.Add(s.o.RobotsTTL)
+	} else {
+		h.rec.Robots, h.rec.RobotsStatus, h.rec.RobotsUnreachableSince = t.body, uint16(t.httpStatus), time.Time{}
+		floor := robotsFloorPaces * (s.gap(h) + t.took())
+		h.rec.RobotsExpiry = now.Add(robots.Lifetime(t.cacheControl, floor, s.o.RobotsTTL))
+		h.rec.Failures, h.rec.BackoffUntil = 0, time.Time{}
+	}
 	s.save(h)
 	h.jobs.filter(func(j *Job) bool {
 		if p.Allowed(urlnorm.PathQuery(j.URL)) {
@@ -874,7 +1073,7 @@ func (s *scheduler) save(h *host) {
 // there); what matters of them is in the HostStore.
 func (s *scheduler) evict(now time.Time) {
 	for name, h := range s.hosts {
-		if h.busy || h.hidx >= 0 || h.jobs.len() > 0 || len(h.sitemaps) > 0 ||
+		if h.busy || h.hidx >= 0 || h.jobs.len() > 0 || len(h.sitemaps) > 0 || h.robotsVia != nil || len(h.hops) > 0 ||
 			now.Sub(h.lastUsed) < s.idleTTL || now.Before(h.next) ||
 			now.Before(h.rec.BackoffUntil) || now.Before(h.deadUntil) {
 			continue

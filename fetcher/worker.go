@@ -48,6 +48,9 @@ type worker struct {
 	// nearDupFP is the SimHash of the page being classified when it is a
 	// near-duplicate (Result.NearDupOf), for its WARC metadata record.
 	nearDupFP uint64
+	// retryAfter is the Retry-After of the page being classified when it
+	// was answered 429 or 503, for its task.
+	retryAfter time.Duration
 }
 
 func newWorker(ctx context.Context, f *Fetcher) *worker {
@@ -333,6 +336,7 @@ func (w *worker) page(t *task) {
 		r.Status, r.Err = crawl.StatusError, why
 	default:
 		t.outcome = w.classify(r)
+		t.retryAfter, w.retryAfter = w.retryAfter, 0
 	}
 	// The page's records are written once it is read: what it says of
 	// itself (a near-duplicate, noindex) goes into the records after its
@@ -442,8 +446,12 @@ func (w *worker) classify(r *Result) outcome {
 		r.Status = crawl.StatusGone
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
 		// The server (or what is in front of it) is overloaded or down:
-		// retry the URL and count a failure of the host.
+		// retry the URL and count a failure of the host, no request to it
+		// before its Retry-After (page hands it to the task).
 		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: HTTP "+ex.statusText
+		if s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable {
+			w.retryAfter = retryAfter(ex.header, time.Now())
+		}
 		return outcomeFailure
 	case s >= 500:
 		// The server answered, with an error of this URL (500 and the
@@ -507,8 +515,12 @@ func mediaType(ct string) string {
 	return ct
 }
 
-// robots fetches robots.txt. A same-host redirect is handed back to the
-// scheduler (t.location) to be fetched as its own polite request.
+// robots fetches robots.txt, or a hop of its redirects. A redirect, to
+// any host, is handed back to the scheduler (t.location) to be fetched as
+// its own polite request, up to maxRobotsRedirects of them (RFC 9309
+// 2.3.1.2); past them robots.txt is unavailable, which allows everything.
+// A robots.txt unreachable past robots.UnreachableLimit (t.since) is read
+// as its last good copy (robots.Stale).
 func (w *worker) robots(t *task) {
 	f := w.f
 	f.c.robots.Add(1)
@@ -535,7 +547,7 @@ func (w *worker) robots(t *task) {
 		if loc := ex.header.Get("Location"); loc != "" {
 			if to, err := w.resolve(t.url, loc); err == nil {
 				r.RedirectTo = to
-				if urlnorm.Host(to) == t.name && t.hops < maxRobotsRedirects {
+				if urlnorm.Host(to) != "" && t.hops < maxRobotsRedirects {
 					t.location = to
 				}
 			}
@@ -543,6 +555,9 @@ func (w *worker) robots(t *task) {
 	case status == http.StatusTooManyRequests || status >= 500:
 		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: robots.txt HTTP "+ex.statusText
 		t.outcome = outcomeFailure
+		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+			t.retryAfter = retryAfter(ex.header, time.Now())
+		}
 	case status >= 400:
 		r.Status = crawl.StatusGone
 	case status == 0:
@@ -552,8 +567,48 @@ func (w *worker) robots(t *task) {
 	}
 	if t.location == "" {
 		t.policy = robots.FromResponse(status, t.body).Agent(f.o.RobotsAgent)
+		switch {
+		case !t.policy.Unavailable():
+			t.cacheControl = strings.Join(ex.header.Values("Cache-Control"), ",")
+		case !t.since.IsZero() && t.start.Sub(t.since) > robots.UnreachableLimit:
+			t.policy, t.stale = robots.Stale(int(t.lastStatus), t.lastGood).Agent(f.o.RobotsAgent), true
+		}
 	}
 	f.deliver(r)
+}
+
+// maxRetryAfter bounds the Retry-After read (the scheduler caps it at
+// Options.BackoffMax).
+const maxRetryAfter = 1 << 31 * time.Second
+
+// retryAfter returns the wait that the Retry-After of a 429 or 503 answer
+// with header h asks for (RFC 9110 10.2.3): delay-seconds, or an HTTP-date
+// counted from the answer's Date (the server's own clock, so that a
+// server whose clock is off asks for what it means) or, without a valid
+// Date, from now. 0: none, not valid, or past.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if c := v[0]; c >= '0' && c <= '9' {
+		n, err := strconv.ParseUint(v, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return maxRetryAfter
+		case err != nil:
+			return 0
+		}
+		return time.Duration(min(n, uint64(maxRetryAfter/time.Second))) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	return min(max(at.Sub(now), 0), maxRetryAfter)
 }
 
 // sitemap fetches a sitemap and reports its URLs. An index's same-host
@@ -589,8 +644,12 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 		return outcomeOK
 	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable || s == http.StatusBadGateway || s == http.StatusGatewayTimeout:
 		// The server (or what is in front of it) is overloaded or down:
-		// retry the URL and count a failure of the host.
+		// retry the URL and count a failure of the host, no request to it
+		// before its Retry-After.
 		r.Status, r.Retry, r.Err = crawl.StatusError, true, "fetcher: HTTP "+ex.statusText
+		if s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable {
+			t.retryAfter = retryAfter(ex.header, time.Now())
+		}
 		return outcomeFailure
 	case s >= 500:
 		// The server answered, with an error of this URL (500 and the

@@ -229,9 +229,33 @@ func (d *decoder) time() time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// appendHost appends the stored encoding of h to dst.
+// Host record encodings: version 1 is a record whose
+// RobotsUnreachableSince is zero, byte for byte as before that field
+// existed; version 2 appends RobotsUnreachableSince (appendTime). Both are
+// decoded.
+const (
+	hostVersion  = 1
+	hostVersion2 = 2
+)
+
+// appendHost appends the stored encoding of h to dst:
+//
+//	version        byte (hostVersion or hostVersion2)
+//	Robots         uvarint length, bytes
+//	RobotsStatus   uvarint
+//	RobotsExpiry   varint Unix ms (0: zero time)
+//	CrawlDelay     varint ns
+//	IPs            uvarint count, then each as uvarint length, netip binary
+//	IPsExpiry      varint Unix ms
+//	BackoffUntil   varint Unix ms
+//	Failures       uvarint
+//	RobotsUnreachableSince  varint Unix ms (version 2 only)
 func appendHost(dst []byte, h *HostRecord) []byte {
-	dst = append(dst, recordVersion)
+	v := byte(hostVersion)
+	if !h.RobotsUnreachableSince.IsZero() {
+		v = hostVersion2
+	}
+	dst = append(dst, v)
 	dst = appendBytes(dst, h.Robots)
 	dst = binary.AppendUvarint(dst, uint64(h.RobotsStatus))
 	dst = appendTime(dst, h.RobotsExpiry)
@@ -243,12 +267,16 @@ func appendHost(dst []byte, h *HostRecord) []byte {
 	}
 	dst = appendTime(dst, h.IPsExpiry)
 	dst = appendTime(dst, h.BackoffUntil)
-	return binary.AppendUvarint(dst, uint64(h.Failures))
+	dst = binary.AppendUvarint(dst, uint64(h.Failures))
+	if v == hostVersion2 {
+		dst = appendTime(dst, h.RobotsUnreachableSince)
+	}
+	return dst
 }
 
 func decodeHost(b []byte) (HostRecord, error) {
 	var h HostRecord
-	if len(b) < 1 || b[0] != recordVersion {
+	if len(b) < 1 || b[0] != hostVersion && b[0] != hostVersion2 {
 		return h, errBadValue
 	}
 	d := decoder{b: b[1:]}
@@ -272,6 +300,9 @@ func decodeHost(b []byte) (HostRecord, error) {
 	h.IPsExpiry = d.time()
 	h.BackoffUntil = d.time()
 	h.Failures = uint32(d.uvarint())
+	if b[0] == hostVersion2 {
+		h.RobotsUnreachableSince = d.time()
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return h, errBadValue
 	}

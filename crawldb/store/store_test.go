@@ -785,6 +785,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	b.UpsertCash("http://a.test/", 1, 0)
 	b.RecordFetch(FetchResult{URL: "http://a.test/", Status: StatusFetched})
 	b.PutHost("a.test", HostRecord{Robots: []byte("User-agent: *")})
+	b.PutHost("b.test", HostRecord{RobotsStatus: 200, RobotsUnreachableSince: time.UnixMilli(1)})
 	b.SentCheckAdd(3, 10)
 	b.PutDomain("a.test", 1, 2)
 	b.Revisit("http://a.test/", 0.5)
