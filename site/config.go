@@ -245,7 +245,7 @@ func (c Config) Validate() error {
 	if c.Backoff <= 0 || c.BackoffMax < c.Backoff {
 		bad("--backoff must be positive and at most --backoff-max")
 	}
-	if err := checkProxy(c.Proxy); err != nil {
+	if _, err := proxyFunc(c.Proxy); err != nil {
 		bad("--proxy %q: %v", c.Proxy, err)
 	}
 	if c.Contact != "" && strings.ContainsAny(c.Contact, " \t\r\n()") {

@@ -997,7 +997,7 @@ func fetcherOptions(cfg Config) (fetcher.Options, error) {
 		RespectNoIndex: cfg.RespectNoIndex, TLSInsecure: cfg.TLSInsecure, Cookies: cfg.Cookies,
 	}
 	var err error
-	if o.Proxy, err = proxyFunc(cfg.Proxy, os.Getenv); err != nil {
+	if o.Proxy, err = proxyFunc(cfg.Proxy); err != nil {
 		return o, fmt.Errorf("site: --proxy: %w", err)
 	}
 	if o.TLSRoots, err = tlsRoots(cfg.TLSCA); err != nil {
