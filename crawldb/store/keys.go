@@ -30,6 +30,7 @@ const (
 	pMark     = 'e' // e revhost 0 scheme port(2) pathquery → status: a generated URL fetched by another site (FetchedElsewhere)
 	pDue      = 'w' // w nextfetch-ms(8) revhost 0 scheme port(2) pathquery → empty: a fetched URL's next refetch (URLRecord.scheduled)
 	pNearDup  = 'n' // n revhost 0 scheme port(2) pathquery → the URL of the page it is a near-duplicate of (Batch.NearDup)
+	pDirs     = 'i' // i revhost 0 scheme port(2) pathquery → flags(1) canonical: a fetched page's noindex and rel=canonical (Batch.SetDirectives)
 )
 
 // MaxURLLen is the longest URL the database accepts.
