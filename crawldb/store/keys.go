@@ -108,6 +108,13 @@ func splitURL(u string) (urlParts, bool) {
 	return p, true
 }
 
+// ValidURL reports whether the database takes u as a URL: a normalised
+// absolute http(s) URL of at most MaxURLLen bytes (see splitURL).
+func ValidURL(u string) bool {
+	_, ok := splitURL(u)
+	return ok
+}
+
 // appendRevHost appends host with its labels reversed: h1.us.test → test.us.h1.
 func appendRevHost(dst []byte, host string) []byte {
 	end := len(host)
