@@ -48,6 +48,23 @@ const recFetchEmbeds = 'E'
 // possibly 0, and at the end the URL of the page it duplicates.
 const recFetchNearDup = 'N'
 
+// recFetchSignals is a fetch record of a result with the page's own
+// signals (fetcher.Result.NoIndex, Canonical, Traps): recFetchNearDup's
+// fields, its original possibly "", then a byte of signal flags (at least
+// one set), the canonical URL if sigCanonical, and the trap counts
+// (repetition, calendar: uvarints) if sigTraps. A result without them is
+// written as recFetch, recFetchEmbeds or recFetchNearDup, byte for byte as
+// before the signals existed.
+const recFetchSignals = 'X'
+
+// Signal flags of a recFetchSignals record.
+const (
+	sigNoIndex   = 1 << 0
+	sigCanonical = 1 << 1
+	sigTraps     = 1 << 2
+	knownSignals = sigNoIndex | sigCanonical | sigTraps
+)
+
 // Flags of a fetch record.
 const (
 	flagRetry     = 1 << 0
@@ -141,7 +158,19 @@ func (r *reader) str() string {
 // appendResult encodes a fetch result as a fetch segment record.
 func appendResult(dst []byte, res *fetcher.Result) []byte {
 	tag := byte(recFetch)
+	var signals byte
+	if res.NoIndex {
+		signals |= sigNoIndex
+	}
+	if res.Canonical != "" {
+		signals |= sigCanonical
+	}
+	if res.Traps.Repetition > 0 || res.Traps.Calendar > 0 {
+		signals |= sigTraps
+	}
 	switch {
+	case signals != 0:
+		tag = recFetchSignals
 	case res.NearDupOf != "":
 		tag = recFetchNearDup
 	case len(res.Embeds) > 0:
@@ -196,7 +225,7 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 	for _, l := range res.Links {
 		dst = appendString(dst, l)
 	}
-	if tag == recFetchEmbeds || tag == recFetchNearDup {
+	if tag != recFetch {
 		dst = binary.AppendUvarint(dst, uint64(len(res.Embeds)))
 		for _, l := range res.Embeds {
 			dst = appendString(dst, l)
@@ -217,8 +246,18 @@ func appendResult(dst []byte, res *fetcher.Result) []byte {
 			dst = appendTimeMS(dst, t)
 		}
 	}
-	if tag == recFetchNearDup {
+	if tag == recFetchNearDup || tag == recFetchSignals {
 		dst = appendString(dst, res.NearDupOf)
+	}
+	if tag == recFetchSignals {
+		dst = append(dst, signals)
+		if signals&sigCanonical != 0 {
+			dst = appendString(dst, res.Canonical)
+		}
+		if signals&sigTraps != 0 {
+			dst = binary.AppendUvarint(dst, uint64(max(res.Traps.Repetition, 0)))
+			dst = binary.AppendUvarint(dst, uint64(max(res.Traps.Calendar, 0)))
+		}
 	}
 	return dst
 }
@@ -252,6 +291,11 @@ type fetchRecord struct {
 	NotModified, Unchanged bool
 	// LastMods: a sitemap's <lastmod> of each of Links (nil: none).
 	LastMods []time.Time
+	// The page's own signals (fetcher.Result's): noindex, its
+	// rel=canonical target, the links the trap rules refused.
+	NoIndex   bool
+	Canonical string
+	Traps     fetcher.TrapCounts
 }
 
 // appendTimeMS appends t as a varint of Unix milliseconds (0: zero).
@@ -267,7 +311,7 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	r := reader{b: b}
 	var f fetchRecord
 	tag := r.byte1()
-	if tag != recFetch && tag != recFetchEmbeds && tag != recFetchNearDup {
+	if tag != recFetch && tag != recFetchEmbeds && tag != recFetchNearDup && tag != recFetchSignals {
 		return f, fmt.Errorf("%w: not a fetch record", errRecord)
 	}
 	f.Kind = fetcher.Kind(r.byte1())
@@ -292,7 +336,7 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 	for range n {
 		f.Links = append(f.Links, r.str())
 	}
-	if tag == recFetchEmbeds || tag == recFetchNearDup {
+	if tag != recFetch {
 		n := r.uvarint()
 		if n == 0 && tag == recFetchEmbeds || n > maxStrings || n > uint64(len(r.b)) {
 			return f, fmt.Errorf("%w: %d embeds", errRecord, n)
@@ -327,6 +371,12 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 			return f, fmt.Errorf("%w: near-duplicate record of %.100q without its original", errRecord, f.URL)
 		}
 	}
+	if tag == recFetchSignals {
+		f.NearDupOf = r.str()
+		if err := f.decodeSignals(&r); err != nil {
+			return f, err
+		}
+	}
 	if flags&^knownFlags != 0 || flags&(flagNotModified|flagUnchanged) != 0 && flags&flagRefetch == 0 ||
 		flags&flagValidators != 0 && flags&flagRefetch != 0 {
 		return f, fmt.Errorf("%w: fetch record flags %#x", errRecord, flags)
@@ -338,6 +388,31 @@ func decodeFetch(b []byte) (fetchRecord, error) {
 		return f, fmt.Errorf("%w: cash %v in fetch record of %.100q", errRecord, f.Cash, f.URL)
 	}
 	return f, nil
+}
+
+// decodeSignals decodes the signals of a recFetchSignals record.
+func (f *fetchRecord) decodeSignals(r *reader) error {
+	sig := r.byte1()
+	if r.err != nil {
+		return nil // reported with the record
+	}
+	if sig == 0 || sig&^knownSignals != 0 {
+		return fmt.Errorf("%w: fetch record of %.100q with signal flags %#x", errRecord, f.URL, sig)
+	}
+	f.NoIndex = sig&sigNoIndex != 0
+	if sig&sigCanonical != 0 {
+		if f.Canonical = r.str(); f.Canonical == "" && r.err == nil {
+			return fmt.Errorf("%w: fetch record of %.100q with an empty canonical", errRecord, f.URL)
+		}
+	}
+	if sig&sigTraps != 0 {
+		rep, cal := r.uvarint(), r.uvarint()
+		if rep > math.MaxInt32 || cal > math.MaxInt32 || rep == 0 && cal == 0 && r.err == nil {
+			return fmt.Errorf("%w: fetch record of %.100q with trap counts %d, %d", errRecord, f.URL, rep, cal)
+		}
+		f.Traps = fetcher.TrapCounts{Repetition: int32(rep), Calendar: int32(cal)}
+	}
+	return nil
 }
 
 // FetchedURLs lists, per round still on disk under dir (a site's data

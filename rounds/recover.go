@@ -103,5 +103,6 @@ func (f *fetchRecord) result(round uint64) *fetcher.Result {
 	return &fetcher.Result{Job: fetcher.Job{URL: f.URL, Host: f.Host, Round: round, Depth: f.Depth, Cash: f.Cash, Prev: f.Prev},
 		Kind: f.Kind, Status: f.Status, Retry: f.Retry, NoRequest: f.NoRequest, HTTPStatus: f.HTTPStatus,
 		RedirectTo: f.RedirectTo, Links: f.Links, Embeds: f.Embeds, NearDupOf: f.NearDupOf, ContentFP: f.ContentFP, Bytes: f.Bytes, FetchedAt: f.At, Err: f.Err, Wait: f.Wait, Truncated: f.Truncated,
-		ETag: f.ETag, LastModified: f.LastModified, NotModified: f.NotModified, Unchanged: f.Unchanged, LastMods: f.LastMods}
+		ETag: f.ETag, LastModified: f.LastModified, NotModified: f.NotModified, Unchanged: f.Unchanged, LastMods: f.LastMods,
+		NoIndex: f.NoIndex, Canonical: f.Canonical, Traps: f.Traps}
 }

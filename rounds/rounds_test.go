@@ -122,6 +122,9 @@ func FuzzDecodeFetch(f *testing.F) {
 	f.Add([]byte{recFetch})
 	embeds := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test", Cash: 1}, Links: []string{"http://a.test/x"}, Embeds: []string{"http://a.test/i.png"}}
 	f.Add(appendResult(nil, &embeds))
+	signals := fetcher.Result{Job: fetcher.Job{URL: "http://a.test/", Host: "a.test"}, NoIndex: true, Canonical: "http://a.test/c",
+		Traps: fetcher.TrapCounts{Repetition: 2, Calendar: 1}, NearDupOf: "http://a.test/o"}
+	f.Add(appendResult(nil, &signals))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeFetch(b)
 		if err != nil {
@@ -133,7 +136,8 @@ func FuzzDecodeFetch(f *testing.F) {
 		again := r.result(0)
 		r2, err := decodeFetch(appendResult(nil, again))
 		if err != nil || r2.URL != r.URL || r2.Cash != r.Cash || len(r2.Links) != len(r.Links) || !slices.Equal(r2.Embeds, r.Embeds) || r2.Truncated != r.Truncated ||
-			r2.Prev != r.Prev || r2.ETag != r.ETag || r2.LastModified != r.LastModified || r2.NotModified != r.NotModified || r2.Unchanged != r.Unchanged {
+			r2.Prev != r.Prev || r2.ETag != r.ETag || r2.LastModified != r.LastModified || r2.NotModified != r.NotModified || r2.Unchanged != r.Unchanged ||
+			r2.NearDupOf != r.NearDupOf || r2.NoIndex != r.NoIndex || r2.Canonical != r.Canonical || r2.Traps != r.Traps {
 			t.Fatalf("re-encoded record differs: %+v vs %+v (%v)", r2, r, err)
 		}
 	})
@@ -148,6 +152,9 @@ type testSite struct {
 	f   *fetcher.Fetcher
 	// robotsTTL is the fetcher's RobotsTTL (0: its default).
 	robotsTTL time.Duration
+	// onResult, if set, sees (and may change) each fetch result before
+	// the crawler does.
+	onResult func(*fetcher.Result)
 }
 
 func openDB(t *testing.T, dir string) *crawldb.DB {
@@ -171,10 +178,14 @@ func newCrawler(t *testing.T, ts *testSite, o Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	onResult := c.OnResult
+	if h := ts.onResult; h != nil {
+		onResult = func(r *fetcher.Result) { h(r); c.OnResult(r) }
+	}
 	f, err := fetcher.New(fetcher.Options{
 		Workers: 16, HostDelay: 10 * time.Millisecond, MaxCrawlDelay: 50 * time.Millisecond, AllowPrivate: true,
 		TotalTimeout: 2 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		Resolver: mustResolver(t, ts.sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: c.OnResult, Skip: c.Skip(),
+		Resolver: mustResolver(t, ts.sim.DNSAddr()), Hosts: c.Hosts(), Seen: c.Seen, OnResult: onResult, Skip: c.Skip(),
 		RobotsTTL: ts.robotsTTL,
 	})
 	if err != nil {

@@ -167,11 +167,22 @@ type stageBatch struct {
 	// NearDups are the fetched pages that are near-duplicates of others
 	// (fetcher.Result.NearDupOf), recorded by the update (store.Batch.NearDup).
 	NearDups []nearDupHint
+	// Directives are the fetched pages' noindex and rel=canonical
+	// (fetcher.Result.NoIndex, Canonical), and the refetched pages' that
+	// name none (to clear what their last fetch recorded), recorded by
+	// the update (store.Batch.SetDirectives).
+	Directives []directivesHint
 }
 
 // nearDupHint is a near-duplicate page and the page it duplicates.
 type nearDupHint struct {
 	URL, Of string
+}
+
+// directivesHint is a page's directives from its fetch (zero: none).
+type directivesHint struct {
+	URL string
+	D   store.Directives
 }
 
 // lastModHint is a sitemap's <lastmod> of a URL, in Unix milliseconds.
@@ -206,6 +217,13 @@ type stageStats struct {
 	// NearDups counts the fetched pages found near-duplicates of others
 	// (set by the update from the batches' near-duplicates).
 	NearDups int64 `json:",omitempty"`
+	// NoIndex and Canonical count the fetched pages that said noindex and
+	// that named another canonical URL (set by the update from the
+	// batches' directives).
+	NoIndex, Canonical int64 `json:",omitempty"`
+	// TrapRepetition and TrapCalendar count the links (of pages, redirects
+	// and sitemaps) that the trap rules refused (fetcher.Result.Traps).
+	TrapRepetition, TrapCalendar int64 `json:",omitempty"`
 }
 
 // refetched reports whether s counts any refetch.
@@ -220,6 +238,10 @@ func (s *stageStats) add(o *stageStats) {
 	s.Sitemaps += o.Sitemaps
 	s.SitemapDue += o.SitemapDue
 	s.NearDups += o.NearDups
+	s.NoIndex += o.NoIndex
+	s.Canonical += o.Canonical
+	s.TrapRepetition += o.TrapRepetition
+	s.TrapCalendar += o.TrapCalendar
 	s.Bytes += o.Bytes
 	s.Links += o.Links
 	s.Wait += o.Wait
@@ -263,6 +285,8 @@ func (s *stageStats) fill(st *RoundStats) {
 	st.Refetches, st.NotModified, st.Unchanged, st.Changed = s.Refetches, s.NotModified, s.Unchanged, s.Changed
 	st.SitemapDue = s.SitemapDue
 	st.NearDups = s.NearDups
+	st.NoIndex, st.Canonical = s.NoIndex, s.Canonical
+	st.Traps = TrapStats{Repetition: s.TrapRepetition, Calendar: s.TrapCalendar}
 	st.ByClass = map[string]int64{}
 	for i, n := range s.Class {
 		if n > 0 {
@@ -287,11 +311,24 @@ func (s *stageStats) fill(st *RoundStats) {
 // schedule, the refetch counters 0, no lastmod) is written in version 1,
 // byte for byte as before refetch existed. Version 3 is version 2 and
 // then the near-duplicates (a count, then each URL and its original's);
-// it is written only for a batch that has near-duplicates.
+// it is written only for a batch that has near-duplicates. Version 4 is
+// version 3 (its near-duplicates' count possibly 0) and then the pages'
+// directives (a count, then each URL, a flags byte of dirNoIndex and
+// dirCanonical, 0 for none, and the canonical URL if dirCanonical) and
+// the trap counters (TrapRepetition, TrapCalendar, uvarints); it is
+// written only for a batch that has directives or trap counts.
 const (
 	stageVersion  = 1
 	stageVersion2 = 2
 	stageVersion3 = 3
+	stageVersion4 = 4
+)
+
+// Flags of a staged page's directives.
+const (
+	dirNoIndex   = 1 << 0
+	dirCanonical = 1 << 1
+	knownDirs    = dirNoIndex | dirCanonical
 )
 
 // Flags of a staged fetch result.
@@ -312,6 +349,9 @@ func (s *stageBatch) encode() []byte {
 	}
 	if len(s.NearDups) > 0 {
 		version = stageVersion3
+	}
+	if len(s.Directives) > 0 || s.Stats.TrapRepetition != 0 || s.Stats.TrapCalendar != 0 {
+		version = stageVersion4
 	}
 	dst := []byte{recStage, version}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Ops)))
@@ -394,6 +434,25 @@ func (s *stageBatch) encode() []byte {
 			dst = appendString(dst, n.Of)
 		}
 	}
+	if version >= stageVersion4 {
+		dst = binary.AppendUvarint(dst, uint64(len(s.Directives)))
+		for _, d := range s.Directives {
+			dst = appendString(dst, d.URL)
+			var f byte
+			if d.D.NoIndex {
+				f |= dirNoIndex
+			}
+			if d.D.Canonical != "" {
+				f |= dirCanonical
+			}
+			dst = append(dst, f)
+			if f&dirCanonical != 0 {
+				dst = appendString(dst, d.D.Canonical)
+			}
+		}
+		dst = binary.AppendUvarint(dst, uint64(max(st.TrapRepetition, 0)))
+		dst = binary.AppendUvarint(dst, uint64(max(st.TrapCalendar, 0)))
+	}
 	var troubled []byte
 	if len(st.Troubled) > 0 {
 		troubled, _ = json.Marshal(st.Troubled)
@@ -411,7 +470,7 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 		return s, fmt.Errorf("%w: not a staged batch", errRecord)
 	}
 	version := r.byte1()
-	if version < stageVersion || version > stageVersion3 {
+	if version < stageVersion || version > stageVersion4 {
 		return s, fmt.Errorf("%w: staged batch version %d", errRecord, version)
 	}
 	count := func(what string) uint64 {
@@ -520,7 +579,7 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 	}
 	if version >= stageVersion3 {
 		n := r.uvarint()
-		if n == 0 || n > uint64(len(r.b)) {
+		if n == 0 && version == stageVersion3 || n > uint64(len(r.b)) {
 			r.fail()
 			n = 0
 		}
@@ -530,6 +589,32 @@ func decodeStage(b []byte, round uint64) (stageBatch, error) {
 				r.fail()
 			}
 			s.NearDups = append(s.NearDups, h)
+		}
+	}
+	if version >= stageVersion4 {
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.fail()
+			n = 0
+		}
+		for range n {
+			h := directivesHint{URL: r.str()}
+			f := r.byte1()
+			h.D.NoIndex = f&dirNoIndex != 0
+			if f&dirCanonical != 0 {
+				if h.D.Canonical = r.str(); h.D.Canonical == "" {
+					r.fail()
+				}
+			}
+			if h.URL == "" || f&^knownDirs != 0 {
+				r.fail()
+			}
+			s.Directives = append(s.Directives, h)
+		}
+		st.TrapRepetition = int64(min(r.uvarint(), math.MaxInt64))
+		st.TrapCalendar = int64(min(r.uvarint(), math.MaxInt64))
+		if len(s.Directives) == 0 && st.TrapRepetition == 0 && st.TrapCalendar == 0 {
+			r.fail() // written in version 3 or lower
 		}
 	}
 	if tj := r.str(); tj != "" && r.err == nil {

@@ -445,7 +445,7 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 	b := &acc.b
 	emit := acc.emit
 	round := p.ref.round
-	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) + len(b.NearDups)
+	n0 := len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) + len(b.NearDups) + len(b.Directives)
 	for _, res := range results {
 		b.Stats.count(res)
 		switch res.Kind {
@@ -507,6 +507,9 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 			continue
 		}
 		b.Ops = append(b.Ops, op)
+		if h, ok := directivesOf(res, op.Status); ok {
+			b.Directives = append(b.Directives, h)
+		}
 		var links, embeds []string
 		switch {
 		case res.Status == store.StatusFetched:
@@ -555,8 +558,25 @@ func (c *Crawler) mapResults(p *nodePart, results []*fetcher.Result, acc *stageA
 		}
 		acc.virtual.Add(distribute(emit, res.Cash, damping, links, depth))
 	}
-	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) + len(b.NearDups) - n0)
+	acc.size += 64 * (len(b.Ops) + len(b.Requeues) + len(b.Hops) + len(b.Links) + len(b.LastMods) + len(b.NearDups) + len(b.Directives) - n0)
 	return nil
+}
+
+// directivesOf returns the directives hint of a page's final result of
+// status st (a 304 has none: the page keeps its last fetch's): a fetched
+// page's noindex and canonical (one the crawl database does not take, or
+// the page's own URL, left out), and for a refetch that names neither the
+// zero hint, which clears what its last fetch recorded. ok is false for a
+// first fetch that names neither: it has nothing to record.
+func directivesOf(res *fetcher.Result, st store.Status) (h directivesHint, ok bool) {
+	h.URL = res.URL
+	if st == store.StatusFetched {
+		h.D.NoIndex = res.NoIndex
+		if c := res.Canonical; c != "" && c != res.URL && store.ValidURL(c) {
+			h.D.Canonical = c
+		}
+	}
+	return h, h.D != (store.Directives{}) || res.Prev != (fetcher.Prev{})
 }
 
 // fetchChange is what a page's fetch found against its previous fetch.
@@ -610,6 +630,8 @@ func (a *stageAcc) batch() *stageBatch {
 func (s *stageStats) count(res *fetcher.Result) {
 	s.Bytes += res.Bytes
 	s.Wait += int64(res.Wait)
+	s.TrapRepetition += int64(max(res.Traps.Repetition, 0))
+	s.TrapCalendar += int64(max(res.Traps.Calendar, 0))
 	switch res.Kind {
 	case fetcher.KindRobots:
 		s.Robots++

@@ -57,6 +57,15 @@ type RoundStats struct {
 	// NearDups counts the fetched pages found near-duplicates of pages
 	// fetched before (store.Store.NearDupOf holds what each duplicates).
 	NearDups int64 `json:"near_dups,omitempty"`
+	// NoIndex counts the fetched pages that said noindex (meta robots or
+	// X-Robots-Tag); Canonical, those that named another URL as their
+	// canonical (rel=canonical). store.Store.DirectivesOf holds each
+	// page's.
+	NoIndex   int64 `json:"noindex,omitempty"`
+	Canonical int64 `json:"canonical,omitempty"`
+	// Traps counts the links (of pages, redirects and sitemaps) that the
+	// trap rules refused, by rule.
+	Traps TrapStats `json:"traps,omitzero"`
 	// Troubled lists the hosts whose fetches in this round did not all
 	// succeed (at most maxTroubled of them): their fate in the round.
 	Troubled map[string]*HostFate `json:"troubled_hosts,omitempty"`
@@ -95,6 +104,18 @@ type RoundStats struct {
 	// left (see MarkEnd).
 	End *Finish `json:"end,omitempty"`
 }
+
+// TrapStats counts links refused as spider traps, by rule (see
+// fetcher.TrapCounts).
+type TrapStats struct {
+	// Repetition: a path segment, or a run of them, repeated too often.
+	Repetition int64 `json:"repetition"`
+	// Calendar: a calendar-like URL out of the rule's window.
+	Calendar int64 `json:"calendar"`
+}
+
+// Total returns the links refused by every rule.
+func (t TrapStats) Total() int64 { return t.Repetition + t.Calendar }
 
 // HostFate counts what happened to one host's fetches in a round.
 type HostFate struct {

@@ -238,6 +238,9 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	}
 	st.Leader = c.id
 	st.TroubledCount = len(st.Troubled)
+	if st.Traps.Total() > 0 {
+		c.log.Info("rounds: links refused as spider traps", "round", round, "repetition", st.Traps.Repetition, "calendar", st.Traps.Calendar)
+	}
 	if c.o.CheckCash {
 		off, err := c.cashError()
 		if err != nil {
@@ -430,6 +433,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	budget := map[string]int64{}
 	lastMods := map[string]int64{} // sitemap lastmods by URL, the latest
 	var nearDups []nearDupHint     // the fetched pages that are near-duplicates, with their originals
+	var dirs []directivesHint      // the fetched pages' noindex and canonical (and the refetched pages' none)
 	seen := map[string]bool{}      // a URL's result counts once
 	var mu sync.Mutex              // fold's state, for the parallel map of local results
 	fold := func(b *stageBatch) error {
@@ -467,6 +471,7 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 			lastMods[h.URL] = max(lastMods[h.URL], h.LastMod)
 		}
 		nearDups = append(nearDups, b.NearDups...)
+		dirs = append(dirs, b.Directives...)
 		for _, l := range b.Links {
 			c.links.offer(l.URL, l.Depth, l.Links, l.Weight)
 		}
@@ -588,6 +593,21 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 	for _, n := range nearDups {
 		stats.NearDups++
 		if err := add(func(b *store.Batch) { b.NearDup(n.URL, n.Of) }); err != nil {
+			return err
+		}
+	}
+	// By URL (a URL has one final result a round): the local ones come
+	// in no set order, and a leader that prepares the update again must
+	// put each in the same command.
+	slices.SortFunc(dirs, func(a, b directivesHint) int { return cmp.Compare(a.URL, b.URL) })
+	for _, d := range dirs {
+		if d.D.NoIndex {
+			stats.NoIndex++
+		}
+		if d.D.Canonical != "" {
+			stats.Canonical++
+		}
+		if err := add(func(b *store.Batch) { b.SetDirectives(d.URL, d.D) }); err != nil {
 			return err
 		}
 	}

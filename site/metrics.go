@@ -29,6 +29,12 @@ type metrics struct {
 	changed     prometheus.Counter
 	// nearDups: pages found near-duplicates (RoundStats.NearDups).
 	nearDups prometheus.Counter
+	// noIndex and canonical: pages that said noindex and that named
+	// another canonical URL (RoundStats.NoIndex, Canonical); trapLinks:
+	// links refused as spider traps, by rule (RoundStats.Traps).
+	noIndex   prometheus.Counter
+	canonical prometheus.Counter
+	trapLinks *prometheus.CounterVec
 
 	// dashPolls and dashSecs: GET /dashboard.json answered, and the time
 	// spent building and writing them (what a watching browser costs).
@@ -52,13 +58,19 @@ func newMetrics() *metrics {
 	m.unchanged = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_unchanged_total", Help: "Refetches answered 2xx with the body fetched before (same fingerprint)."})
 	m.changed = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_refetch_changed_total", Help: "Refetches that did not find the page unchanged: a new body, or a redirect, a gone page or an error."})
 	m.nearDups = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_near_dups_total", Help: "Fetched pages found near-duplicates of pages fetched before (SimHash within 3 bits; --near-dups)."})
+	m.noIndex = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_noindex_total", Help: "Fetched pages that said noindex (meta robots or X-Robots-Tag)."})
+	m.canonical = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_canonical_total", Help: "Fetched pages that named another URL as their canonical (rel=canonical)."})
+	m.trapLinks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_trap_links_total", Help: "Links refused as spider traps, by rule (repetition, calendar)."}, []string{"rule"})
+	for _, rule := range []string{"repetition", "calendar"} {
+		m.trapLinks.WithLabelValues(rule) // 0 from the start
+	}
 	m.phaseSecs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meridian_phase_seconds_total", Help: "Time spent in each phase of completed rounds."}, []string{"phase"})
 	m.lastRound = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meridian_last_round", Help: "The last completed round."})
 	m.dashPolls = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_polls_total", Help: "Dashboard updates served (GET /dashboard.json)."})
 	m.dashSecs = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_seconds_total", Help: "Time spent building and writing dashboard updates (waits for locks included)."})
 	m.dashCPU = prometheus.NewCounter(prometheus.CounterOpts{Name: "meridian_dashboard_cpu_seconds_total", Help: "CPU time spent building and writing dashboard updates (Linux; 0 elsewhere)."})
 	m.reg.MustRegister(m.rounds, m.pages, m.bytes, m.newURLs, m.revisits, m.phaseSecs, m.lastRound, m.dashPolls, m.dashSecs, m.dashCPU,
-		m.refetches, m.notModified, m.unchanged, m.changed, m.nearDups,
+		m.refetches, m.notModified, m.unchanged, m.changed, m.nearDups, m.noIndex, m.canonical, m.trapLinks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -77,6 +89,10 @@ func (m *metrics) round(st rounds.RoundStats) {
 	m.unchanged.Add(float64(st.Unchanged))
 	m.changed.Add(float64(st.Changed))
 	m.nearDups.Add(float64(st.NearDups))
+	m.noIndex.Add(float64(st.NoIndex))
+	m.canonical.Add(float64(st.Canonical))
+	m.trapLinks.WithLabelValues("repetition").Add(float64(st.Traps.Repetition))
+	m.trapLinks.WithLabelValues("calendar").Add(float64(st.Traps.Calendar))
 	m.phaseSecs.WithLabelValues("generate").Add(st.GenerateSeconds)
 	m.phaseSecs.WithLabelValues("fetch").Add(st.FetchSeconds)
 	m.phaseSecs.WithLabelValues("update").Add(st.UpdateSeconds)

@@ -56,6 +56,10 @@ func (st Status) WriteSummary(w io.Writer) error {
 	if l := r.Last; l != nil {
 		p("          last round %d: %d generated, %d fetched (%d 2xx), %d new URLs, fetch %.1fs, update %.1fs\n",
 			l.Round, l.Generated, l.Fetched, l.ByClass["2xx"], l.NewURLs, l.FetchSeconds, l.UpdateSeconds)
+		if l.NoIndex > 0 || l.Canonical > 0 || l.Traps.Total() > 0 {
+			p("          its pages: %d said noindex, %d named another canonical; %d links refused as spider traps (%d repetition, %d calendar)\n",
+				l.NoIndex, l.Canonical, l.Traps.Total(), l.Traps.Repetition, l.Traps.Calendar)
+		}
 	}
 
 	f := st.Fetcher

@@ -41,6 +41,10 @@ func TestWriteSummary(t *testing.T) {
 	idle := base // refetching on, nothing refetched yet
 	idle.CrawlDB.Scheduled = 340
 	idle.Refetch = &site.RefetchFigures{Rounds: 3, Window: 12}
+	signals := base
+	last := *base.Rounds.Last
+	last.NoIndex, last.Canonical, last.Traps = 12, 3, rounds.TrapStats{Repetition: 38, Calendar: 2}
+	signals.Rounds.Last = &last
 	fetchFrom := base
 	fetchFrom.Fetcher.FetchFrom = []netip.Addr{netip.MustParseAddr("127.0.2.1"), netip.MustParseAddr("127.0.2.2")}
 	sharded := base
@@ -68,7 +72,9 @@ func TestWriteSummary(t *testing.T) {
 	}{
 		{"one node", base, []string{"site eu, node eu-1 (leader), pid 42, up 1m15s", "rounds    5 done, phase fetch; in flight: 6 update, 7 fetch",
 			"last round 5: 100 generated, 98 fetched (90 2xx), 300 new URLs", "crawldb   1000 URLs, 600 in the frontier, 350 fetched (50 gone)"},
-			[]string{"nodes", "federation", "shards", "fetching from", "refetch", "freshness"}},
+			[]string{"nodes", "federation", "shards", "fetching from", "refetch", "freshness", "noindex", "spider traps"}},
+		{"signals", signals, []string{"last round 5: 100 generated, 98 fetched (90 2xx), 300 new URLs, fetch 0.0s, update 0.0s\n" +
+			"          its pages: 12 said noindex, 3 named another canonical; 40 links refused as spider traps (38 repetition, 2 calendar)\n"}, nil},
 		{"refetches", refetching, []string{"crawldb   1000 URLs, 600 in the frontier, 350 fetched (340 waiting for their refetch) (50 gone)\n",
 			"refetch   2.5/s over the last 60 rounds (7m30s): 1125 refetches, 40.0% answered 304 Not Modified\n",
 			"          est. freshness 81.0%: the share of refetched pages whose stored copy was still the live one (304 or the same body); per page a lower bound on its time-averaged freshness\n"},

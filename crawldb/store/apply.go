@@ -516,6 +516,13 @@ func (a *applier) apply(o *op) (OpResult, error) {
 		p, _ := splitURL(string(o.name)) // checked by decodeCommand
 		res.Applied = true
 		return res, a.set(nearDupKey(&p), o.payload, nil)
+	case OpDirectives:
+		p, _ := splitURL(string(o.name)) // checked by decodeCommand
+		res.Applied = true
+		if len(o.payload) == 0 {
+			return res, a.del(directivesKey(&p), nil)
+		}
+		return res, a.set(directivesKey(&p), o.payload, nil)
 	case OpPutDomain:
 		v := binary.BigEndian.AppendUint64(nil, math.Float64bits(o.lat))
 		v = binary.BigEndian.AppendUint64(v, math.Float64bits(o.lon))

@@ -37,6 +37,7 @@ const (
 	OpMakeDue                            // a fetched URL whose next fetch has come → back in the frontier, due, with a score
 	OpPark                               // an unfetched URL of a host over its budget leaves the frontier (URLRecord.Parked)
 	OpNearDup                            // a fetched page is a near-duplicate of another URL (Store.NearDupOf)
+	OpDirectives                         // a fetched page's noindex and rel=canonical, or none (Store.DirectivesOf)
 	opCount
 )
 
@@ -692,6 +693,16 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 				}
 				if _, ok := splitURL(string(o.payload)); !ok {
 					return ops, fmt.Errorf("%w: op %d: original %.200q", ErrBadURL, len(ops)-base, o.payload)
+				}
+			}
+		case OpDirectives:
+			o.name, o.payload = d.bytes(MaxURLLen), d.bytes(1+MaxURLLen)
+			if d.err == nil {
+				if _, ok := splitURL(string(o.name)); !ok {
+					return ops, fmt.Errorf("%w: op %d: directives of %.200q", ErrBadURL, len(ops)-base, o.name)
+				}
+				if _, ok := decodeDirectives(o.payload); !ok && len(o.payload) > 0 {
+					return ops, fmt.Errorf("%w: op %d: directives %q of %.200q", ErrCorruptCommand, len(ops)-base, o.payload, o.name)
 				}
 			}
 		default:

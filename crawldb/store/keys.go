@@ -30,6 +30,7 @@ const (
 	pMark     = 'e' // e revhost 0 scheme port(2) pathquery → status: a generated URL fetched by another site (FetchedElsewhere)
 	pDue      = 'w' // w nextfetch-ms(8) revhost 0 scheme port(2) pathquery → empty: a fetched URL's next refetch (URLRecord.scheduled)
 	pNearDup  = 'n' // n revhost 0 scheme port(2) pathquery → the URL of the page it is a near-duplicate of (Batch.NearDup)
+	pDirs     = 'i' // i revhost 0 scheme port(2) pathquery → flags(1) canonical: a fetched page's noindex and rel=canonical (Batch.SetDirectives)
 )
 
 // MaxURLLen is the longest URL the database accepts.
@@ -105,6 +106,13 @@ func splitURL(u string) (urlParts, bool) {
 	}
 	p.host, p.path = host, path
 	return p, true
+}
+
+// ValidURL reports whether the database takes u as a URL: a normalised
+// absolute http(s) URL of at most MaxURLLen bytes (see splitURL).
+func ValidURL(u string) bool {
+	_, ok := splitURL(u)
+	return ok
 }
 
 // appendRevHost appends host with its labels reversed: h1.us.test → test.us.h1.

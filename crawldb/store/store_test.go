@@ -790,6 +790,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	b.PutDomain("a.test", 1, 2)
 	b.Revisit("http://a.test/", 0.5)
 	b.FetchedElsewhere("http://b.test/x", StatusRedirect)
+	b.SetDirectives("http://a.test/", Directives{NoIndex: true, Canonical: "http://a.test/c"})
 	cmd, _ := b.Encode()
 	f.Add(slices.Clone(cmd))
 	f.Add([]byte{cmdMagic, cmdVersion, 0, 0, 0, 0, 0})
