@@ -311,6 +311,7 @@ func TestCanonicalRefreshFrames(t *testing.T) {
 			`<link rel=canonical href="/canon/element-loses"><a href="/canon/header?a=1">same</a>`},
 		"/c-self":         {"text/html", [][2]string{{"Link", `<ORIGIN/c-self>; rel=canonical`}}, `<link rel=canonical href="c-self#top"><a href="/x/2">x</a>`},
 		"/c-body":         {"text/html", nil, `<body><link rel=canonical href="/canon/in-body"></body>`},
+		"/c-header-self":  {"text/html", [][2]string{{"Link", `</c-header-self>; rel=canonical`}}, `<link rel=canonical href="/canon/said-second">`},
 		"/refresh-meta":   {"text/html", nil, `<meta http-equiv="refresh" content="5; URL='/refresh/meta'">`},
 		"/refresh-header": {"text/html", [][2]string{{"Refresh", "0;url=/refresh/header"}}, `<p>moved</p>`},
 		"/refresh-self":   {"text/html", [][2]string{{"Refresh", "30"}}, `<meta http-equiv=refresh content="30; url=/refresh-self">`},
@@ -320,7 +321,7 @@ func TestCanonicalRefreshFrames(t *testing.T) {
 	s := startSignalSite(t, pages)
 	o := s.origin
 	c := newCollector(1)
-	got := crawlPaths(t, s, signalOptions(t, c), c, "/c-element", "/c-header", "/c-self", "/c-body", "/refresh-meta", "/refresh-header", "/refresh-self", "/frames", "/iframe")
+	got := crawlPaths(t, s, signalOptions(t, c), c, "/c-element", "/c-header", "/c-self", "/c-body", "/c-header-self", "/refresh-meta", "/refresh-header", "/refresh-self", "/frames", "/iframe")
 	for p, w := range map[string]struct {
 		canonical string
 		links     []string
@@ -329,6 +330,7 @@ func TestCanonicalRefreshFrames(t *testing.T) {
 		"/c-header":       {o + "/canon/header?a=1", []string{o + "/canon/header?a=1", o + "/canon/element-loses"}},
 		"/c-self":         {"", []string{o + "/x/2"}},
 		"/c-body":         {"", nil},
+		"/c-header-self":  {"", []string{o + "/canon/said-second"}}, // the header said it first
 		"/refresh-meta":   {"", []string{o + "/refresh/meta"}},
 		"/refresh-header": {"", []string{o + "/refresh/header"}},
 		"/refresh-self":   {"", nil},
@@ -339,7 +341,7 @@ func TestCanonicalRefreshFrames(t *testing.T) {
 			t.Errorf("%s: canonical %q, links %q; want %q, %q", p, r.Canonical, r.Links, w.canonical, w.links)
 		}
 	}
-	want := []string{"/canon/element", "/canon/element-loses", "/canon/header?a=1", "/frame/1", "/frame/2", "/frame/3",
+	want := []string{"/canon/element", "/canon/element-loses", "/canon/header?a=1", "/canon/said-second", "/frame/1", "/frame/2", "/frame/3",
 		"/refresh/header", "/refresh/meta", "/x/1", "/x/2", "/x/3"}
 	if asked := follow(t, s, got); !slices.Equal(asked, want) {
 		t.Errorf("next round asked for\n %q\nwant\n %q", asked, want)

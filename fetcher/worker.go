@@ -471,7 +471,7 @@ func (w *worker) signals(r *Result, hs *headerSignals, p *links.Page, found []st
 			w.noIndexFrom = joinSource(w.noIndexFrom, "meta")
 			r.NoIndex = true
 		}
-		if canonical == "" {
+		if !hs.hasCanonical {
 			canonical = p.Canonical
 		}
 	}
@@ -503,6 +503,9 @@ type headerSignals struct {
 	robots    links.RobotsTag // X-Robots-Tag, for the robots agent
 	canonical string          // the first Link rel=canonical, normalised and in scope; "" if none (or the page itself)
 	refresh   string          // the Refresh target, likewise
+	// hasCanonical: a Link rel=canonical was given, even if canonical is
+	// "" (it named the page itself): the page's markup is not asked.
+	hasCanonical bool
 }
 
 // headerSignals reads the X-Robots-Tag, Link and Refresh headers of the
@@ -524,7 +527,7 @@ func (w *worker) headerSignals(r *Result) (s headerSignals) {
 		}
 		for i := range hl {
 			if hl[i].OfResource() && hl[i].HasRel("canonical") {
-				s.canonical = w.headerLink(pageURL, hl[i].Target)
+				s.canonical, s.hasCanonical = w.headerLink(pageURL, hl[i].Target), true
 				break
 			}
 		}

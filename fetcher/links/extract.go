@@ -41,8 +41,9 @@ type Page struct {
 	Canonical string
 }
 
-// Extractor extracts links from HTML pages. It reuses its buffers between
-// calls, so use one per worker goroutine; it is not safe for concurrent use.
+// Extractor extracts links from HTML pages (and feeds: ExtractFeed). It
+// reuses its buffers between calls, so use one per worker goroutine; it is
+// not safe for concurrent use.
 type Extractor struct {
 	norm     *urlnorm.Normalizer
 	scope    *urlnorm.Scope
