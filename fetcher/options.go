@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
+	"github.com/meridian-crawler/meridian/fetcher/links"
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/robots"
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
@@ -244,6 +245,7 @@ const (
 	defaultMaxFailures    = 3
 	defaultHostIdleTTL    = 2 * time.Minute
 	defaultSitemapURLs    = 50_000
+	defaultSitemapBytes   = links.MaxSitemapBytes
 
 	// maxRobotsRedirects is how many redirects a robots.txt fetch follows
 	// (same host only).
@@ -301,6 +303,9 @@ func (o *Options) ensureDefaults() {
 	if o.MaxCookieHosts == 0 {
 		o.MaxCookieHosts = defaultMaxCookieHosts
 	}
+	if o.MaxSitemapBytes == 0 {
+		o.MaxSitemapBytes = defaultSitemapBytes
+	}
 	if o.Normalizer == nil {
 		o.Normalizer = urlnorm.New(urlnorm.Options{})
 	}
@@ -338,6 +343,9 @@ func (o Options) Validate() error {
 	}
 	if o.MaxBodyBytes < 1 || o.MaxBodyBytes > 1<<30 {
 		bad("max body bytes must be in [1, %d], got %d", 1<<30, o.MaxBodyBytes)
+	}
+	if o.MaxSitemapBytes < 1 || o.MaxSitemapBytes > 1<<30 {
+		bad("max sitemap bytes must be in [1, %d], got %d", 1<<30, o.MaxSitemapBytes)
 	}
 	if o.MaxRedirectHops < 0 || o.MaxLinks < 0 || o.MaxFailures < 0 || o.MaxSitemapURLs < 0 {
 		bad("max redirect hops, max links, max failures and max sitemap urls must not be negative")

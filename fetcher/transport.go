@@ -188,7 +188,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex.proto = res.Proto
 	ex.statusText = res.Status
 	ex.header = res.Header
-	ex.reader = bodyReader{rc: res.Body, ex: ex, limit: w.f.o.MaxBodyBytes, ctx: req.Context(), run: w.ctx}
+	ex.reader = bodyReader{rc: res.Body, ex: ex, limit: w.bodyLimit(), ctx: req.Context(), run: w.ctx}
 	res.Body = &ex.reader
 	// The transport has already decoded Content-Encoding: gzip; colly must
 	// not gunzip anything else (it would do so without a size limit).

@@ -2,10 +2,8 @@ package fetcher
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -51,6 +49,9 @@ type worker struct {
 	// retryAfter is the Retry-After of the page being classified when it
 	// was answered 429 or 503, for its task.
 	retryAfter time.Duration
+	// noIndexFrom says where the page being classified said noindex
+	// (Result.NoIndex), for its WARC metadata record.
+	noIndexFrom string
 }
 
 func newWorker(ctx context.Context, f *Fetcher) *worker {
@@ -277,6 +278,23 @@ func (w *worker) writeNearDup(url, original string, fp uint64) {
 	}
 }
 
+// writeNoIndex records in the WARC file that the page at url asked not to
+// be indexed (a metadata record: "robots: noindex", where it said so, and
+// "archived: no" when its response was not written).
+func (w *worker) writeNoIndex(url string, archived bool) {
+	wr := w.f.o.WARC
+	if wr == nil {
+		return
+	}
+	fields := [][2]string{{"robots", "noindex"}, {"robots-source", w.noIndexFrom}}
+	if !archived {
+		fields = append(fields, [2]string{"archived", "no (respect-noindex)"})
+	}
+	if err := wr.Metadata(url, w.ex.start, fields); err != nil {
+		w.f.log.Warn("fetcher: write warc metadata", "url", url, "err", err)
+	}
+}
+
 // outcome classifies an exchange for the host's failure count.
 type outcome uint8
 
@@ -328,7 +346,7 @@ func (w *worker) page(t *task) {
 		return
 	}
 	w.fill(r)
-	w.nearDupFP = 0
+	w.nearDupFP, w.noIndexFrom = 0, ""
 	switch oc {
 	case outcomeFailure:
 		r.Status, r.Retry, r.Err = crawl.StatusError, true, why
@@ -340,11 +358,18 @@ func (w *worker) page(t *task) {
 	}
 	// The page's records are written once it is read: what it says of
 	// itself (a near-duplicate, noindex) goes into the records after its
-	// response.
+	// response. With RespectNoIndex a noindex page is not archived: its
+	// metadata record stands in for its request and response.
 	if w.ex.gotResponse && w.ctx.Err() == nil {
-		w.writeWARC(url, t)
+		archived := !(r.NoIndex && w.f.o.RespectNoIndex)
+		if archived {
+			w.writeWARC(url, t)
+		}
 		if r.NearDupOf != "" {
 			w.writeNearDup(url, r.NearDupOf, w.nearDupFP)
+		}
+		if r.NoIndex {
+			w.writeNoIndex(url, archived)
 		}
 	}
 	w.f.deliver(r)
@@ -396,10 +421,16 @@ func (w *worker) classify(r *Result) outcome {
 	case s >= 200 && s < 300:
 		r.Status = crawl.StatusFetched
 		r.Unchanged = ex.unchanged(&r.Prev)
+		hs := w.headerSignals(r)
 		if !isHTML(r.ContentType, ex.body) {
-			if w.f.o.PageRequisites && isCSS(r.ContentType, r.URL) {
+			var found []string
+			switch {
+			case isFeed(r.ContentType, ex.body):
+				found = w.feedLinks(r)
+			case w.f.o.PageRequisites && isCSS(r.ContentType, r.URL):
 				r.Embeds = w.ext.ExtractCSS(r.URL, ex.body).Embeds
 			}
+			w.signals(r, &hs, nil, found)
 			return outcomeOK
 		}
 		// An unchanged page is no duplicate of itself; its links are
@@ -411,9 +442,10 @@ func (w *worker) classify(r *Result) outcome {
 		if w.sh != nil {
 			w.sh.Reset() // Extract feeds it the page's text
 		}
+		w.ext.SetRobotsAgent(w.f.o.RobotsAgent)
 		p := w.ext.Extract(r.URL, r.ContentType, ex.body)
-		r.Links = slices.Clone(p.Links) // the strings stay valid; the slice is reused
-		r.Embeds = p.Embeds             // nil with requisites off; made anew by each page
+		w.signals(r, &hs, p, p.Links)
+		r.Embeds = p.Embeds // nil with requisites off; made anew by each page
 		if nd := w.f.o.NearDup; nd != nil && !r.Unchanged {
 			// A near-duplicate keeps its status and its links (a mirror
 			// with other navigation still leads somewhere).
@@ -463,6 +495,128 @@ func (w *worker) classify(r *Result) outcome {
 	return outcomeOK
 }
 
+// signals sets what a 2xx page's headers (hs) and, for an HTML page, its
+// markup (p, nil for other pages) say of it: r.NoIndex (X-Robots-Tag or
+// meta robots, w.noIndexFrom saying which), r.Canonical (a Link header's
+// before the markup's: the first said wins, and the header comes first)
+// and r.Links: none with nofollow (header or meta), else the header's
+// canonical and refresh targets first, then found (the page's or feed's
+// links), each once, at most MaxLinks. The canonical is recorded with
+// nofollow too, though it is not one of Links then.
+func (w *worker) signals(r *Result, hs *headerSignals, p *links.Page, found []string) {
+	nofollow, canonical := hs.robots.NoFollow, hs.canonical
+	if p != nil {
+		nofollow = nofollow || p.NoFollow
+		if p.NoIndex {
+			w.noIndexFrom = joinSource(w.noIndexFrom, "meta")
+			r.NoIndex = true
+		}
+		if !hs.hasCanonical {
+			canonical = p.Canonical
+		}
+	}
+	r.Canonical = canonical
+	if !nofollow {
+		r.Links = withHeaderLinks(found, hs.canonical, hs.refresh, w.f.o.MaxLinks)
+	}
+}
+
+// feedLinks returns the links of the feed in the exchange.
+func (w *worker) feedLinks(r *Result) []string {
+	p, err := w.ext.ExtractFeed(r.URL, r.ContentType, w.ex.body)
+	if err != nil {
+		w.f.log.Debug("fetcher: feed", "url", r.URL, "err", err)
+	}
+	return p.Links
+}
+
+// joinSource adds what to the sources of a noindex ("" if none yet).
+func joinSource(from, what string) string {
+	if from == "" {
+		return what
+	}
+	return from + ", " + what
+}
+
+// headerSignals are what a 2xx response's headers say of the page.
+type headerSignals struct {
+	robots    links.RobotsTag // X-Robots-Tag, for the robots agent
+	canonical string          // the first Link rel=canonical, normalised and in scope; "" if none (or the page itself)
+	refresh   string          // the Refresh target, likewise
+	// hasCanonical: a Link rel=canonical was given, even if canonical is
+	// "" (it named the page itself): the page's markup is not asked.
+	hasCanonical bool
+}
+
+// headerSignals reads the X-Robots-Tag, Link and Refresh headers of the
+// exchange, the 2xx response of r's page, and sets r.NoIndex if the
+// X-Robots-Tag says noindex. They apply to every page, HTML or not (a PDF
+// can say noindex).
+func (w *worker) headerSignals(r *Result) (s headerSignals) {
+	h, pageURL := w.ex.header, r.URL
+	if v := h["X-Robots-Tag"]; len(v) > 0 {
+		s.robots = links.ParseXRobotsTag(v, w.f.o.RobotsAgent)
+		if s.robots.NoIndex {
+			r.NoIndex, w.noIndexFrom = true, "X-Robots-Tag"
+		}
+	}
+	if v := h["Link"]; len(v) > 0 {
+		hl, err := links.ParseLinkHeader(v)
+		if err != nil {
+			w.f.log.Debug("fetcher: Link header", "url", pageURL, "err", err)
+		}
+		for i := range hl {
+			if hl[i].OfResource() && hl[i].HasRel("canonical") {
+				s.canonical, s.hasCanonical = w.headerLink(pageURL, hl[i].Target), true
+				break
+			}
+		}
+	}
+	if v := h["Refresh"]; len(v) > 0 {
+		if _, u, ok := links.ParseRefresh([]byte(v[0])); ok && len(u) > 0 {
+			s.refresh = w.headerLink(pageURL, string(u))
+		}
+	}
+	return s
+}
+
+// headerLink returns ref resolved against pageURL and normalised, "" if
+// it does not resolve, is the page itself or is out of scope.
+func (w *worker) headerLink(pageURL, ref string) string {
+	to, err := w.resolve(pageURL, ref)
+	if err != nil || to == pageURL || !w.f.o.Scope.AllowString(to) {
+		return ""
+	}
+	return to
+}
+
+// withHeaderLinks returns a page's Links: the header's canonical and
+// refresh targets ("" if none) first, then the body's links that are
+// neither, at most max in all. The slice is new; found is not kept.
+func withHeaderLinks(found []string, canonical, refresh string, max int) []string {
+	if refresh == canonical {
+		refresh = ""
+	}
+	if canonical == "" && refresh == "" {
+		return slices.Clone(found) // the strings stay valid; the slice is the extractor's
+	}
+	out := make([]string, 0, min(len(found)+2, max))
+	for _, l := range [2]string{canonical, refresh} {
+		if l != "" && len(out) < max {
+			out = append(out, l)
+		}
+	}
+	for _, l := range found {
+		if len(out) >= max {
+			break
+		}
+		if l != canonical && l != refresh {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // resolve returns ref resolved against the normalised URL base, normalised.
 func (w *worker) resolve(base, ref string) (string, error) {
 	if err := w.base.SetString(base); err != nil {
@@ -485,6 +639,25 @@ func isHTML(contentType string, body []byte) bool {
 		mt = mediaType(http.DetectContentType(body))
 	}
 	return mt == "text/html" || mt == "application/xhtml+xml"
+}
+
+// isFeed reports whether a body with this Content-Type is an RSS or Atom
+// feed read for links: application/rss+xml, application/atom+xml or
+// application/rdf+xml; or application/xml or text/xml (or no Content-Type
+// and a body that sniffs as XML) whose root element is rss, feed or
+// rdf:RDF (links.IsFeedRoot).
+func isFeed(contentType string, body []byte) bool {
+	mt := mediaType(contentType)
+	if mt == "" {
+		mt = mediaType(http.DetectContentType(body))
+	}
+	switch mt {
+	case "application/rss+xml", "application/atom+xml", "application/rdf+xml":
+		return true
+	case "application/xml", "text/xml":
+		return links.IsFeedRoot(body)
+	}
+	return false
 }
 
 // isCSS reports whether a body with this Content-Type is a style sheet
@@ -660,18 +833,16 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 		r.Status, r.Err = crawl.StatusError, "fetcher: HTTP "+ex.statusText
 		return outcomeOK
 	}
-	body := ex.body
-	if len(body) > 2 && body[0] == 0x1f && body[1] == 0x8b { // a .xml.gz served as is
-		var err error
-		if body, err = gunzip(body, w.f.o.MaxBodyBytes); err != nil {
-			r.Status, r.Err = crawl.StatusError, "fetcher: sitemap: "+err.Error()
-			return outcomeOK
-		}
-	}
-	entries, index, err := links.SitemapEntries(body, w.f.o.MaxSitemapURLs)
+	// A .xml.gz served as is is inflated as it is parsed; the inflated
+	// size is bounded as the fetched size is, by MaxSitemapBytes. XML or
+	// text is told by the body's start (links.Sitemap).
+	entries, index, err := links.ReadSitemap(ex.body, w.f.o.MaxSitemapURLs, w.f.o.MaxSitemapBytes)
 	if err != nil && len(entries) == 0 {
 		r.Status, r.Err = crawl.StatusError, "fetcher: sitemap: "+err.Error()
 		return outcomeOK
+	}
+	if err != nil {
+		w.f.log.Debug("fetcher: sitemap read in part", "url", r.URL, "entries", len(entries), "err", err)
 	}
 	r.Status = crawl.StatusFetched
 	n := w.f.o.Normalizer
@@ -710,18 +881,13 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 	return outcomeOK
 }
 
-// gunzip inflates a gzip body, at most limit bytes.
-func gunzip(b []byte, limit int64) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
+// bodyLimit is the most body bytes kept of the current request's
+// response: MaxSitemapBytes for a sitemap, MaxBodyBytes otherwise.
+func (w *worker) bodyLimit() int64 {
+	if w.cur != nil && w.cur.kind == taskSitemap {
+		return w.f.o.MaxSitemapBytes
 	}
-	defer zr.Close()
-	out, err := io.ReadAll(io.LimitReader(zr, limit))
-	if err != nil && len(out) == 0 {
-		return nil, err
-	}
-	return out, nil
+	return w.f.o.MaxBodyBytes
 }
 
 // setup loads the host's stored state, resolves its name if needed and

@@ -162,7 +162,14 @@ func (e *Extractor) embedTag(z *html.Tokenizer, tt html.TokenType) {
 		return // no embedding tag, no url() in a style attribute
 	}
 	var a embedAttrs
-	if s, ok := newAttrScanner(raw); ok {
+	a.read(z)
+	e.embedAttrs(kind, &a)
+}
+
+// read takes the attributes of the current tag. The tokenizer's
+// attributes can be read once only.
+func (a *embedAttrs) read(z *html.Tokenizer) {
+	if s, ok := newAttrScanner(z.Raw()); ok {
 		for {
 			k, v, more := s.next()
 			if !more {
@@ -170,17 +177,21 @@ func (e *Extractor) embedTag(z *html.Tokenizer, tt html.TokenType) {
 			}
 			a.take(k, v)
 		}
-	} else {
-		for {
-			k, v, more := z.TagAttr()
-			if k != nil {
-				a.take(k, v)
-			}
-			if !more {
-				break
-			}
+		return
+	}
+	for {
+		k, v, more := z.TagAttr()
+		if k != nil {
+			a.take(k, v)
+		}
+		if !more {
+			break
 		}
 	}
+}
+
+// embedAttrs takes the embeds of a tag of this kind with these attributes.
+func (e *Extractor) embedAttrs(kind int, a *embedAttrs) {
 	switch kind {
 	case embImg:
 		if a.has&hasSrc != 0 {

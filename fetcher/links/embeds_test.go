@@ -35,7 +35,8 @@ func TestExtractEmbeds(t *testing.T) {
 		{name: "link rels", body: `<link rel="stylesheet" href="s.css"><link rel="shortcut icon" href="/favicon.ico"><link rel="apple-touch-icon" href="t.png">` +
 			`<link rel="preload" as="font" href="f.woff2"><link rel="preload" as="fetch" href="data.json"><link rel="modulepreload" href="m.js">` +
 			`<link rel="alternate" href="feed.xml"><link rel="canonical" href="c.html"><link rel="ICON" href="i.ico"><link href="norel.css">`,
-			embeds: []string{d + "s.css", "http://h1.us.test/favicon.ico", d + "t.png", d + "f.woff2", d + "m.js", d + "i.ico"}},
+			embeds: []string{d + "s.css", "http://h1.us.test/favicon.ico", d + "t.png", d + "f.woff2", d + "m.js", d + "i.ico"},
+			links:  []string{d + "c.html"}}, // the canonical is a link, not an embed
 		{name: "style element: url(), @import string and url()", body: `<style>@import "a.css"; @import url('b.css') screen; .x { background: URL( "c.png" ) } /* url(d.png) */ .y{content:"url(e.png)"}</style>`,
 			embeds: []string{d + "a.css", d + "b.css", d + "c.png"}},
 		{name: "style attributes, data: and #id skipped", body: `<div style="background:url(bg.png)"><p style='mask: url(#m); background: url(data:image/png;base64,AAAA)'>` +

@@ -2,6 +2,7 @@ package links
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/net/html"
@@ -15,8 +16,8 @@ const DefaultMaxLinks = 5000
 // Page is what Extract found in one HTML page.
 type Page struct {
 	Links    []string // normalised, in-scope, followable links, each once, in document order
-	NoFollow bool     // <meta name="robots" content="...nofollow..."> (or "none"): Links is empty
-	NoIndex  bool     // <meta name="robots" content="...noindex..."> (or "none")
+	NoFollow bool     // <meta name="robots" content="...nofollow..."> (or "none", or name the robots agent): Links is empty
+	NoIndex  bool     // <meta name="robots" content="...noindex..."> (or "none", or name the robots agent)
 	Base     string   // the effective base URL: the first <base href> resolved, else the page URL
 	BadLinks int      // hrefs that failed normalisation (other schemes, bad hosts, too long), skipped
 
@@ -33,10 +34,16 @@ type Page struct {
 	// EmbedsTruncated: maxLinks embeds were kept and the page had more,
 	// which were dropped.
 	EmbedsTruncated bool
+
+	// Canonical is the target of the first <link rel=canonical href> in
+	// the head, normalised; "" if there is none, or it is the page itself,
+	// out of scope or unusable. It is also one of Links (unless NoFollow).
+	Canonical string
 }
 
-// Extractor extracts links from HTML pages. It reuses its buffers between
-// calls, so use one per worker goroutine; it is not safe for concurrent use.
+// Extractor extracts links from HTML pages (and feeds: ExtractFeed). It
+// reuses its buffers between calls, so use one per worker goroutine; it is
+// not safe for concurrent use.
 type Extractor struct {
 	norm     *urlnorm.Normalizer
 	scope    *urlnorm.Scope
@@ -48,6 +55,11 @@ type Extractor struct {
 	urlSet         // the page's links
 	scratch []byte // <base> resolution
 	pageURL []byte
+
+	agent string // the robots agent, lower-case (SetRobotsAgent)
+	// Per page: the head has ended (</head>, <body>, or a tag that cannot
+	// be in a head); a <link rel=canonical> or a meta refresh was read.
+	headDone, canonicalSeen, refreshSeen bool
 
 	requisites bool
 	embeds     urlSet // the page's embeds, with requisites on
@@ -101,13 +113,31 @@ type TextSink interface {
 // SetText makes Extract pass every token to t (nil: none).
 func (e *Extractor) SetText(t TextSink) { e.text = t }
 
+// SetRobotsAgent makes Extract read <meta name=AGENT> (case-insensitive)
+// as it reads <meta name=robots>, as Google reads <meta name=googlebot>
+// ("": only <meta name=robots>). agent is a robots.txt product token such
+// as "meridian".
+func (e *Extractor) SetRobotsAgent(agent string) {
+	if !strings.EqualFold(agent, e.agent) {
+		e.agent = strings.ToLower(agent)
+	}
+}
+
 // Extract parses an HTML body fetched from pageURL (normalised), served
 // with the Content-Type contentType ("" if none), and returns its links.
 // The first <base href> (resolved against pageURL) is the base for the
-// links after it; <a href> and <area href> are links; links whose rel
-// contains "nofollow" are skipped; a page with meta robots nofollow
-// returns no links. Links in <noscript> and <noframes> are read. Extract
-// never panics, and its work is linear in len(body). The returned Page is
+// links after it. Links are <a href> and <area href>; <iframe src> and
+// <frame src> (frames are pages); the URL of the first <meta
+// http-equiv=refresh> (ParseRefresh); <link rel=alternate href> of type
+// application/rss+xml or application/atom+xml (a feed); and the first
+// <link rel=canonical href> in the head (also in Page.Canonical). The head
+// ends at </head>, at <body> or at the first start tag that cannot be in a
+// head (text does not end it here); a canonical link after it is ignored,
+// as Google ignores one in the body. Links whose rel contains "nofollow"
+// are skipped; a page with meta robots nofollow (<meta name=robots>, or
+// <meta name=AGENT> for the robots agent, see SetRobotsAgent) returns no
+// links. Links in <noscript> and <noframes> are read. Extract never
+// panics, and its work is linear in len(body). The returned Page is
 // reused by the next call; its Links slice and strings are not, and stay
 // valid.
 func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
@@ -131,9 +161,16 @@ func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 			e.text.Token(z, tt)
 		}
 		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+			if tt == html.EndTagToken && !e.headDone && endsHead(z.Raw()) {
+				e.headDone = true
+			}
 			continue
 		}
-		switch tagOf(z.Raw()) {
+		tag := tagOf(z.Raw())
+		if !e.headDone && (tag == tagA || tag == tagFrame || tag == tagOther && !inHead(z.Raw())) {
+			e.headDone = true
+		}
+		switch tag {
 		case tagA:
 			if p.NoFollow {
 				continue
@@ -156,7 +193,17 @@ func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 				e.setBase(href)
 			}
 		case tagMeta:
-			e.meta(z)
+			if !e.meta(z) {
+				return e.finish()
+			}
+		case tagLink:
+			if !e.linkTag(z) {
+				return e.finish()
+			}
+		case tagFrame:
+			if !e.frameTag(z) {
+				return e.finish()
+			}
 		case tagNoRaw:
 			z.NextIsNotRawText() // parse <noscript> and <noframes> content as markup
 		default:
@@ -170,6 +217,7 @@ func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 
 func (e *Extractor) reset() {
 	e.page = Page{}
+	e.headDone, e.canonicalSeen, e.refreshSeen = false, false, false
 	e.urlSet.reset()
 	if e.requisites {
 		e.embeds.reset()
@@ -285,9 +333,11 @@ func (s *urlSet) strings() []string {
 	return out
 }
 
-// meta handles <meta name="robots" content="...">.
-func (e *Extractor) meta(z *html.Tokenizer) {
-	var name, content []byte
+// meta handles <meta name="robots" content="..."> (and name=AGENT) and
+// <meta http-equiv=refresh content="...">. It returns false if the link
+// cap was reached (Page.Truncated).
+func (e *Extractor) meta(z *html.Tokenizer) bool {
+	var name, content, equiv []byte
 	for {
 		k, v, more := z.TagAttr()
 		switch string(k) {
@@ -295,24 +345,29 @@ func (e *Extractor) meta(z *html.Tokenizer) {
 			name = v
 		case "content":
 			content = v
+		case "http-equiv":
+			equiv = v
 		}
 		if !more {
 			break
 		}
 	}
-	if !asciiEqualFold(bytes.TrimSpace(name), "robots") {
-		return
+	if name = bytes.TrimSpace(name); asciiEqualFold(name, "robots") || e.agent != "" && asciiEqualFold(name, e.agent) {
+		t := RobotsTag{NoIndex: e.page.NoIndex, NoFollow: e.page.NoFollow}
+		t.metaDirectives(content)
+		e.page.NoIndex, e.page.NoFollow = t.NoIndex, t.NoFollow
 	}
-	for _, tok := range bytes.FieldsFunc(content, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' }) {
-		switch {
-		case asciiEqualFold(tok, "nofollow"):
-			e.page.NoFollow = true
-		case asciiEqualFold(tok, "noindex"):
-			e.page.NoIndex = true
-		case asciiEqualFold(tok, "none"):
-			e.page.NoFollow, e.page.NoIndex = true, true
+	if !e.refreshSeen && asciiEqualFold(bytes.TrimSpace(equiv), "refresh") {
+		e.refreshSeen = true // browsers act on the first one only
+		if _, u, ok := ParseRefresh(content); ok && len(u) > 0 {
+			if e.kept >= e.maxLinks {
+				e.page.Truncated = true
+				return false
+			}
+			e.add(u)
 		}
 	}
+	return true
 }
 
 // linkHref returns the href of an <a> or <area> tag unless the tag has no
@@ -370,7 +425,11 @@ func attr(z *html.Tokenizer, key string) ([]byte, bool) {
 
 // relNoFollow reports whether the space-separated rel tokens include
 // "nofollow" (case-insensitive).
-func relNoFollow(rel []byte) bool {
+func relNoFollow(rel []byte) bool { return relHas(rel, "nofollow") }
+
+// relHas reports whether the space-separated rel tokens include tok (a
+// lower-case token; compared case-insensitively).
+func relHas(rel []byte, tok string) bool {
 	for len(rel) > 0 {
 		i := 0
 		for i < len(rel) && isSpace(rel[i]) {
@@ -380,7 +439,7 @@ func relNoFollow(rel []byte) bool {
 		for j < len(rel) && !isSpace(rel[j]) {
 			j++
 		}
-		if asciiEqualFold(rel[i:j], "nofollow") {
+		if asciiEqualFold(rel[i:j], tok) {
 			return true
 		}
 		rel = rel[j:]
@@ -413,6 +472,8 @@ const (
 	tagA     // <a> and <area>
 	tagBase
 	tagMeta
+	tagLink
+	tagFrame // <iframe>, <frame>
 	tagNoRaw // <noscript>, <noframes>
 )
 
@@ -440,6 +501,16 @@ func tagOf(raw []byte) int {
 			return tagBase
 		case asciiEqualFold(name, "meta"):
 			return tagMeta
+		case asciiEqualFold(name, "link"):
+			return tagLink
+		}
+	case 5:
+		if asciiEqualFold(name, "frame") {
+			return tagFrame
+		}
+	case 6:
+		if asciiEqualFold(name, "iframe") {
+			return tagFrame
 		}
 	case 8:
 		if asciiEqualFold(name, "noscript") || asciiEqualFold(name, "noframes") {

@@ -22,8 +22,10 @@ func TestExtract(t *testing.T) {
 	}{
 		{name: "a and area", body: `<a href="a.html">x</a><map><area href="/b.html"></map><A HREF=c.html>`,
 			links: []string{"http://h1.us.test/dir/a.html", "http://h1.us.test/b.html", "http://h1.us.test/dir/c.html"}},
-		{name: "other tags ignored", body: `<link href="/style"><img src="/i.png"><a name="x">anchor</a><iframe src="/f"></iframe><abbr href="/abbr">`,
+		{name: "other tags ignored", body: `<link href="/style"><link rel=alternate href="/alt"><img src="/i.png"><a name="x">anchor</a><abbr href="/abbr"><frameset src="/fs">`,
 			links: nil},
+		{name: "frames are pages", body: `<iframe src="/f"></iframe><IFRAME SRC=g.html></IFRAME><frameset><frame src="/h"><frame name=x></frameset><iframe srcdoc="<a href=/no>">`,
+			links: []string{"http://h1.us.test/f", "http://h1.us.test/dir/g.html", "http://h1.us.test/h"}},
 		{name: "base: first one, resolved against the page", body: `<head><base href="../other/"><base href="http://elsewhere.test/"></head><a href="x">x</a>`,
 			links: []string{"http://h1.us.test/other/x"},
 			check: func(p *Page) bool { return p.Base == "http://h1.us.test/other/" }, expect: "Base http://h1.us.test/other/"},

@@ -19,6 +19,9 @@ func FuzzExtract(f *testing.F) {
 		`<noscript><a href=/n></noscript>`, `<area href="//other.test:8080/x">`, `<a href="HTTP://X.TEST:80/%7e/../a?sid=1#f">`,
 		`<!-- <a href="/c"> --><a href='/q?a&b'>`, `<a href="#top">`, `<base href="javascript:x"><a href=y>`,
 		strings.Repeat(`<a href="/p/`, 50), `<svg><a href="/svg"/></svg>`, `<a href=" http://h1.us.test/ ">`,
+		`<link rel=canonical href=/c><meta http-equiv=refresh content="0; url='/r'"><iframe src=/i></iframe><frame src=/f>`,
+		`<link rel="alternate canonical" type=application/rss+xml href=/feed><body><link rel=canonical href=/late>`,
+		`<meta name=meridian content=nofollow><link rel=canonical href=page.html>`,
 	} {
 		f.Add(pageURL, []byte(s))
 	}
@@ -26,8 +29,10 @@ func FuzzExtract(f *testing.F) {
 	n := urlnorm.New(urlnorm.Options{})
 	scope := &urlnorm.Scope{}
 	x := NewExtractor(n, scope, 50)
+	x.SetRobotsAgent("meridian")
 	req := NewExtractor(n, scope, 50) // with requisites: the same links, and embeds as clean
 	req.SetRequisites(true)
+	req.SetRobotsAgent("meridian")
 	f.Fuzz(func(t *testing.T, page string, body []byte) {
 		r := req.Extract(page, "", body)
 		embeds := map[string]bool{}
@@ -52,6 +57,11 @@ func FuzzExtract(f *testing.F) {
 		}
 		if len(p.Links) > 50 || (p.NoFollow && len(p.Links) > 0) {
 			t.Fatalf("%d links, nofollow %v", len(p.Links), p.NoFollow)
+		}
+		if c := p.Canonical; c != "" {
+			if c == page || !scope.AllowString(c) || !p.NoFollow && !slices.Contains(p.Links, c) {
+				t.Fatalf("canonical %q is the page, out of scope or not among the links %q", c, p.Links)
+			}
 		}
 		seen := map[string]bool{}
 		for _, l := range p.Links {

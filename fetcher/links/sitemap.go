@@ -1,6 +1,7 @@
 package links
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/xml"
@@ -25,17 +26,31 @@ const (
 	maxLocLen = 8 << 10
 )
 
-// ErrNotSitemap: the document's root element is not <urlset> or <sitemapindex>.
-var ErrNotSitemap = errors.New("links: not a sitemap")
+// Sentinel errors.
+var (
+	// ErrNotSitemap: the document's root element is not <urlset> or
+	// <sitemapindex>.
+	ErrNotSitemap = errors.New("links: not a sitemap")
+	// ErrSitemapTooLarge: the sitemap is longer than the bound on its
+	// (inflated) size; the URLs before the bound were read.
+	ErrSitemapTooLarge = errors.New("links: sitemap too large")
+)
 
 // Sitemap returns the <loc> URLs of a sitemap (<urlset><url><loc>) or, with
 // index true, of a sitemap index (<sitemapindex><sitemap><loc>), trimmed but
 // not normalised, at most limit of them (<= 0: DefaultSitemapLimit). A body
 // that starts with the gzip magic is inflated first (at most
-// MaxSitemapBytes). Element names are matched by local name, whatever their
-// namespace; an encoding other than UTF-8 named in the XML declaration is
-// decoded. Malformed XML gives an error that says where (line, column and
-// byte offset) together with the URLs read before it.
+// MaxSitemapBytes: past them, ErrSitemapTooLarge with the URLs before).
+// Element names are matched by local name, whatever their namespace; an
+// encoding other than UTF-8 named in the XML declaration is decoded.
+// Malformed XML gives an error that says where (line, column and byte
+// offset) together with the URLs read before it.
+//
+// A text sitemap (sitemaps.org: one URL per line, UTF-8) is told from XML
+// by its start: past a UTF-8 byte order mark and white space, a body that
+// starts with "http://" or "https://" (any case) is one. Its lines are
+// trimmed; empty lines and lines that do not start so (or longer than
+// 8 KiB) are skipped.
 func Sitemap(body []byte, limit int) (locs []string, index bool, err error) {
 	entries, index, err := sitemap(body, limit, MaxSitemapBytes)
 	locs = make([]string, len(entries))
@@ -62,6 +77,17 @@ func SitemapEntries(body []byte, limit int) (entries []SitemapEntry, index bool,
 	return sitemap(body, limit, MaxSitemapBytes)
 }
 
+// ReadSitemap is SitemapEntries with maxBytes (<= 0: MaxSitemapBytes) as
+// the bound on the sitemap's size, inflated or not: past it, the entries
+// read before come with an error wrapping ErrSitemapTooLarge. It inflates
+// a gzipped body as it parses it, never all at once.
+func ReadSitemap(body []byte, limit int, maxBytes int64) (entries []SitemapEntry, index bool, err error) {
+	if maxBytes <= 0 {
+		maxBytes = MaxSitemapBytes
+	}
+	return sitemap(body, limit, maxBytes)
+}
+
 // lastModLayouts are the W3C Datetime forms of <lastmod>.
 var lastModLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02", "2006-01", "2006"}
 
@@ -86,9 +112,14 @@ func sitemap(body []byte, limit int, maxBytes int64) (locs []SitemapEntry, index
 		if err != nil {
 			return nil, false, fmt.Errorf("links: sitemap: gzip: %w", err)
 		}
-		r = io.LimitReader(zr, maxBytes)
+		r = zr
 	}
-	d := xml.NewDecoder(r)
+	br := bufio.NewReaderSize(&capReader{r: r, left: maxBytes, max: maxBytes}, maxLocLen+64)
+	if isTextSitemap(br) {
+		locs, err := textSitemap(br, limit)
+		return locs, false, err
+	}
+	d := xml.NewDecoder(br)
 	d.CharsetReader = charset.NewReaderLabel
 	d.Entity = xml.HTMLEntity
 	var (
@@ -171,4 +202,77 @@ func sitemap(body []byte, limit int, maxBytes int64) (locs []SitemapEntry, index
 		}
 	}
 	return locs, index, nil
+}
+
+// capReader reads r up to max bytes; past them its error wraps
+// ErrSitemapTooLarge, at every call (a bufio.Reader's Peek may swallow
+// the first).
+type capReader struct {
+	r    io.Reader
+	left int64
+	max  int64
+	err  error
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.left <= 0 {
+		var one [1]byte
+		n, err := io.ReadFull(c.r, one[:])
+		switch {
+		case n > 0:
+			c.err = fmt.Errorf("%w: more than %d bytes", ErrSitemapTooLarge, c.max)
+		case err == nil || errors.Is(err, io.ErrUnexpectedEOF):
+			c.err = io.EOF
+		default:
+			c.err = err
+		}
+		return 0, c.err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// isTextSitemap reports whether the sitemap br reads is a text one: past
+// a UTF-8 byte order mark and white space, it starts with "http://" or
+// "https://" (any case). It only peeks.
+func isTextSitemap(br *bufio.Reader) bool {
+	b, _ := br.Peek(512)
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return isAbsoluteHTTP(b)
+}
+
+// textSitemap reads a text sitemap's URLs, one a line, at most limit.
+func textSitemap(br *bufio.Reader, limit int) ([]SitemapEntry, error) {
+	var locs []SitemapEntry
+	first := true
+	for line := 1; len(locs) < limit; line++ {
+		b, err := br.ReadSlice('\n')
+		long := false
+		for errors.Is(err, bufio.ErrBufferFull) { // longer than the buffer: skipped
+			long = true
+			_, err = br.ReadSlice('\n')
+		}
+		if first {
+			b, first = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")), false
+		}
+		cut := err != nil && err != io.EOF // a last line cut short is no URL
+		if b = bytes.TrimSpace(b); !long && !cut && len(b) <= maxLocLen && isAbsoluteHTTP(b) {
+			locs = append(locs, SitemapEntry{Loc: string(b)})
+		}
+		switch {
+		case err == io.EOF:
+			return locs, nil
+		case err != nil:
+			return locs, fmt.Errorf("links: text sitemap: line %d: %w", line, err)
+		}
+	}
+	return locs, nil
 }

@@ -102,8 +102,8 @@ func TestSitemapGzip(t *testing.T) {
 	if b.Len() > bound/100 {
 		t.Fatalf("bomb of %d bytes does not compress", b.Len())
 	}
-	if locs, _, err := sitemap(b.Bytes(), 0, bound); err == nil || !strings.Contains(err.Error(), "unexpected EOF") || len(locs) != 0 {
-		t.Fatalf("gzip bomb: %q, %v; want unexpected EOF at the bound", locs, err)
+	if locs, _, err := sitemap(b.Bytes(), 0, bound); !errors.Is(err, ErrSitemapTooLarge) || len(locs) != 0 {
+		t.Fatalf("gzip bomb: %q, %v; want ErrSitemapTooLarge at the bound", locs, err)
 	}
 	if _, _, err := Sitemap([]byte{0x1f, 0x8b, 0, 0}, 0); err == nil || !strings.Contains(err.Error(), "gzip") {
 		t.Fatalf("bad gzip: %v", err)
@@ -144,6 +144,7 @@ func FuzzSitemap(f *testing.F) {
 	f.Add([]byte(`<urlset><url><loc>a</loc></url></urlset>`), 3)
 	f.Add([]byte(`<sitemapindex><sitemap><loc>a</loc></sitemap>`), 1)
 	f.Add([]byte("<?xml version=\"1.0\" encoding=\"shift_jis\"?><urlset/>"), 0)
+	f.Add([]byte("http://h/a\r\nhttps://h/b\n\nnot a url\n"), 0)
 	f.Fuzz(func(t *testing.T, body []byte, limit int) {
 		limit %= 100
 		locs, _, err := Sitemap(body, limit)
@@ -198,5 +199,78 @@ func TestSitemapLastMod(t *testing.T) {
 	es, _, err = SitemapEntries(body[:cut], 0)
 	if err == nil || len(es) != 4 || es[3].Loc != "http://a.test/4" {
 		t.Errorf("cut document: %v entries %v, want 4 and an error", err, es)
+	}
+}
+
+func TestTextSitemap(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		body  string
+		limit int
+		locs  []string
+	}{
+		{"lines", "http://h/a\nhttps://h/b?x=1&y=2\n", 0, []string{"http://h/a", "https://h/b?x=1&y=2"}},
+		{"crlf, spaces, blank lines, no final newline", "  http://h/a  \r\n\r\n\t\nHTTP://H/B", 0, []string{"http://h/a", "HTTP://H/B"}},
+		{"byte order mark", "\xef\xbb\xbfhttp://h/a\nhttp://h/b", 0, []string{"http://h/a", "http://h/b"}},
+		{"leading white space", "\n\n   http://h/a", 0, []string{"http://h/a"}},
+		{"lines that are not URLs skipped", "http://h/a\n# comment\n/relative\nftp://h/x\n<url>\nhttps://h/b", 0, []string{"http://h/a", "https://h/b"}},
+		{"overlong line skipped", "http://h/a\nhttp://h/" + strings.Repeat("x", 3*maxLocLen) + "\nhttp://h/b", 0, []string{"http://h/a", "http://h/b"}},
+		{"limit", "http://h/1\nhttp://h/2\nhttp://h/3\n", 2, []string{"http://h/1", "http://h/2"}},
+		{"utf-8 kept as is", "http://h/caf\u00e9\n", 0, []string{"http://h/caf\u00e9"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			locs, index, err := Sitemap([]byte(c.body), c.limit)
+			if err != nil || index || !slices.Equal(locs, c.locs) {
+				t.Fatalf("got %q, index %v, %v; want %q", locs, index, err, c.locs)
+			}
+			// Gzipped, the same.
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			_, _ = zw.Write([]byte(c.body))
+			_ = zw.Close()
+			locs, _, err = Sitemap(b.Bytes(), c.limit)
+			if err != nil || !slices.Equal(locs, c.locs) {
+				t.Fatalf("gzipped: got %q, %v; want %q", locs, err, c.locs)
+			}
+		})
+	}
+	// What is not a text sitemap is read as XML, and fails as such.
+	for _, body := range []string{"not a sitemap\nhttp://h/a", "/relative\n", "\x00http://h/a"} {
+		if locs, _, err := Sitemap([]byte(body), 0); err == nil || len(locs) != 0 || !strings.Contains(err.Error(), "root element") && !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("%q: %q, %v; want an XML error", body, locs, err)
+		}
+	}
+}
+
+// TestReadSitemapBound: the bound on a sitemap's size applies to its
+// inflated bytes and to plain bytes alike, an XML or a text one; at the
+// bound exactly, nothing is lost.
+func TestReadSitemapBound(t *testing.T) {
+	xml := []byte(`<urlset><url><loc>http://h/a</loc></url><url><loc>http://h/b</loc></url></urlset>`)
+	text := []byte("http://h/a\nhttp://h/b\n")
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"xml", xml}, {"text", text}} {
+		for _, zipped := range []bool{false, true} {
+			body := c.body
+			if zipped {
+				var b bytes.Buffer
+				zw := gzip.NewWriter(&b)
+				_, _ = zw.Write(body)
+				_ = zw.Close()
+				body = b.Bytes()
+			}
+			n := int64(len(c.body))
+			es, _, err := ReadSitemap(body, 0, n)
+			if err != nil || len(es) != 2 {
+				t.Errorf("%s, gzip %v, bound %d: %v, %v", c.name, zipped, n, es, err)
+			}
+			cut := int64(bytes.Index(c.body, []byte("http://h/b")) + 8) // in the second URL
+			es, _, err = ReadSitemap(body, 0, cut)
+			if !errors.Is(err, ErrSitemapTooLarge) || len(es) != 1 || es[0].Loc != "http://h/a" {
+				t.Errorf("%s, gzip %v, bound %d: %v, %v; want the first URL and ErrSitemapTooLarge", c.name, zipped, cut, es, err)
+			}
+		}
 	}
 }
