@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,11 @@ func (x *Exchange) check() error {
 	for i := 0; i < len(x.URL); i++ {
 		if c := x.URL[i]; c <= ' ' || c == 0x7f {
 			return fmt.Errorf("warcfile: URL %q has byte %#x: %w", x.URL, c, ErrInvalid)
+		}
+	}
+	for _, p := range x.Protocols {
+		if p == "" || strings.ContainsFunc(p, func(r rune) bool { return r != '/' && notToken(r) }) {
+			return fmt.Errorf("warcfile: %s: protocol %q: %w", x.URL, p, ErrInvalid)
 		}
 	}
 	return nil
@@ -324,6 +330,9 @@ func (e *encoder) common(h []byte, x *Exchange) []byte {
 		h = append(h, "WARC-IP-Address: "...)
 		h = x.IP.Unmap().WithZone("").AppendTo(h)
 		h = append(h, "\r\n"...)
+	}
+	for _, p := range x.Protocols {
+		h = appendField(h, "WARC-Protocol", p)
 	}
 	return h
 }

@@ -154,6 +154,12 @@ type Exchange struct {
 	// record refers to (WARC-Refers-To-Date); zero: the field is omitted.
 	// Ignored without Revisit.
 	RefersToDate time.Time
+	// Protocols are the WARC-Protocol values of the request and response
+	// (or revisit) records, one field each, in order: the HTTP protocol
+	// and the TLS version, e.g. "h2", "tls/1.3" (the field proposed for
+	// WARC in iipc/warc-specifications issue 42). Each is a token: no
+	// spaces, control characters or separators but '/' and '.'. nil: none.
+	Protocols []string
 }
 
 // Revisit says how the response of an Exchange is recorded: as a response
