@@ -114,7 +114,8 @@ func readDir(t *testing.T, dir, prefix string) (map[string]*readExchange, []stri
 	var files []string
 	for _, ent := range ents {
 		name := ent.Name()
-		if strings.HasSuffix(name, indexSuffix) && nameRE.MatchString(strings.TrimSuffix(name, indexSuffix)) {
+		if strings.HasSuffix(name, indexSuffix) && nameRE.MatchString(strings.TrimSuffix(name, indexSuffix)) ||
+			strings.HasSuffix(name, metaSuffix) && nameRE.MatchString(strings.TrimSuffix(name, metaSuffix)) {
 			continue // an index: see checkIndex
 		}
 		if !nameRE.MatchString(name) {
