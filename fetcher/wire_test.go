@@ -32,6 +32,7 @@ import (
 	gowarc "github.com/nlnwa/gowarc/v3"
 
 	"github.com/meridian-crawler/meridian/crawl"
+	"github.com/meridian-crawler/meridian/fetcher/coding"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 	"github.com/meridian-crawler/meridian/fetcher/warcfile/cdxj"
 	"github.com/meridian-crawler/meridian/websim/replay"
@@ -110,6 +111,7 @@ type logServer struct {
 	mu             sync.Mutex
 	log            []arrival
 	opened, closed int
+	inflight, most int // requests being answered, and the most at once
 	port           uint16
 }
 
@@ -125,7 +127,14 @@ func startLogServer(t *testing.T, cert *tls.Certificate, nextProtos []string, se
 			proto: r.Proto, protoMajor: r.ProtoMajor, path: r.URL.RequestURI(), remote: r.RemoteAddr,
 			userAgent: r.Header.Get("User-Agent"), accept: r.Header.Get("Accept"), acceptEncoding: r.Header.Get("Accept-Encoding"),
 		})
+		s.inflight++
+		s.most = max(s.most, s.inflight)
 		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inflight--
+			s.mu.Unlock()
+		}()
 		serve(w, r)
 	}))
 	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
@@ -154,6 +163,13 @@ func (s *logServer) arrivals() []arrival {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.log)
+}
+
+// mostAtOnce returns the most requests the server answered at once.
+func (s *logServer) mostAtOnce() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.most
 }
 
 func (s *logServer) conns() (opened, closed int) {
@@ -231,6 +247,7 @@ func originHost(origin string) string {
 type warcRecord struct {
 	typ       gowarc.RecordType
 	uri       string
+	ip        string   // WARC-IP-Address
 	protocols []string // WARC-Protocol fields, in order
 	truncated string
 	block     []byte // the whole block: HTTP head and payload
@@ -262,7 +279,7 @@ func readWARCs(t *testing.T, dir string) []warcRecord {
 			}
 			wr := rec.WarcRecord
 			h := wr.WarcHeader()
-			x := warcRecord{typ: wr.Type(), uri: h.Get(gowarc.WarcTargetURI), protocols: h.GetAll("WARC-Protocol"), truncated: h.Get(gowarc.WarcTruncated)}
+			x := warcRecord{typ: wr.Type(), uri: h.Get(gowarc.WarcTargetURI), ip: h.Get(gowarc.WarcIPAddress), protocols: h.GetAll("WARC-Protocol"), truncated: h.Get(gowarc.WarcTruncated)}
 			raw, err := wr.Block().RawBytes()
 			if err != nil {
 				t.Fatal(err)
@@ -290,8 +307,8 @@ func readWARCs(t *testing.T, dir string) []warcRecord {
 
 // TestHTTP2OnlyServerFetchedOverH2: a TLS server that offers h2 alone by
 // ALPN and answers 505 to anything but HTTP/2 (an HTTP/2-only host): its
-// log shows robots.txt and every page fetched over HTTP/2, on one
-// connection, closed once the fetcher is done; the WARC records have
+// log shows robots.txt and every page fetched over HTTP/2, one at a time,
+// on one connection, closed once the fetcher is done; the WARC records have
 // HTTP/1.1 heads (the request head listing what the server received) and
 // say "WARC-Protocol: h2" and the TLS version.
 func TestHTTP2OnlyServerFetchedOverH2(t *testing.T) {
@@ -330,6 +347,9 @@ func TestHTTP2OnlyServerFetchedOverH2(t *testing.T) {
 	if opened, _ := s.conns(); opened != 1 {
 		t.Errorf("%d connections, want 1 reused", opened)
 	}
+	if most := s.mostAtOnce(); most != 1 {
+		t.Errorf("%d requests at once on the HTTP/2 connection, want 1 at a time", most)
+	}
 	if !s.waitClosed() {
 		o, cl := s.conns()
 		t.Errorf("after Run: %d connections opened, %d closed", o, cl)
@@ -346,8 +366,8 @@ func TestHTTP2OnlyServerFetchedOverH2(t *testing.T) {
 			continue
 		}
 		n++
-		if want := []string{"h2", "tls/1.3"}; !slices.Equal(x.protocols, want) {
-			t.Errorf("%v of %s: WARC-Protocol %q, want %q", x.typ, x.uri, x.protocols, want)
+		if want := []string{"h2", "tls/1.3"}; !slices.Equal(x.protocols, want) || x.ip != "127.0.0.1" {
+			t.Errorf("%v of %s: WARC-Protocol %q, WARC-IP-Address %s; want %q, 127.0.0.1", x.typ, x.uri, x.protocols, x.ip, want)
 		}
 		path := strings.TrimPrefix(x.uri, origin)
 		if x.typ == gowarc.Response {
@@ -864,5 +884,60 @@ func TestUnchangedCodedPageArchivedWhole(t *testing.T) {
 	}
 	if kinds["/plain"] != gowarc.Revisit || kinds["/gzip"] != gowarc.Response {
 		t.Errorf("records %v, want a revisit of /plain and a response of /gzip", kinds)
+	}
+}
+
+// TestBodyReaderCodings reads bodies through a bodyReader as the
+// transport hands them over: without Content-Encoding the body is the
+// bytes as received, not a copy of them; a coded one is decoded, cut at
+// the limit before and after decoding, and one that does not decode is
+// kept as received and not read.
+func TestBodyReaderCodings(t *testing.T) {
+	page := bytes.Repeat([]byte("<p>a paragraph of the page</p>\n"), 400) // 12 KB
+	gz := encodeWith(t, page, "gzip")
+	var dec coding.Decoder
+	for _, c := range []struct {
+		name      string
+		ce        []string
+		sent      []byte
+		limit     int64
+		body      []byte // want
+		truncated string
+		cut, err  bool
+	}{
+		{"plain", nil, page, 1 << 20, page, "", false, false},
+		{"plain cut", nil, page, 1000, page[:1000], "length", false, false},
+		{"identity", []string{"identity"}, page, 1 << 20, page, "", false, false},
+		{"gzip", []string{"gzip"}, gz, 1 << 20, page, "", false, false},
+		{"gzip cut as received", []string{"gzip"}, gz, int64(len(gz) / 2), nil, "length", false, false},
+		{"gzip cut decoded", []string{"gzip"}, gz, 5000, page[:5000], "", true, false},
+		{"unknown coding", []string{"compress"}, gz, 1 << 20, []byte{}, "", false, true},
+		{"not gzip", []string{"gzip"}, page, 1 << 20, []byte{}, "", false, true},
+	} {
+		ex := &exchange{body: make([]byte, 0, 64<<10)}
+		if c.ce != nil {
+			ex.codings, ex.decodeErr = coding.Parse(c.ce)
+			ex.coded = ex.codings.Len() > 0 || ex.decodeErr != nil
+		}
+		b := &bodyReader{rc: io.NopCloser(bytes.NewReader(c.sent)), ex: ex, limit: c.limit, ctx: t.Context(), run: t.Context(), dec: &dec}
+		if n, err := io.ReadAll(b); err != nil || len(n) != 0 {
+			t.Fatalf("%s: ReadAll: %d bytes, %v", c.name, len(n), err)
+		}
+		want := c.body
+		if want == nil { // a prefix of the page, as far as the bytes received go
+			if !bytes.HasPrefix(page, ex.body) || len(ex.body) == 0 {
+				t.Errorf("%s: body of %d bytes, not a prefix of the page", c.name, len(ex.body))
+			}
+			want = ex.body
+		}
+		if !bytes.Equal(ex.body, want) || ex.truncated != c.truncated || ex.bodyCut != c.cut || (ex.decodeErr != nil) != c.err {
+			t.Errorf("%s: body of %d bytes, truncated %q, cut %v, %v; want %d bytes, %q, %v, error %v", c.name, len(ex.body), ex.truncated, ex.bodyCut, ex.decodeErr, len(want), c.truncated, c.cut, c.err)
+		}
+		if got := ex.payload(); !bytes.Equal(got, c.sent[:min(int64(len(c.sent)), c.limit)]) {
+			t.Errorf("%s: payload of %d bytes, want the %d received", c.name, len(got), min(int64(len(c.sent)), c.limit))
+		}
+		if !ex.coded && len(ex.body) > 0 && &ex.payload()[0] != &ex.body[0] {
+			t.Errorf("%s: the payload of a body without coding is a copy", c.name)
+		}
 	}
 }
