@@ -102,7 +102,7 @@ func TestCookiesConsentWall(t *testing.T) {
 			if len(uris) != 3 || uris[0] != "/robots.txt" || uris[1] != "/wall" || uris[2] != "/page" {
 				t.Errorf("the origin got %q, want robots.txt, /wall, /page", uris)
 			}
-			recs := readWARCs(t, dir)
+			recs := warcByURI(readWARCs(t, dir))
 			for _, u := range []string{wall, page} {
 				want := ""
 				if u == page {
@@ -150,11 +150,11 @@ func TestRequestHeadCookie(t *testing.T) {
 		head <- b
 		io.WriteString(c, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
 	}()
-	tr := &http.Transport{}
+	tr := &http.Transport{DisableCompression: true} // as the fetcher's: it asks for its codings itself
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/a", nil)
 	req.Host = ex.host
-	req.Header = http.Header{"User-Agent": {ua}, "Accept": {"*/*"}, "Cookie": {ex.cookie}, "If-None-Match": {ex.ifNoneMatch}, "If-Modified-Since": {ex.ifModSince}}
+	req.Header = http.Header{"User-Agent": {ua}, "Accept": {"*/*"}, "Accept-Encoding": {acceptEncoding}, "Cookie": {ex.cookie}, "If-None-Match": {ex.ifNoneMatch}, "If-Modified-Since": {ex.ifModSince}}
 	res, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)

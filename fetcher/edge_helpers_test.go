@@ -14,7 +14,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -71,6 +70,7 @@ func (ca *testCA) leaf(t *testing.T, names []string, notBefore, notAfter time.Ti
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: names[0]},
 		DNSNames:     names,
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore:    notBefore,
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -313,57 +313,20 @@ func (p *testProxy) viaProxy(remote string) bool {
 // expected.
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
-// warcRec is what a test reads back of one WARC record.
-type warcRec struct {
-	typ    gowarc.RecordType
-	header *gowarc.WarcFields
-	// request records: the request head as recorded, and its headers
-	reqHead string
-	reqHdr  http.Header
-	status  int // response records
-}
-
-// readWARCs reads every record of the WARC files in dir with gowarc, by
-// target URI.
-func readWARCs(t *testing.T, dir string) map[string][]warcRec {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	if len(files) == 0 {
-		t.Fatal("no WARC file")
-	}
-	out := map[string][]warcRec{}
-	for _, name := range files {
-		r, err := gowarc.NewWarcFileReader(name, 0, gowarc.WithStrictValidation())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rec, err := range r.Records() {
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			wr := rec.WarcRecord
-			h := wr.WarcHeader()
-			x := warcRec{typ: wr.Type(), header: h}
-			switch b := wr.Block().(type) {
-			case gowarc.HttpRequestBlock:
-				x.reqHead, x.reqHdr = string(b.ProtocolHeaderBytes()), b.HttpHeader().Clone()
-			case gowarc.HttpResponseBlock:
-				x.status = b.HttpStatusCode()
-			}
-			u := h.Get(gowarc.WarcTargetURI)
-			out[u] = append(out[u], x)
-			wr.Close()
-		}
-		r.Close()
+// warcByURI returns recs by target URI, in order.
+func warcByURI(recs []warcRecord) map[string][]warcRecord {
+	out := map[string][]warcRecord{}
+	for _, r := range recs {
+		out[r.uri] = append(out[r.uri], r)
 	}
 	return out
 }
 
 // recordOf returns the record of type typ of u, failing the test if there
 // is not exactly one.
-func recordOf(t *testing.T, recs map[string][]warcRec, u string, typ gowarc.RecordType) warcRec {
+func recordOf(t *testing.T, recs map[string][]warcRecord, u string, typ gowarc.RecordType) warcRecord {
 	t.Helper()
-	var found []warcRec
+	var found []warcRecord
 	for _, r := range recs[u] {
 		if r.typ == typ {
 			found = append(found, r)

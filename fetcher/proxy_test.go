@@ -134,14 +134,14 @@ func TestProxy(t *testing.T) {
 	}
 
 	// The WARC records.
-	recs := readWARCs(t, dir)
+	recs := warcByURI(readWARCs(t, dir))
 	for _, j := range jobs {
 		req := recordOf(t, recs, j.URL, gowarc.Request)
 		resp := recordOf(t, recs, j.URL, gowarc.Response)
 		if want := "GET " + urlnorm.PathQuery(j.URL) + " HTTP/1.1\r\n"; !strings.HasPrefix(req.reqHead, want) {
 			t.Errorf("%s: request record %q, want it to start %q", j.URL, req.reqHead, want)
 		}
-		ip, has := resp.header.Get(gowarc.WarcIPAddress), resp.header.Has(gowarc.WarcIPAddress)
+		ip, has := resp.warc.Get(gowarc.WarcIPAddress), resp.warc.Has(gowarc.WarcIPAddress)
 		switch direct := j.Host == "direct.test"; {
 		case direct && ip != "127.0.0.1":
 			t.Errorf("%s (direct): WARC-IP-Address %q, want 127.0.0.1", j.URL, ip)

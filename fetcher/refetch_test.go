@@ -453,7 +453,7 @@ func TestConditionalHeader(t *testing.T) {
 		if got := string(appendRequestHead(nil, &w.ex, DefaultUserAgent(""))); got != sent {
 			t.Errorf("%s: request head\n%q\nthe transport wrote\n%q", c.name, got, sent)
 		}
-		if len(w.hdr) != 2 {
+		if len(w.hdr) != 3 {
 			t.Fatalf("%s: the shared header changed: %v", c.name, w.hdr)
 		}
 	}

@@ -3,12 +3,10 @@ package fetcher
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -178,56 +176,6 @@ func TestXRobotsTag(t *testing.T) {
 	}
 }
 
-// warcRecord is what TestNoIndexWARC reads of a WARC record.
-type warcRecord struct {
-	typ    gowarc.RecordType
-	uri    string
-	fields map[string]string // a metadata record's
-}
-
-// readWARCDir reads every record of the WARC files in dir with gowarc.
-func readWARCDir(t *testing.T, dir string) []warcRecord {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	if len(files) == 0 {
-		t.Fatal("no WARC file")
-	}
-	var out []warcRecord
-	for _, name := range files {
-		r, err := gowarc.NewWarcFileReader(name, 0, gowarc.WithStrictValidation())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			wr := rec.WarcRecord
-			x := warcRecord{typ: wr.Type(), uri: wr.WarcHeader().Get(gowarc.WarcTargetURI)}
-			if x.typ == gowarc.Metadata {
-				b, ok := wr.Block().(gowarc.WarcFieldsBlock)
-				if !ok {
-					t.Fatalf("%s: metadata block %T", x.uri, wr.Block())
-				}
-				x.fields = map[string]string{}
-				for _, name := range []string{"robots", "robots-source", "archived"} {
-					if v := b.WarcFields().Get(name); v != "" {
-						x.fields[name] = v
-					}
-				}
-			}
-			out = append(out, x)
-			wr.Close()
-		}
-		r.Close()
-	}
-	return out
-}
-
 // TestNoIndexWARC: a page that says noindex (header or meta) gets a WARC
 // metadata record after its response that says so and where; with
 // RespectNoIndex it gets only that record (no request, no response),
@@ -262,7 +210,7 @@ func TestNoIndexWARC(t *testing.T) {
 		}
 		type counts struct{ requests, responses, metadata int }
 		n := map[string]*counts{}
-		for _, x := range readWARCDir(t, dir) {
+		for _, x := range readWARCs(t, dir) {
 			if n[x.uri] == nil {
 				n[x.uri] = &counts{}
 			}

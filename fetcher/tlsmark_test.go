@@ -64,7 +64,7 @@ func TestTLSInsecure(t *testing.T) {
 			if err := wr.Close(); err != nil {
 				t.Fatal(err)
 			}
-			recs := readWARCs(t, dir)
+			recs := warcByURI(readWARCs(t, dir))
 			for _, s := range servers {
 				reqs := origins[s.host].requests()
 				for _, p := range []string{"/a", "/b"} {
@@ -85,14 +85,14 @@ func TestTLSInsecure(t *testing.T) {
 						continue
 					}
 					resp := recordOf(t, recs, u, gowarc.Response)
-					got, has := resp.header.Get(WARCTLSUnverified), resp.header.Has(WARCTLSUnverified)
+					got, has := resp.warc.Get(WARCTLSUnverified), resp.warc.Has(WARCTLSUnverified)
 					switch {
 					case s.reason == "" && has:
 						t.Errorf("%s: %s: %q on a verified connection", u, WARCTLSUnverified, got)
 					case s.reason != "" && !strings.HasPrefix(got, s.reason):
 						t.Errorf("%s: %s: %q, want %q…", u, WARCTLSUnverified, got, s.reason)
 					}
-					if req := recordOf(t, recs, u, gowarc.Request); req.header.Has(WARCTLSUnverified) {
+					if req := recordOf(t, recs, u, gowarc.Request); req.warc.Has(WARCTLSUnverified) {
 						t.Errorf("%s: the request record has %s", u, WARCTLSUnverified)
 					}
 				}

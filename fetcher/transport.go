@@ -14,6 +14,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/meridian-crawler/meridian/fetcher/coding"
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
 )
@@ -31,20 +32,31 @@ type dialTarget struct {
 
 // newTransport returns the HTTP transport shared by every worker. It dials
 // the address carried by the request's context, never a name, or the
-// request's proxy (Options.Proxy; never an environment proxy of its own).
+// request's proxy (Options.Proxy; never an environment proxy of its own),
+// and speaks
+// HTTP/2 where a TLS server offers it by ALPN (h2, else http/1.1): a
+// host's requests, one at a time, then share one connection, closed when
+// idle as HTTP/1.1 ones are. It decodes no content coding: the fetcher asks
+// for gzip, br and zstd itself (acceptEncoding) and decodes them after the
+// body is read (bodyReader), so that the WARC gets the bytes as received.
 func (f *Fetcher) newTransport() *http.Transport {
 	f.dialer = net.Dialer{Timeout: f.o.ConnectTimeout, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
-		Proxy:                  nil, // requestProxy with Options.Proxy
-		DialContext:            f.dial,
+		Proxy:       nil, // requestProxy with Options.Proxy
+		DialContext: f.dial,
+		// RootCAs nil: the system's. NextProtos stays unset: the
+		// transport adds h2 and http/1.1. With TLSInsecure the worker
+		// verifies each connection itself (dialVerify), to mark it.
+		TLSClientConfig:        &tls.Config{RootCAs: f.o.TLSRoots, InsecureSkipVerify: f.o.TLSInsecure},
+		ForceAttemptHTTP2:      true, // h2 by ALPN despite the custom dial
 		TLSHandshakeTimeout:    f.o.ConnectTimeout,
 		ResponseHeaderTimeout:  f.o.HeaderTimeout,
 		MaxIdleConns:           min(max(32*f.o.Workers, 1024), 8192), // one per host in rotation, ~30 KB each
 		MaxIdleConnsPerHost:    1,                                    // one request at a time per host
-		IdleConnTimeout:        30 * time.Second,
+		IdleConnTimeout:        30 * time.Second,                     // HTTP/2 connections too
 		MaxResponseHeaderBytes: 64 << 10,
 		ReadBufferSize:         8 << 10,
-		DisableCompression:     false, // gzip is decoded by the transport; the body limit counts decoded bytes
+		DisableCompression:     true, // the fetcher decodes (bodyReader); the body limit counts both sides
 	}
 	if f.o.Proxy != nil {
 		t.Proxy = requestProxy
@@ -52,15 +64,15 @@ func (f *Fetcher) newTransport() *http.Transport {
 		// to it: keep one idle per worker, not one in all.
 		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, f.o.Workers)
 	}
-	if f.o.TLSRoots != nil || f.o.TLSInsecure {
-		// NextProtos stays unset: the transport adds h2 and http/1.1.
-		t.TLSClientConfig = &tls.Config{RootCAs: f.o.TLSRoots, InsecureSkipVerify: f.o.TLSInsecure}
-	}
 	if f.o.TLSInsecure {
 		t.DialContext = f.dialVerify // verification is done by the worker, once per connection
 	}
 	return t
 }
+
+// acceptEncoding is the Accept-Encoding of every request: the codings
+// package coding decodes.
+const acceptEncoding = "gzip, br, zstd"
 
 // dial connects to the address in ctx (see dialKey) on addr's port, or on
 // Options.Port, from the local address localaddr.Pick chooses among
@@ -114,15 +126,29 @@ type exchange struct {
 	ifNoneMatch string // If-None-Match sent, if any
 	ifModSince  string // If-Modified-Since sent, if any
 	status      int
-	proto       string
+	proto       string // of the response, as net/http says it: "HTTP/1.1", "HTTP/2.0"
+	protoMajor  int
+	tlsVersion  uint16 // of the connection; 0 without TLS
 	statusText  string // "200 OK"
 	header      http.Header
-	body        []byte // the body as received, after content decoding
-	truncated   string // WARC-Truncated reason
-	bodyErr     error  // why the body ended early, for "time" and "disconnect"
-	reader      bodyReader
-	fp          uint64 // the body's xxhash, once fpDone
-	fpDone      bool
+	// body is the body the fetcher reads (fingerprints, links, robots.txt,
+	// sitemaps): after content decoding, at most the body limit. Empty
+	// when the body could not be decoded (decodeErr).
+	body []byte
+	// raw is the body as received, after transfer decoding and before
+	// content decoding, at most the body limit: the WARC record's payload.
+	// Without a Content-Encoding (coded false) it is body itself.
+	raw       []byte
+	rawBuf    []byte      // raw's buffer when coded, kept across exchanges
+	coded     bool        // the response has a Content-Encoding other than identity
+	codings   coding.List // its codings, when they are all known
+	bodyCut   bool        // the decoded body went on past the limit (raw may be whole)
+	decodeErr error       // why a whole raw body was not decoded (an unknown or broken coding)
+	truncated string      // WARC-Truncated reason: raw was cut
+	bodyErr   error       // why the body ended early, for "time" and "disconnect"
+	reader    bodyReader
+	fp        uint64 // the body's xxhash, once fpDone
+	fpDone    bool
 
 	cookie  string // Cookie sent, if any (Options.Cookies)
 	proxied bool   // sent through a proxy (Options.Proxy)
@@ -141,28 +167,48 @@ func (ex *exchange) unchanged(p *Prev) bool {
 }
 
 // fingerprint returns the xxhash of the body (0 if it is empty), computing
-// it once per exchange.
+// it once per exchange; of the body as received if it could not be
+// decoded (it is then the same from one fetch to the next, and no two
+// undecodable pages look alike).
 func (ex *exchange) fingerprint() uint64 {
 	if !ex.fpDone {
 		ex.fp, ex.fpDone = 0, true
-		if len(ex.body) > 0 {
-			ex.fp = xxhash.Sum64(ex.body)
+		b := ex.body
+		if ex.decodeErr != nil {
+			b = ex.raw
+		}
+		if len(b) > 0 {
+			ex.fp = xxhash.Sum64(b)
 		}
 	}
 	return ex.fp
 }
 
-func (ex *exchange) reset() {
-	body := ex.body[:0]
-	if cap(body) > 1<<20 {
-		body = nil // a huge body once does not pin its buffer
+// payload returns the body as received, for the WARC record.
+func (ex *exchange) payload() []byte {
+	if ex.coded {
+		return ex.raw
 	}
-	*ex = exchange{body: body}
+	return ex.body
+}
+
+func (ex *exchange) reset() {
+	*ex = exchange{body: keepBuf(ex.body), rawBuf: keepBuf(ex.rawBuf)}
+}
+
+// keepBuf returns b emptied for reuse, or nil if it is huge: a huge body
+// once does not pin its buffer.
+func keepBuf(b []byte) []byte {
+	if cap(b) > 1<<20 {
+		return nil
+	}
+	return b[:0]
 }
 
 // roundTripper is a worker's transport as colly sees it: it records the
-// exchange and hands colly a body that stops at MaxBodyBytes (counted after
-// content decoding) and turns the total timeout into a truncated body.
+// exchange and hands colly a body that stops at MaxBodyBytes (counted
+// before and after content decoding) and turns the total timeout into a
+// truncated body.
 type roundTripper struct {
 	w *worker
 }
@@ -185,31 +231,46 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	w.answered() // the server has the request: its IP delay counts from now
 	ex.gotResponse = true
 	ex.status = res.StatusCode
-	ex.proto = res.Proto
+	ex.proto, ex.protoMajor = res.Proto, res.ProtoMajor
+	if res.TLS != nil {
+		ex.tlsVersion = res.TLS.Version
+	}
 	ex.statusText = res.Status
 	ex.header = res.Header
-	ex.reader = bodyReader{rc: res.Body, ex: ex, limit: w.bodyLimit(), ctx: req.Context(), run: w.ctx}
+	if ce := res.Header["Content-Encoding"]; ce != nil {
+		ex.codings, ex.decodeErr = coding.Parse(ce)
+		ex.coded = ex.codings.Len() > 0 || ex.decodeErr != nil
+	}
+	ex.reader = bodyReader{rc: res.Body, ex: ex, limit: w.bodyLimit(), ctx: req.Context(), run: w.ctx, dec: &w.dec}
 	res.Body = &ex.reader
-	// The transport has already decoded Content-Encoding: gzip; colly must
-	// not gunzip anything else (it would do so without a size limit).
+	// The transport decodes no coding, and colly must not gunzip anything
+	// (it would do so without a size limit).
 	res.Uncompressed = true
 	return res, nil
 }
 
-// bodyReader reads a response body into the exchange's buffer, up to limit
-// bytes, and hands colly none of it: colly's io.ReadAll would copy it again
-// into a growing buffer (about three times the body in garbage per page)
-// and its charset conversion would change the bytes, while the fetcher
-// wants them as received. Past the limit it marks the exchange truncated
-// ("length"); if the request's deadline or the connection ends the body
-// early it marks it "time" or "disconnect", and colly sees a normal end.
-// Only Run's end is passed on as an error.
+// bodyReader reads a response body into the exchange's buffers, up to
+// limit bytes, and hands colly none of it: colly's io.ReadAll would copy it
+// again into a growing buffer (about three times the body in garbage per
+// page) and its charset conversion would change the bytes, while the
+// fetcher wants them as received. Past the limit it marks the exchange
+// truncated ("length"); if the request's deadline or the connection ends
+// the body early it marks it "time" or "disconnect", and colly sees a
+// normal end. Only Run's end is passed on as an error.
+//
+// A body without Content-Encoding is read into ex.body, which is also
+// ex.raw: no copy. A body with one is read into ex.raw, then decoded into
+// ex.body, also at most limit bytes (ex.bodyCut past it: a decompression
+// bomb cannot make it grow). A whole body that does not decode (an unknown
+// coding, corrupt data) leaves ex.body empty and says why in
+// ex.decodeErr; a body cut short is decoded as far as it goes.
 type bodyReader struct {
 	rc    io.ReadCloser
 	ex    *exchange
 	limit int64
 	ctx   context.Context // the request's
 	run   context.Context // Run's
+	dec   *coding.Decoder // the worker's
 	done  bool
 }
 
@@ -220,31 +281,54 @@ func (b *bodyReader) Read([]byte) (int, error) {
 	}
 	b.done = true
 	ex := b.ex
+	if !ex.coded {
+		var err error
+		ex.body, err = b.readAll(ex.body)
+		ex.raw = ex.body
+		return 0, err
+	}
+	raw, err := b.readAll(ex.rawBuf)
+	ex.rawBuf, ex.raw = raw, raw
+	if err != io.EOF || ex.decodeErr != nil {
+		return 0, err
+	}
+	var derr error
+	ex.body, ex.bodyCut, derr = b.dec.Decode(ex.body[:0], raw, ex.codings, b.limit)
+	if derr != nil && ex.truncated == "" {
+		ex.body, ex.decodeErr = ex.body[:0], derr
+	}
+	return 0, io.EOF
+}
+
+// readAll appends the body to buf, at most limit bytes, and marks the
+// exchange truncated if it was cut. Its error is io.EOF, or Run's end.
+func (b *bodyReader) readAll(buf []byte) ([]byte, error) {
+	ex := b.ex
 	for {
-		room := b.limit - int64(len(ex.body))
+		room := b.limit - int64(len(buf))
 		if room <= 0 {
 			var one [1]byte
 			if n, _ := io.ReadFull(b.rc, one[:]); n > 0 {
 				ex.truncated = "length"
 			}
-			return 0, io.EOF
+			return buf, io.EOF
 		}
-		if len(ex.body) == cap(ex.body) {
-			ex.body = append(ex.body, 0)[:len(ex.body)] // grow
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
 		}
-		free := ex.body[len(ex.body):cap(ex.body)]
+		free := buf[len(buf):cap(buf)]
 		if int64(len(free)) > room {
 			free = free[:room]
 		}
 		n, err := b.rc.Read(free)
-		ex.body = ex.body[:len(ex.body)+n]
+		buf = buf[:len(buf)+n]
 		switch {
 		case err == nil:
 			continue
 		case errors.Is(err, io.EOF):
-			return 0, io.EOF
+			return buf, io.EOF
 		case b.run.Err() != nil:
-			return 0, err
+			return buf, err
 		}
 		ex.bodyErr = err
 		if b.ctx.Err() != nil {
@@ -252,7 +336,7 @@ func (b *bodyReader) Read([]byte) (int, error) {
 		} else {
 			ex.truncated = "disconnect"
 		}
-		return 0, io.EOF
+		return buf, io.EOF
 	}
 }
 
@@ -260,8 +344,9 @@ func (b *bodyReader) Read([]byte) (int, error) {
 func (b *bodyReader) Close() error { return b.rc.Close() }
 
 // appendRequestHead appends the request line and headers as the transport
-// writes them (net/http's order: Host, User-Agent, the request's headers
-// sorted, then Accept-Encoding, which the transport adds for gzip).
+// writes them in HTTP/1.1 (net/http's order: Host, User-Agent, then the
+// request's headers sorted); an HTTP/2 request is written in this form
+// too, as web archiving tools do (see protocols).
 func appendRequestHead(dst []byte, ex *exchange, userAgent string) []byte {
 	dst = append(dst, "GET "...)
 	dst = append(dst, ex.requestURI...)
@@ -269,7 +354,7 @@ func appendRequestHead(dst []byte, ex *exchange, userAgent string) []byte {
 	dst = append(dst, ex.host...)
 	dst = append(dst, "\r\nUser-Agent: "...)
 	dst = append(dst, userAgent...)
-	dst = append(dst, "\r\nAccept: */*\r\n"...)
+	dst = append(dst, "\r\nAccept: */*\r\nAccept-Encoding: "+acceptEncoding+"\r\n"...)
 	if ex.cookie != "" {
 		dst = append(dst, "Cookie: "...)
 		dst = append(dst, ex.cookie...)
@@ -285,16 +370,19 @@ func appendRequestHead(dst []byte, ex *exchange, userAgent string) []byte {
 		dst = append(dst, ex.ifNoneMatch...)
 		dst = append(dst, "\r\n"...)
 	}
-	dst = append(dst, "Accept-Encoding: gzip\r\n\r\n"...)
-	return dst
+	return append(dst, "\r\n"...)
 }
 
-// appendResponseHead appends the status line and headers as received (after
-// the transport's own changes: a decoded gzip body loses its
-// Content-Encoding and Content-Length, a chunked one its Transfer-Encoding).
+// appendResponseHead appends the status line and headers as received
+// (Content-Encoding and Content-Length as sent; a chunked body loses its
+// Transfer-Encoding, as the body is recorded without its chunking). An
+// HTTP/2 (or later) response gets an HTTP/1.1 status line: WARC's
+// application/http is HTTP/1.x message syntax, and readers of WARC files
+// expect it (Nutch's and StormCrawler's WARC writers and browsertrix write
+// "HTTP/1.1" for h2 too); its protocol goes into WARC-Protocol (protocols).
 func appendResponseHead(dst []byte, ex *exchange) []byte {
 	proto := ex.proto
-	if proto == "" {
+	if proto == "" || ex.protoMajor >= 2 {
 		proto = "HTTP/1.1"
 	}
 	dst = append(dst, proto...)
@@ -308,6 +396,34 @@ func appendResponseHead(dst []byte, ex *exchange) []byte {
 	w := appendWriter{b: dst}
 	ex.header.Write(&w)
 	return append(w.b, "\r\n"...)
+}
+
+// protocols returns the WARC-Protocol values of the exchange, as proposed
+// for WARC (iipc/warc-specifications issue 42, written by browsertrix,
+// Nutch and StormCrawler): the HTTP protocol by its ALPN name ("h2",
+// "http/1.1", "http/1.0"), then the TLS version ("tls/1.3"), if any. They
+// are appended to dst[:0].
+func (ex *exchange) protocols(dst *[2]string) []string {
+	p := dst[:0]
+	switch {
+	case ex.protoMajor == 2:
+		p = append(p, "h2")
+	case ex.protoMajor == 1 && ex.proto == "HTTP/1.0":
+		p = append(p, "http/1.0")
+	default:
+		p = append(p, "http/1.1")
+	}
+	switch ex.tlsVersion {
+	case tls.VersionTLS13:
+		p = append(p, "tls/1.3")
+	case tls.VersionTLS12:
+		p = append(p, "tls/1.2")
+	case tls.VersionTLS11:
+		p = append(p, "tls/1.1")
+	case tls.VersionTLS10:
+		p = append(p, "tls/1.0")
+	}
+	return p
 }
 
 // appendWriter is an io.Writer appending to a byte slice.

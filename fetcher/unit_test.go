@@ -314,7 +314,7 @@ func TestRequestHead(t *testing.T) {
 	ex := &exchange{host: "h1.cc.test:8080", requestURI: "/a?b=c"}
 	got := appendRequestHead(nil, ex, DefaultUserAgent(""))
 	req, _ := http.NewRequest("GET", "http://h1.cc.test:8080/a?b=c", nil)
-	req.Header = http.Header{"User-Agent": {DefaultUserAgent("")}, "Accept": {"*/*"}, "Accept-Encoding": {"gzip"}}
+	req.Header = http.Header{"User-Agent": {DefaultUserAgent("")}, "Accept": {"*/*"}, "Accept-Encoding": {acceptEncoding}}
 	var buf bytes.Buffer
 	if err := req.Write(&buf); err != nil {
 		t.Fatal(err)

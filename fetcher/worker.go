@@ -16,6 +16,7 @@ import (
 	"github.com/gocolly/colly/v2"
 
 	"github.com/meridian-crawler/meridian/crawl"
+	"github.com/meridian-crawler/meridian/fetcher/coding"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/links"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
@@ -43,6 +44,9 @@ type worker struct {
 	base urlnorm.Base
 	buf  []byte // URL scratch
 	head []byte // WARC head scratch
+	dec  coding.Decoder
+	// protos holds the WARC-Protocol values of the exchange being written.
+	protos [2]string
 	// nearDupFP is the SimHash of the page being classified when it is a
 	// near-duplicate (Result.NearDupOf), for its WARC metadata record.
 	nearDupFP uint64
@@ -56,7 +60,7 @@ type worker struct {
 
 func newWorker(ctx context.Context, f *Fetcher) *worker {
 	w := &worker{f: f, ctx: ctx, cctx: colly.NewContext(), buf: make([]byte, 0, 512)}
-	w.hdr = http.Header{"User-Agent": {f.o.UserAgent}, "Accept": {"*/*"}}
+	w.hdr = http.Header{"User-Agent": {f.o.UserAgent}, "Accept": {"*/*"}, "Accept-Encoding": {acceptEncoding}}
 	w.ext = links.NewExtractor(f.o.Normalizer, f.o.Scope, f.o.MaxLinks)
 	w.ext.SetRequisites(f.o.PageRequisites)
 	if f.o.NearDup != nil {
@@ -188,7 +192,7 @@ func (w *worker) conditional(p *Prev) http.Header {
 		return w.hdr
 	}
 	h := make(http.Header, 4)
-	h["User-Agent"], h["Accept"] = w.hdr["User-Agent"], w.hdr["Accept"]
+	h["User-Agent"], h["Accept"], h["Accept-Encoding"] = w.hdr["User-Agent"], w.hdr["Accept"], w.hdr["Accept-Encoding"]
 	vals := [...]string{ex.ifNoneMatch, ex.ifModSince}
 	v := vals[:] // one allocation for both values
 	if ex.ifNoneMatch != "" {
@@ -236,9 +240,10 @@ func (w *worker) writeWARC(url string, t *task) {
 		URL:       url,
 		IP:        ex.remote,
 		Date:      ex.start,
+		Protocols: ex.protocols(&w.protos),
 		Request:   resp[:len(req):len(req)],
 		Response:  resp[len(req):],
-		Body:      ex.body,
+		Body:      ex.payload(),
 		Truncated: ex.truncated,
 	}
 	switch {
@@ -256,7 +261,12 @@ func (w *worker) writeWARC(url string, t *task) {
 		switch p := &t.job.Prev; {
 		case ex.status == http.StatusNotModified && ex.conditional():
 			x.Revisit, x.RefersToDate = warcfile.RevisitNotModified, p.FetchedAt
-		case ex.unchanged(p) && ex.truncated == "":
+		case ex.unchanged(p) && ex.truncated == "" && !ex.coded:
+			// Only a body without Content-Encoding: ContentFP is of the
+			// decoded body, and the same page coded anew (another gzip
+			// level, another mtime in its header) is another payload, its
+			// digest not the earlier capture's, which a replay tool looks
+			// the revisit up by.
 			x.Revisit, x.RefersToDate = warcfile.RevisitIdenticalPayload, p.FetchedAt
 		}
 	}
@@ -385,6 +395,14 @@ func (w *worker) fill(r *Result) {
 	r.ContentType = ex.header.Get("Content-Type")
 	r.Bytes = int64(len(ex.body))
 	r.Truncated = ex.truncated
+	if ex.bodyCut && r.Truncated == "" {
+		// The response is archived whole; the body read is its decoded
+		// prefix.
+		r.Truncated = "length"
+	}
+	if ex.decodeErr != nil {
+		r.Err = "fetcher: body archived as received, not read: " + ex.decodeErr.Error()
+	}
 	r.ContentFP = ex.fingerprint()
 	if ex.status == http.StatusOK || ex.status == http.StatusNotModified {
 		r.ETag = firstValidator(ex.header["Etag"])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 // copies and mirrors are near-duplicates of their originals (the truth
 // says which): the near-duplicates the site records in its crawl database
 // score precision ≥ 0.95 and recall ≥ 0.9 against the truth, each has a
-// WARC metadata record in the CDXJ index. (fetcher's TestNearDup checks
-// that a near-duplicate keeps its links.)
+// WARC metadata record in the CDXJ side index (X.warc.gz.cdxj-meta), and
+// the replay indexes (X.warc.gz.cdxj) have no metadata line. (fetcher's
+// TestNearDup checks that a near-duplicate keeps its links.)
 func TestNearDupsRealistic(t *testing.T) {
 	cfg := testConfig(t, "realistic")
 	cfg.WebsimHosts, cfg.WebsimPages = 40, 20
@@ -46,8 +48,8 @@ func TestNearDupsRealistic(t *testing.T) {
 	if sc.Pairs < 20 || sc.Precision < 0.95 || sc.Recall < 0.9 {
 		t.Errorf("near-duplicates: precision %.3f, recall %.3f over %d pairs; want ≥ 0.95, ≥ 0.9 over 20 or more", sc.Precision, sc.Recall, sc.Pairs)
 	}
-	// Each near-duplicate's metadata record, in the index (sorted when
-	// its WARC file is closed).
+	// Each near-duplicate's metadata record, in the side index (sorted
+	// when its WARC file is closed), and none in the replay index.
 	var dups []string
 	if err := st.ScanNearDups(func(u, _ string) error { dups = append(dups, u); return nil }); err != nil {
 		t.Fatal(err)
@@ -56,8 +58,13 @@ func TestNearDupsRealistic(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := map[string]bool{}
-	idx, _ := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.cdxj"))
-	for _, p := range idx {
+	replay, _ := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz.cdxj"))
+	side, _ := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz.cdxj-meta"))
+	if len(replay) == 0 || len(side) != len(replay) {
+		t.Fatalf("replay indexes %v, side indexes %v: want one of each per WARC file", replay, side)
+	}
+	for _, p := range append(replay, side...) {
+		inSide := strings.HasSuffix(p, "-meta")
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +76,9 @@ func TestNearDupsRealistic(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", p, err)
 			}
-			if l.Mime == "application/warc-fields" {
+			if isMeta := l.Mime == "application/warc-fields"; isMeta != inSide {
+				t.Errorf("%s: line %+v", p, l)
+			} else if isMeta {
 				meta[l.URL] = true
 			}
 		}
@@ -77,7 +86,7 @@ func TestNearDupsRealistic(t *testing.T) {
 	}
 	for _, u := range dups {
 		if !meta[u] {
-			t.Errorf("near-duplicate %s has no metadata record in the CDXJ index", u)
+			t.Errorf("near-duplicate %s has no metadata record in the CDXJ side index", u)
 		}
 	}
 }

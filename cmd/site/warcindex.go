@@ -12,18 +12,22 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// warcIndexCmd is `site warc-index DIR`: the sorted CDXJ index beside every
-// WARC file in DIR, (re)built from the WARC files alone.
+// warcIndexCmd is `site warc-index DIR`: the sorted CDXJ indexes beside
+// every WARC file in DIR, (re)built from the WARC files alone.
 func warcIndexCmd(stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "warc-index DIR",
-		Short: "(Re)build the sorted CDXJ index beside every WARC file in DIR, for pywb",
-		Long: `(Re)build FILE.cdxj beside every WARC file FILE (*.warc, *.warc.gz) in DIR,
-from the WARC file alone: one line per response, revisit, resource and
-metadata record, in the CDXJ format of pywb's cdxj-indexer, sorted by their
-bytes. Any WARC file will do: one gzip member per record (offset and length
-are those of the member) or uncompressed (those of the record). Each index is
-written to a temporary file and renamed into place.
+		Short: "(Re)build the sorted CDXJ indexes beside every WARC file in DIR, for pywb",
+		Long: `(Re)build FILE.cdxj and FILE.cdxj-meta beside every WARC file FILE (*.warc,
+*.warc.gz) in DIR, from the WARC file alone, in the CDXJ format of pywb's
+cdxj-indexer (digests without their "sha1:"), sorted by their bytes:
+FILE.cdxj, the replay index, has one line per response, revisit and resource
+record; FILE.cdxj-meta, the side index, one line per metadata record (a
+replay tool would take those for captures; the name does not end in .cdxj so
+that a tool loading every *.cdxj of a directory leaves it out). Any WARC file
+will do: one gzip member per record (offset and length are those of the
+member) or uncompressed (those of the record). Each index is written to a
+temporary file and renamed into place.
 
 Files still being written (*.open) are left alone with a message: a running
 writer owns them, and writes their index itself when it finishes them (with
@@ -68,7 +72,7 @@ func indexWARCDir(stdout, stderr io.Writer, dir string) error {
 			fmt.Fprintf(stderr, "warc-index: %s: %v\n", path, err)
 			continue
 		}
-		fmt.Fprintf(stdout, "%s.cdxj: %d lines\n", path, n)
+		fmt.Fprintf(stdout, "%s.cdxj: %d lines; %s: %d lines\n", path, n.Captures, cdxj.MetaPath(path+".cdxj"), n.Meta)
 	}
 	if failed > 0 {
 		return fmt.Errorf("warc-index: %d of %d WARC files in %s could not be indexed (see above)", failed, len(names), dir)

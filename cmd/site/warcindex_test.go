@@ -80,13 +80,24 @@ func gowarcFile(t *testing.T, dir string, compress bool) (string, []string) {
 	return m[0], uris
 }
 
-// checkCDXJ checks the index of the WARC file path: sorted lines, each
+// checkCDXJ checks the indexes of the WARC file path: sorted lines, each
 // pointing at a record gowarc reads back with the line's URL and payload
-// digest (the record's, or computed from its payload); it returns the
-// lines' URLs.
-func checkCDXJ(t *testing.T, path string) []string {
+// digest (the record's, or computed from its payload, without "sha1:"),
+// metadata records in the side index and the others in the replay index;
+// it returns the URLs of the replay index's lines, then of the side
+// index's.
+func checkCDXJ(t *testing.T, path string) (captures, meta []string) {
 	t.Helper()
-	data, err := os.ReadFile(path + ".cdxj")
+	captures = checkCDXJFile(t, path, path+".cdxj", false)
+	meta = checkCDXJFile(t, path, path+".cdxj-meta", true)
+	return captures, meta
+}
+
+// checkCDXJFile checks the index at index of the WARC file path (see
+// checkCDXJ): the side index if meta.
+func checkCDXJFile(t *testing.T, path, index string, meta bool) []string {
+	t.Helper()
+	data, err := os.ReadFile(index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +139,11 @@ func checkCDXJ(t *testing.T, path string) []string {
 			sum := sha1.Sum(b)
 			digest = "sha1:" + base32.StdEncoding.EncodeToString(sum[:])
 		}
-		if rec.Offset != l.Offset || rec.Size != l.Length || h.Get(gowarc.WarcTargetURI) != l.URL || digest != l.Digest {
+		if rec.Offset != l.Offset || rec.Size != l.Length || h.Get(gowarc.WarcTargetURI) != l.URL || "sha1:"+l.Digest != digest {
 			t.Errorf("line %+v: record at %d of %d bytes, of %s, digest %s", l, rec.Offset, rec.Size, h.Get(gowarc.WarcTargetURI), digest)
+		}
+		if isMeta := rec.WarcRecord.Type() == gowarc.Metadata; isMeta != meta {
+			t.Errorf("%s: line %+v of a %v record", index, l, rec.WarcRecord.Type())
 		}
 		rec.Close()
 		r.Close()
@@ -175,14 +189,14 @@ func TestWARCIndexCommand(t *testing.T) {
 		t.Error("an open file was indexed")
 	}
 	for _, c := range []struct {
-		path string
-		uris []string
-	}{{gz, gzURIs}, {plain, plainURIs}, {ours[0], []string{"http://a.test/", "http://a.test/"}}} {
-		got := checkCDXJ(t, c.path)
-		if len(got) != len(c.uris) {
-			t.Errorf("%s: lines of %v, want one per record of %v", c.path, got, c.uris)
+		path       string
+		uris, meta []string
+	}{{gz, gzURIs, nil}, {plain, plainURIs, nil}, {ours[0], []string{"http://a.test/"}, []string{"http://a.test/"}}} {
+		got, meta := checkCDXJ(t, c.path)
+		if len(got) != len(c.uris) || len(meta) != len(c.meta) {
+			t.Errorf("%s: lines of %v and %v, want one per record of %v and %v", c.path, got, meta, c.uris, c.meta)
 		}
-		if !strings.Contains(stdout, c.path+".cdxj: ") {
+		if !strings.Contains(stdout, fmt.Sprintf("%s.cdxj: %d lines; %s.cdxj-meta: %d lines\n", c.path, len(c.uris), c.path, len(c.meta))) {
 			t.Errorf("stdout %q does not name %s", stdout, c.path)
 		}
 	}

@@ -17,10 +17,12 @@ import (
 	gowarc "github.com/nlnwa/gowarc/v3"
 )
 
-// checkIndex checks the index of every WARC file in dir and returns the
-// number of lines: each line points at a record that gowarc reads back
-// under strict validation with the line's URL, key, timestamp and payload
-// digest; every indexed record has its line; the lines are sorted, and are
+// checkIndex checks the indexes of every WARC file in dir and returns the
+// number of lines in both: each line points at a record that gowarc reads
+// back under strict validation with the line's URL, key, timestamp and
+// payload digest (without its "sha1:"); every response and revisit record
+// has its line in the replay index, every metadata record in the side
+// index, and no record a line in the other; the lines are sorted, and are
 // the bytes cdxj.IndexFile makes from the WARC file alone. No partial index
 // is left.
 func checkIndex(t *testing.T, dir string) int {
@@ -39,31 +41,45 @@ func checkIndex(t *testing.T, dir string) int {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		data, err := os.ReadFile(path + indexSuffix)
-		if err != nil {
-			t.Fatalf("%s: no index: %v", name, err)
+		rebuilt := filepath.Join(t.TempDir(), name+indexSuffix)
+		if _, err := cdxj.IndexFile(path, name, rebuilt); err != nil {
+			t.Fatal(err)
 		}
-		lines := bytes.SplitAfter(data, []byte("\n"))
-		if len(lines[len(lines)-1]) != 0 {
-			t.Fatalf("%s: index does not end with a newline", name)
-		}
-		lines = lines[:len(lines)-1]
-		at := map[int64]bool{}
-		for i, raw := range lines {
-			if i > 0 && bytes.Compare(lines[i-1], raw) >= 0 {
-				t.Errorf("%s: lines %d and %d out of order:\n%s%s", name, i-1, i, lines[i-1], raw)
-			}
-			l, err := cdxj.Parse(raw)
+		at := map[int64]cdxj.Kind{}
+		for _, ix := range []struct {
+			suffix, rebuilt string
+			kind            cdxj.Kind
+		}{{indexSuffix, rebuilt, cdxj.Capture}, {metaSuffix, cdxj.MetaPath(rebuilt), cdxj.Meta}} {
+			data, err := os.ReadFile(path + ix.suffix)
 			if err != nil {
-				t.Fatalf("%s: line %d: %v", name, i, err)
+				t.Fatalf("%s: no index: %v", name, err)
 			}
-			if l.Filename != name {
-				t.Errorf("%s: line names file %q", name, l.Filename)
+			lines := bytes.SplitAfter(data, []byte("\n"))
+			if len(lines[len(lines)-1]) != 0 {
+				t.Fatalf("%s: index does not end with a newline", name+ix.suffix)
 			}
-			checkLine(t, path, l)
-			at[l.Offset] = true
+			lines = lines[:len(lines)-1]
+			for i, raw := range lines {
+				if i > 0 && bytes.Compare(lines[i-1], raw) >= 0 {
+					t.Errorf("%s: lines %d and %d out of order:\n%s%s", name+ix.suffix, i-1, i, lines[i-1], raw)
+				}
+				l, err := cdxj.Parse(raw)
+				if err != nil {
+					t.Fatalf("%s: line %d: %v", name+ix.suffix, i, err)
+				}
+				if l.Filename != name {
+					t.Errorf("%s: line names file %q", name+ix.suffix, l.Filename)
+				}
+				checkLine(t, path, l, ix.kind)
+				at[l.Offset] = ix.kind
+			}
+			// The same bytes as an index made from the WARC file alone.
+			if want, _ := os.ReadFile(ix.rebuilt); !bytes.Equal(data, want) {
+				t.Errorf("%s: index differs from the one made from the file:\n%s\nwant\n%s", name+ix.suffix, data, want)
+			}
+			total += len(lines)
 		}
-		// Every indexed record has its line.
+		// Every indexed record has its line, in its index.
 		r, err := gowarc.NewWarcFileReader(path, 0, gowarc.WithStrictValidation())
 		if err != nil {
 			t.Fatal(err)
@@ -73,34 +89,26 @@ func checkIndex(t *testing.T, dir string) int {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if cdxj.Indexed(rec.WarcRecord.Type().String()) {
+			want := map[gowarc.RecordType]cdxj.Kind{gowarc.Response: cdxj.Capture, gowarc.Revisit: cdxj.Capture, gowarc.Metadata: cdxj.Meta}[rec.WarcRecord.Type()]
+			if want != cdxj.None {
 				indexed++
-				if !at[rec.Offset] {
-					t.Errorf("%s: %v record at %d of %s has no line", name, rec.WarcRecord.Type(), rec.Offset, rec.WarcRecord.WarcHeader().Get(gowarc.WarcTargetURI))
-				}
+			}
+			if got := at[rec.Offset]; got != want {
+				t.Errorf("%s: %v record at %d of %s: line of kind %v, want %v", name, rec.WarcRecord.Type(), rec.Offset, rec.WarcRecord.WarcHeader().Get(gowarc.WarcTargetURI), got, want)
 			}
 			rec.Close()
 		}
 		r.Close()
-		if indexed != len(lines) {
-			t.Errorf("%s: %d indexed records, %d lines", name, indexed, len(lines))
+		if indexed != len(at) {
+			t.Errorf("%s: %d indexed records, %d lines", name, indexed, len(at))
 		}
-		// The same bytes as an index made from the WARC file alone.
-		rebuilt := filepath.Join(t.TempDir(), name+indexSuffix)
-		if _, err := cdxj.IndexFile(path, name, rebuilt); err != nil {
-			t.Fatal(err)
-		}
-		if want, _ := os.ReadFile(rebuilt); !bytes.Equal(data, want) {
-			t.Errorf("%s: index differs from the one made from the file:\n%s\nwant\n%s", name, data, want)
-		}
-		total += len(lines)
 	}
 	return total
 }
 
 // checkLine opens path, reads the record at l.Offset with gowarc under
-// strict validation and compares it with l.
-func checkLine(t *testing.T, path string, l cdxj.Line) {
+// strict validation and compares it with l, a line of an index of kind.
+func checkLine(t *testing.T, path string, l cdxj.Line, kind cdxj.Kind) {
 	t.Helper()
 	r, err := gowarc.NewWarcFileReader(path, l.Offset, gowarc.WithStrictValidation())
 	if err != nil {
@@ -117,8 +125,8 @@ func checkLine(t *testing.T, path string, l cdxj.Line) {
 	if rec.Offset != l.Offset || rec.Size != l.Length {
 		t.Errorf("line %+v: record at %d of %d bytes", l, rec.Offset, rec.Size)
 	}
-	if !cdxj.Indexed(wr.Type().String()) {
-		t.Errorf("line %+v: a %v record", l, wr.Type())
+	if k := cdxj.KindOf(wr.Type().String(), h.Get(gowarc.ContentType)); k != kind {
+		t.Errorf("line %+v: a %v record (%v) in an index of %v", l, wr.Type(), k, kind)
 	}
 	u := h.Get(gowarc.WarcTargetURI)
 	if l.URL != u || l.Key != cdxj.SURT(u) {
@@ -135,8 +143,8 @@ func checkLine(t *testing.T, path string, l cdxj.Line) {
 	case wr.Type() == gowarc.Revisit:
 		want = sha1Digest(nil) // no payload
 	}
-	if l.Digest != want {
-		t.Errorf("line %+v: digest %q, want %q", l, l.Digest, want)
+	if l.Digest != strings.TrimPrefix(want, "sha1:") || strings.Contains(l.Digest, ":") {
+		t.Errorf("line %+v: digest %q, want %q without its sha1:", l, l.Digest, want)
 	}
 	wantMime := map[gowarc.RecordType]string{gowarc.Revisit: "warc/revisit", gowarc.Metadata: "application/warc-fields", gowarc.Response: "text/html"}[wr.Type()]
 	if l.Mime != wantMime {
@@ -223,22 +231,33 @@ func TestIndexOff(t *testing.T) {
 }
 
 // TestIndexWhileOpen: the lines of an open file are in its ".cdxj.open"
-// as soon as Write returns.
+// (captures) and ".cdxj-meta.open" (metadata) as soon as Write and
+// Metadata return.
 func TestIndexWhileOpen(t *testing.T) {
 	dir := t.TempDir()
 	w := openWriter(t, Options{Dir: dir, Prefix: "ix", Index: true})
 	defer w.Close()
-	for i := range 3 {
-		if err := w.Write(exchange(fmt.Sprintf("http://a.test/%d", i), []byte("<p>x</p>"), i)); err != nil {
-			t.Fatal(err)
-		}
-		m, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"+indexSuffix+openSuffix))
+	count := func(suffix string) int {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"+suffix+openSuffix))
 		if len(m) != 1 {
 			t.Fatalf("open index files %v", m)
 		}
 		data, _ := os.ReadFile(m[0])
-		if n := bytes.Count(data, []byte("\n")); n != i+1 {
-			t.Fatalf("after %d writes the open index has %d lines", i+1, n)
+		return bytes.Count(data, []byte("\n"))
+	}
+	for i := range 3 {
+		u := fmt.Sprintf("http://a.test/%d", i)
+		if err := w.Write(exchange(u, []byte("<p>x</p>"), i)); err != nil {
+			t.Fatal(err)
+		}
+		if c, m := count(indexSuffix), count(metaSuffix); c != i+1 || m != i {
+			t.Fatalf("after %d writes the open indexes have %d and %d lines", i+1, c, m)
+		}
+		if err := w.Metadata(u, time.Time{}, [][2]string{{"simhash", "1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if c, m := count(indexSuffix), count(metaSuffix); c != i+1 || m != i+1 {
+			t.Fatalf("after %d metadata records the open indexes have %d and %d lines", i+1, c, m)
 		}
 	}
 }
@@ -327,9 +346,10 @@ func TestMetadata(t *testing.T) {
 }
 
 // TestIndexRecoveryAfterRename: a crash after a file was renamed but before
-// its index was leaves "<name>.cdxj.open"; Open builds the index from the
-// file. An index left without its file goes; a file without any index (one
-// written without Options.Index) is left as it is.
+// its indexes were leaves "<name>.cdxj.open" and "<name>.cdxj-meta.open",
+// or the latter alone; Open builds both indexes from the file. An index
+// left without its file goes; a file without any index (one written
+// without Options.Index) is left as it is.
 func TestIndexRecoveryAfterRename(t *testing.T) {
 	dir := t.TempDir()
 	w := openWriter(t, Options{Dir: dir, Prefix: "rn", Index: true, MaxSize: 20 << 10})
@@ -338,28 +358,38 @@ func TestIndexRecoveryAfterRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	if len(files) < 2 {
+	if len(files) < 3 {
 		t.Fatalf("files %v", files)
 	}
 	// File 0: the index was not renamed yet: a partial unsorted one.
 	os.Remove(files[0] + indexSuffix)
+	os.Remove(files[0] + metaSuffix)
 	os.WriteFile(files[0]+indexSuffix+openSuffix, []byte("com,x)/ 2026 {\"url\": \"http://x/\", \"len"), 0o644)
-	// An orphan index.
+	os.WriteFile(files[0]+metaSuffix+openSuffix, []byte("com,x)/ 2026 {\"url\": \"http://x/\", \"len"), 0o644)
+	// File 2: only its side index was left unfinished.
+	os.Rename(files[2]+metaSuffix, files[2]+metaSuffix+openSuffix)
+	// Orphan indexes.
 	os.WriteFile(filepath.Join(dir, "rn-20260101000000-00009-1.warc.gz"+indexSuffix+openSuffix), []byte("x\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "rn-20260101000000-00010-1.warc.gz"+metaSuffix+openSuffix), []byte("x\n"), 0o644)
 	// File 1 was written without an index.
 	os.Remove(files[1] + indexSuffix)
+	os.Remove(files[1] + metaSuffix)
 
 	w = openWriter(t, Options{Dir: dir, Prefix: "rn", Index: true})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(files[1] + indexSuffix); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a file without an index got one at Open: %v", err)
+	for _, suffix := range []string{indexSuffix, metaSuffix} {
+		if _, err := os.Stat(files[1] + suffix); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a file without an index got one at Open: %v", err)
+		}
 	}
 	os.Rename(files[1], filepath.Join(t.TempDir(), "moved")) // checkIndex wants an index for every file
 	checkIndex(t, dir)
-	if _, err := os.Stat(files[0] + indexSuffix); err != nil {
-		t.Fatal(err)
+	for _, suffix := range []string{indexSuffix, metaSuffix} {
+		if _, err := os.Stat(files[0] + suffix); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

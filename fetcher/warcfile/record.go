@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,7 +30,8 @@ type encoder struct {
 
 	// With index set, every indexed member of out gets a line in idx: its
 	// key, timestamp and JSON up to the offset (cdxj.Line.AppendHead); the
-	// Writer adds the offset and file name when it appends out.
+	// Writer adds the offset and file name when it appends out, to the
+	// replay index or, for a metadata record, the side index.
 	index bool
 	idx   []byte
 	lines []lineRef
@@ -38,8 +40,9 @@ type encoder struct {
 // lineRef locates the head of one index line in encoder.idx and its member
 // in encoder.out.
 type lineRef struct {
-	start, end int // of the head in idx
-	member     int // offset of the member in out
+	start, end int  // of the head in idx
+	member     int  // offset of the member in out
+	meta       bool // a line of the side index
 }
 
 // appender is an io.Writer that appends to encoder.out.
@@ -105,6 +108,11 @@ func (x *Exchange) check() error {
 			return fmt.Errorf("warcfile: %s: %w", x.URL, err)
 		}
 	}
+	for _, p := range x.Protocols {
+		if p == "" || strings.ContainsFunc(p, func(r rune) bool { return r != '/' && notToken(r) }) {
+			return fmt.Errorf("warcfile: %s: protocol %q: %w", x.URL, p, ErrInvalid)
+		}
+	}
 	return nil
 }
 
@@ -165,7 +173,7 @@ func (e *encoder) exchange(x *Exchange) error {
 		return err
 	}
 	if e.index {
-		e.addLine(start, x.URL, date, cdxj.MediaType(httpContentType(x.Response)), cdxj.StatusOf(x.Response), digest)
+		e.addLine(start, x.URL, date, cdxj.MediaType(httpContentType(x.Response)), cdxj.StatusOf(x.Response), digest, false)
 	}
 	return nil
 }
@@ -214,7 +222,7 @@ func (e *encoder) revisit(x *Exchange, date time.Time, id, reqID []byte) error {
 		return err
 	}
 	if e.index {
-		e.addLine(start, x.URL, date, "warc/revisit", cdxj.StatusOf(x.Response), digest)
+		e.addLine(start, x.URL, date, "warc/revisit", cdxj.StatusOf(x.Response), digest, false)
 	}
 	return nil
 }
@@ -249,7 +257,7 @@ func (e *encoder) metadata(targetURI string, date time.Time, fields [][2]string)
 		return err
 	}
 	if e.index {
-		e.addLine(start, targetURI, date, "application/warc-fields", "", digest)
+		e.addLine(start, targetURI, date, "application/warc-fields", "", digest, true)
 	}
 	return nil
 }
@@ -261,13 +269,15 @@ type digestBuf [40]byte
 const emptyDigest = "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
 
 // addLine adds the index line head of the member that starts at start in
-// e.out and ends at its end.
-func (e *encoder) addLine(start int, url string, date time.Time, mime, status string, digest []byte) {
+// e.out and ends at its end, for the side index if meta. digest is the
+// WARC digest; the line has it without its "sha1:" label, as
+// cdxj-indexer writes it (cdxj.DigestValue).
+func (e *encoder) addLine(start int, url string, date time.Time, mime, status string, digest []byte, meta bool) {
 	l := cdxj.Line{
 		URL:    url,
 		Mime:   mime,
 		Status: status,
-		Digest: string(digest),
+		Digest: cdxj.DigestValue(string(digest)),
 		Length: int64(len(e.out) - start),
 	}
 	i := len(e.idx)
@@ -276,7 +286,7 @@ func (e *encoder) addLine(start int, url string, date time.Time, mime, status st
 	b = cdxj.AppendTimestamp(b, date)
 	b = l.AppendHead(b)
 	e.idx = b
-	e.lines = append(e.lines, lineRef{start: i, end: len(b), member: start})
+	e.lines = append(e.lines, lineRef{start: i, end: len(b), member: start, meta: meta})
 }
 
 // httpContentType returns the value of the first Content-Type field of an
@@ -339,6 +349,9 @@ func (e *encoder) common(h []byte, x *Exchange) []byte {
 		h = append(h, "WARC-IP-Address: "...)
 		h = x.IP.Unmap().WithZone("").AppendTo(h)
 		h = append(h, "\r\n"...)
+	}
+	for _, p := range x.Protocols {
+		h = appendField(h, "WARC-Protocol", p)
 	}
 	return h
 }

@@ -18,9 +18,9 @@ import (
 
 // recoverDir repairs the leftover ".open" files of prefix in dir and returns
 // how many it repaired. Files that another live Writer holds (its lock) are
-// left alone. The index of a repaired file is rebuilt from it (with index;
-// without, a stale one is removed), and so is the index of a finished file
-// whose index a crash left unfinished (see recoverIndex).
+// left alone. The indexes of a repaired file are rebuilt from it (with
+// index; without, stale ones are removed), and so are those of a finished
+// file whose indexes a crash left unfinished (see recoverIndex).
 func recoverDir(dir, prefix string, index bool, log *slog.Logger) (int, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"-*.warc.gz"+openSuffix))
 	if err != nil {
@@ -40,15 +40,18 @@ func recoverDir(dir, prefix string, index bool, log *slog.Logger) (int, error) {
 				rebuildIndex(final, index, log)
 			}
 			removeStale(final+indexSuffix+openSuffix, log)
+			removeStale(final+metaSuffix+openSuffix, log)
 		}
 	}
-	idxs, err := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"-*.warc.gz"+indexSuffix+openSuffix))
-	if err != nil {
-		return n, fmt.Errorf("warcfile: list %s: %w", dir, err)
-	}
 	changed := n > 0
-	for _, p := range idxs {
-		changed = recoverIndex(p, index, log) || changed
+	for _, suffix := range []string{indexSuffix, metaSuffix} {
+		idxs, err := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"-*.warc.gz"+suffix+openSuffix))
+		if err != nil {
+			return n, fmt.Errorf("warcfile: list %s: %w", dir, err)
+		}
+		for _, p := range idxs {
+			changed = recoverIndex(p, suffix, index, log) || changed
+		}
 	}
 	if changed {
 		if err := syncDir(dir); err != nil {
@@ -58,19 +61,19 @@ func recoverDir(dir, prefix string, index bool, log *slog.Logger) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// rebuildIndex writes the sorted index of the WARC file final from the file
-// itself, with index; a failure is logged (the file is intact, and `site
-// warc-index` can index it later).
+// rebuildIndex writes the sorted indexes of the WARC file final from the
+// file itself, with index; a failure is logged (the file is intact, and
+// `site warc-index` can index it later).
 func rebuildIndex(final string, index bool, log *slog.Logger) {
 	if !index {
 		return
 	}
 	n, err := cdxj.IndexFile(final, filepath.Base(final), final+indexSuffix)
 	if err != nil {
-		log.Error("warcfile: cannot rebuild the index of a recovered file", "path", final, "err", err)
+		log.Error("warcfile: cannot rebuild the indexes of a recovered file", "path", final, "err", err)
 		return
 	}
-	log.Warn("warcfile: rebuilt the index of a recovered file", "path", final+indexSuffix, "lines", n)
+	log.Warn("warcfile: rebuilt the indexes of a recovered file", "path", final+indexSuffix, "lines", n.Captures, "metadata lines", n.Meta)
 }
 
 // removeStale removes a partial index file, if there is one.
@@ -80,15 +83,16 @@ func removeStale(path string, log *slog.Logger) {
 	}
 }
 
-// recoverIndex handles the unfinished index "<name>.cdxj.open" path of a
-// file that is not open any more (a crash after the file was renamed, before
-// its index was): it rebuilds "<name>.cdxj" from "<name>" (with index) and
-// removes path. It leaves path alone while "<name>.open" exists (the file
-// is still being written, or could not be recovered) or a live Writer holds
-// path's lock (it is finishing the index). It reports whether it changed
-// anything.
-func recoverIndex(path string, index bool, log *slog.Logger) bool {
-	warc := strings.TrimSuffix(path, indexSuffix+openSuffix)
+// recoverIndex handles the unfinished index path, "<name>" suffix ".open"
+// (suffix: indexSuffix or metaSuffix), of a file that is not open any more
+// (a crash after the file was renamed, before its indexes were): it
+// rebuilds both indexes of "<name>" from it (with index) and removes both
+// ".open" ones.
+// It leaves path alone while "<name>.open" exists (the file is still being
+// written, or could not be recovered) or a live Writer holds path's lock
+// (it is finishing the indexes). It reports whether it changed anything.
+func recoverIndex(path, suffix string, index bool, log *slog.Logger) bool {
+	warc := strings.TrimSuffix(path, suffix+openSuffix)
 	if fileExists(warc + openSuffix) {
 		return false
 	}
@@ -103,7 +107,10 @@ func recoverIndex(path string, index bool, log *slog.Logger) bool {
 	if fileExists(warc) {
 		rebuildIndex(warc, index, log)
 	}
-	removeStale(path, log)
+	// Both: a Writer removes them before it unlocks either, so the other
+	// one is no live Writer's either.
+	removeStale(warc+indexSuffix+openSuffix, log)
+	removeStale(warc+metaSuffix+openSuffix, log)
 	return true
 }
 

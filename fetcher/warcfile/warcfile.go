@@ -14,27 +14,31 @@
 //
 // # Index
 //
-// With Options.Index, every file "<name>" (name ending ".warc.gz") gets a
-// CDXJ index "<name>.cdxj" beside it, in the format pywb reads (see package
-// cdxj): one line per response, revisit and metadata record, with the
-// offset and length of its gzip member and "<name>" as the file name; the
-// mime type of a revisit is "warc/revisit", of a metadata record
-// "application/warc-fields". While the file is "<name>.open", its index is
-// "<name>.cdxj.open": the lines in the order of the records, each written
-// (one write per Write or Metadata call) after the records it points at.
-// When the file is finished and renamed, its lines are sorted by their
-// bytes (as LC_ALL=C sort) into "<name>.cdxj", written to a temporary file
-// and renamed, and "<name>.cdxj.open" is removed. The index is written from
-// what the Writer appends; the file is not read back, but if a line cannot
-// be written the index is built from the finished file instead.
+// With Options.Index, every file "<name>" (name ending ".warc.gz") gets two
+// CDXJ indexes beside it, in the format pywb reads (see package cdxj), each
+// line with the offset and length of a record's gzip member and "<name>" as
+// the file name: the replay index "<name>.cdxj", one line per response and
+// revisit record (mime type "warc/revisit"), and the side index
+// "<name>.cdxj-meta", one line per metadata record (mime type
+// "application/warc-fields"), kept out of the replay index where a replay
+// tool would take them for captures. While the file is "<name>.open", its
+// indexes are "<name>.cdxj.open" and "<name>.cdxj-meta.open": the lines in
+// the order of the records, each written (one write per Write or Metadata
+// call) after the records it points at. When the file is finished and
+// renamed, the lines of each are sorted by their bytes (as LC_ALL=C sort)
+// into "<name>.cdxj-meta" and "<name>.cdxj", each written to a temporary
+// file and renamed, and the ".open" ones are removed. The indexes are
+// written from what the Writer appends; the file is not read back, but if
+// a line cannot be written both are built from the finished file instead.
 //
-// After a crash, Open rebuilds the index of every file it repairs from the
-// repaired file itself (so every line points at a complete record and every
-// indexed record has its line), replacing its "<name>.cdxj.open"; and a
-// "<name>.cdxj.open" whose file was already renamed (a crash between the
-// two renames) gets "<name>.cdxj" built from "<name>". Without
-// Options.Index, Open removes such partial indexes and builds none; a file
-// written without an index keeps none (`site warc-index` builds them).
+// After a crash, Open rebuilds the indexes of every file it repairs from
+// the repaired file itself (so every line points at a complete record and
+// every indexed record has its line), replacing its ".open" indexes; and a
+// "<name>.cdxj.open" or "<name>.cdxj-meta.open" whose file was already
+// renamed (a crash between the renames) gets both indexes built from
+// "<name>". Without Options.Index, Open removes such partial indexes and
+// builds none; a file written without an index keeps none (`site
+// warc-index` builds them).
 package warcfile
 
 import (
@@ -160,6 +164,12 @@ type Exchange struct {
 	// a value must have no control characters but tabs; errors for these
 	// wrap ErrInvalid.
 	Extra [][2]string
+	// Protocols are the WARC-Protocol values of the request and response
+	// (or revisit) records, one field each, in order: the HTTP protocol
+	// and the TLS version, e.g. "h2", "tls/1.3" (the field proposed for
+	// WARC in iipc/warc-specifications issue 42). Each is a token: no
+	// spaces, control characters or separators but '/' and '.'. nil: none.
+	Protocols []string
 }
 
 // Revisit says how the response of an Exchange is recorded: as a response
@@ -224,10 +234,11 @@ type Writer struct {
 		seq    int    // sequence number of the next file
 		closed bool
 
-		// The index of f, with Options.Index.
-		idx     *os.File // "<name>.cdxj.open", locked; nil: none, or given up
-		idxPath string
-		idxBad  bool   // a line could not be written: rebuild the index from f at the end
+		// The indexes of f, with Options.Index: [0] the replay index,
+		// [1] the side index.
+		idx     [2]*os.File // "<name>.cdxj.open", "<name>.cdxj-meta.open", locked; nil: none, or given up
+		idxPath [2]string
+		idxBad  bool   // a line could not be written: rebuild the indexes from f at the end
 		name    string // f's final base name, the lines' filename
 		line    []byte // scratch
 	}
@@ -339,31 +350,42 @@ func (w *Writer) append(e *encoder) error {
 		return err
 	}
 	w.records.Add(int64(e.records))
-	if w.mu.idx != nil && len(e.lines) > 0 {
+	for i, f := range w.mu.idx {
+		if f == nil || len(e.lines) == 0 {
+			continue
+		}
 		b := w.mu.line[:0]
 		for _, l := range e.lines {
-			b = append(b, e.idx[l.start:l.end]...)
-			b = strconv.AppendInt(b, base+int64(l.member), 10)
-			b = cdxj.AppendTail(b, w.mu.name)
+			if l.meta == (i == 1) {
+				b = append(b, e.idx[l.start:l.end]...)
+				b = strconv.AppendInt(b, base+int64(l.member), 10)
+				b = cdxj.AppendTail(b, w.mu.name)
+			}
 		}
 		w.mu.line = b
 		if len(b) > maxPooledBuf {
 			w.mu.line = nil
 		}
-		if _, err := w.mu.idx.Write(b); err != nil {
-			w.o.Logger.Error("warcfile: index write failed; the index will be rebuilt from the file", "path", w.mu.idxPath, "err", err)
+		if len(b) == 0 {
+			continue
+		}
+		if _, err := f.Write(b); err != nil {
+			w.o.Logger.Error("warcfile: index write failed; the indexes will be rebuilt from the file", "path", w.mu.idxPath[i], "err", err)
 			w.dropIndexLocked()
+			break
 		}
 	}
 	return nil
 }
 
-// dropIndexLocked gives up writing the current index: it is rebuilt from
-// the WARC file when the file is finished.
+// dropIndexLocked gives up writing the current indexes: they are rebuilt
+// from the WARC file when the file is finished.
 func (w *Writer) dropIndexLocked() {
-	if w.mu.idx != nil {
-		w.mu.idx.Close()
-		w.mu.idx = nil
+	for i, f := range w.mu.idx {
+		if f != nil {
+			f.Close()
+			w.mu.idx[i] = nil
+		}
 	}
 	w.mu.idxBad = true
 }
@@ -431,8 +453,12 @@ func (w *Writer) Stats() Stats {
 // openSuffix marks a file being written.
 const openSuffix = ".open"
 
-// indexSuffix ends the name of the index of a file: "<name>.cdxj".
+// indexSuffix ends the name of the replay index of a file: "<name>.cdxj".
 const indexSuffix = ".cdxj"
+
+// metaSuffix ends the name of the side index of a file:
+// "<name>.cdxj-meta" (cdxj.MetaPath).
+const metaSuffix = indexSuffix + cdxj.MetaSuffix
 
 // fileName returns the name of file number seq created at t.
 func (w *Writer) fileName(t time.Time, seq int) string {
@@ -516,39 +542,45 @@ func (w *Writer) appendLocked(data []byte) error {
 		f.Close()
 		os.Remove(w.mu.path)
 		w.mu.f = nil
-		if w.mu.idx != nil {
-			os.Remove(w.mu.idxPath)
+		for i, f := range w.mu.idx {
+			if f != nil {
+				os.Remove(w.mu.idxPath[i])
+			}
 		}
 		w.closeIndexLocked()
 	}
 	return err
 }
 
-// createIndexLocked creates and locks the index of the new current file,
-// "<name>.cdxj.open". If it cannot, the index is built from the file when
-// the file is finished.
+// createIndexLocked creates and locks the indexes of the new current
+// file, "<name>.cdxj.open" and "<name>.cdxj-meta.open". If it cannot, the
+// indexes are built from the file when the file is finished.
 func (w *Writer) createIndexLocked() {
-	w.mu.idxPath = filepath.Join(w.o.Dir, w.mu.name+indexSuffix+openSuffix)
 	w.mu.idxBad = false
-	idx, err := os.OpenFile(w.mu.idxPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err == nil {
-		if err = lockFile(idx); err != nil {
-			idx.Close()
+	for i, suffix := range [2]string{indexSuffix, metaSuffix} {
+		w.mu.idxPath[i] = filepath.Join(w.o.Dir, w.mu.name+suffix+openSuffix)
+		idx, err := os.OpenFile(w.mu.idxPath[i], os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+		if err == nil {
+			if err = lockFile(idx); err != nil {
+				idx.Close()
+			}
 		}
+		if err != nil {
+			w.o.Logger.Error("warcfile: cannot create an index; the indexes will be built from the file", "path", w.mu.idxPath[i], "err", err)
+			w.dropIndexLocked()
+			return
+		}
+		w.mu.idx[i] = idx
 	}
-	if err != nil {
-		w.o.Logger.Error("warcfile: cannot create an index; it will be built from the file", "path", w.mu.idxPath, "err", err)
-		w.mu.idxBad = true
-		return
-	}
-	w.mu.idx = idx
 }
 
-// closeIndexLocked closes the current index file, if any, and leaves it.
+// closeIndexLocked closes the current index files, if any, and leaves them.
 func (w *Writer) closeIndexLocked() {
-	if w.mu.idx != nil {
-		w.mu.idx.Close()
-		w.mu.idx = nil
+	for i, f := range w.mu.idx {
+		if f != nil {
+			f.Close()
+			w.mu.idx[i] = nil
+		}
 	}
 	w.mu.idxBad = false
 }
@@ -559,7 +591,7 @@ func (w *Writer) finishLocked() error {
 	f, path := w.mu.f, w.mu.path
 	w.mu.f = nil
 	idx, idxPath, idxBad := w.mu.idx, w.mu.idxPath, w.mu.idxBad
-	w.mu.idx, w.mu.idxBad = nil, false
+	w.mu.idx, w.mu.idxBad = [2]*os.File{}, false
 	final := strings.TrimSuffix(path, openSuffix)
 	var errs []error
 	if err := f.Sync(); err != nil {
@@ -579,35 +611,44 @@ func (w *Writer) finishLocked() error {
 		if err := w.finishIndex(final, idx, idxPath, idxBad); err != nil {
 			errs = append(errs, err)
 		}
-	} else if idx != nil {
-		idx.Close() // the file stays ".open": Open repairs both
+	} else {
+		for _, f := range idx {
+			if f != nil {
+				f.Close() // the file stays ".open": Open repairs it and them
+			}
+		}
 	}
 	w.o.Logger.Info("warcfile: file done", "path", final, "bytes", w.mu.size)
 	return errors.Join(errs...)
 }
 
-// finishIndex writes the sorted index of the finished file final from the
-// lines in idx (or, if there is no idx or it is bad, from final itself),
-// then removes idx, which it closes.
-func (w *Writer) finishIndex(final string, idx *os.File, idxPath string, bad bool) error {
-	out := final + indexSuffix
+// finishIndex writes the sorted indexes of the finished file final from
+// the lines in idx (or, if an index file is missing or bad, from final
+// itself), then removes the ".open" ones, which it closes.
+func (w *Writer) finishIndex(final string, idx [2]*os.File, idxPath [2]string, bad bool) error {
+	out := [2]string{final + indexSuffix, final + metaSuffix}
 	var err error
-	if idx != nil && !bad {
-		err = writeSortedFrom(idx, out)
-		if err != nil {
-			w.o.Logger.Error("warcfile: cannot sort the index; building it from the file", "path", idxPath, "err", err)
+	rebuild := bad || idx[0] == nil || idx[1] == nil
+	for i := 1; i >= 0 && !rebuild; i-- { // the side index first, as cdxj.IndexFile
+		if err = writeSortedFrom(idx[i], out[i]); err != nil {
+			w.o.Logger.Error("warcfile: cannot sort an index; building both from the file", "path", idxPath[i], "err", err)
+			rebuild = true
 		}
 	}
-	if idx == nil || bad || err != nil {
-		_, err = cdxj.IndexFile(final, filepath.Base(final), out)
+	if rebuild {
+		_, err = cdxj.IndexFile(final, filepath.Base(final), out[0])
 	}
-	if err == nil && idxPath != "" {
-		if rerr := os.Remove(idxPath); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = fmt.Errorf("warcfile: remove %s: %w", idxPath, rerr)
+	for _, p := range idxPath {
+		if err == nil && p != "" {
+			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = fmt.Errorf("warcfile: remove %s: %w", p, rerr)
+			}
 		}
 	}
-	if idx != nil {
-		idx.Close() // drops its lock, after the removal
+	for _, f := range idx {
+		if f != nil {
+			f.Close() // drops its lock, after the removal
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("warcfile: index %s: %w", final, err)

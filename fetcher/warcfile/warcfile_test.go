@@ -114,7 +114,8 @@ func readDir(t *testing.T, dir, prefix string) (map[string]*readExchange, []stri
 	var files []string
 	for _, ent := range ents {
 		name := ent.Name()
-		if strings.HasSuffix(name, indexSuffix) && nameRE.MatchString(strings.TrimSuffix(name, indexSuffix)) {
+		if strings.HasSuffix(name, indexSuffix) && nameRE.MatchString(strings.TrimSuffix(name, indexSuffix)) ||
+			strings.HasSuffix(name, metaSuffix) && nameRE.MatchString(strings.TrimSuffix(name, metaSuffix)) {
 			continue // an index: see checkIndex
 		}
 		if !nameRE.MatchString(name) {
@@ -817,4 +818,64 @@ func BenchmarkGowarcFileWriter(b *testing.B) {
 		}
 	}
 	reportPerExchange(b)
+}
+
+// TestProtocols: Exchange.Protocols become one WARC-Protocol field each, in
+// order, on the request and the response (or revisit) record, which gowarc
+// reads back under strict validation; a value that is not a token is
+// refused.
+func TestProtocols(t *testing.T) {
+	dir := t.TempDir()
+	w := openWriter(t, Options{Dir: dir, Prefix: "pr"})
+	x := exchange("http://h1.fr.test/p/1.html", []byte("<p>h2</p>"), 0)
+	x.Protocols = []string{"h2", "tls/1.3"}
+	rv := exchange("http://h1.fr.test/p/2.html", nil, 1)
+	notModified(rv)
+	rv.Protocols = []string{"http/1.1"}
+	for _, x := range []*Exchange{x, rv} {
+		if err := w.Write(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []string{"", "h2 ", "h2\r\nWARC-Type: evil", "a,b", "tls:1.3"} {
+		y := exchange("http://h1.fr.test/p/3.html", nil, 2)
+		y.Protocols = []string{"h2", bad}
+		if err := w.Write(y); !errors.Is(err, ErrInvalid) {
+			t.Errorf("protocol %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	r, err := gowarc.NewWarcFileReader(files[0], 0, gowarc.WithStrictValidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := map[string][]string{}
+	for rec, err := range r.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Validation) > 0 {
+			t.Fatalf("validation %v", rec.Validation)
+		}
+		h := rec.WarcRecord.WarcHeader()
+		got[rec.WarcRecord.Type().String()+" "+h.Get(gowarc.WarcTargetURI)] = h.GetAll("WARC-Protocol")
+		rec.Close()
+	}
+	want := map[string][]string{
+		"warcinfo ":        nil,
+		"request " + x.URL: {"h2", "tls/1.3"}, "response " + x.URL: {"h2", "tls/1.3"},
+		"request " + rv.URL: {"http/1.1"}, "revisit " + rv.URL: {"http/1.1"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("records %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if !slices.Equal(got[k], v) {
+			t.Errorf("%s: WARC-Protocol %q, want %q", k, got[k], v)
+		}
+	}
 }

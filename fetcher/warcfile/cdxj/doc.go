@@ -1,6 +1,8 @@
 // Package cdxj makes CDXJ indexes of WARC files in the format pywb reads
-// (that of webrecorder's cdxj-indexer): one line per response, revisit,
-// resource or metadata record,
+// (that of webrecorder's cdxj-indexer, whose lines it writes byte for
+// byte): one line per response, revisit or resource record in the replay
+// index, and one per metadata record in a side index beside it (Kind,
+// MetaPath),
 //
 //	SURT-key 14-digit-timestamp {"url": …, "mime": …, "status": …, "digest": …, "length": …, "offset": …, "filename": …}
 //

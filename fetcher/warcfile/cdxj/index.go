@@ -21,23 +21,57 @@ import (
 // ErrRecord is wrapped by Index's error for a WARC record it cannot read.
 var ErrRecord = errors.New("cdxj: unreadable WARC record")
 
-// Indexed reports whether records of WARC-Type typ get a line: response,
-// revisit, resource and metadata (cdxj-indexer's default set), not request,
-// warcinfo or conversion. Unlike cdxj-indexer, which by default leaves out
-// resource and metadata records of Content-Type application/warc-fields,
-// Index keeps them: Meridian's metadata records (near-duplicate links,
-// simhashes) are looked up by URL.
-func Indexed(typ string) bool {
+// Kind says which index a WARC record's line goes into.
+type Kind uint8
+
+// The kinds of records.
+const (
+	// None: no line. Request, warcinfo, conversion and continuation
+	// records, and resource records of Content-Type
+	// application/warc-fields (cdxj-indexer leaves those out too).
+	None Kind = iota
+	// Capture: the replay index ("<name>.cdxj"), what pywb serves.
+	// Response, revisit and resource records: cdxj-indexer's default set
+	// without metadata records.
+	Capture
+	// Meta: the side index ("<name>.cdxj-meta", MetaPath): metadata
+	// records (Meridian's say a page is a near-duplicate or asked not to
+	// be indexed), which a replay tool would take for captures.
+	// cdxj-indexer, by default, leaves out those of Content-Type
+	// application/warc-fields and indexes the others as captures.
+	Meta
+)
+
+// KindOf returns the kind of a record of WARC-Type typ and Content-Type
+// contentType (its WARC header's).
+func KindOf(typ, contentType string) Kind {
 	switch typ {
-	case "response", "revisit", "resource", "metadata":
-		return true
+	case "response", "revisit":
+		return Capture
+	case "resource":
+		if MediaType(contentType) == "application/warc-fields" {
+			return None
+		}
+		return Capture
+	case "metadata":
+		return Meta
 	}
-	return false
+	return None
 }
 
+// MetaPath returns the path of the side index that goes with the replay
+// index at indexPath: indexPath with "-meta" appended ("x.warc.gz.cdxj" →
+// "x.warc.gz.cdxj-meta"). It does not end in ".cdxj", so that what loads
+// every *.cdxj file of a directory as captures (pywb's directory index
+// source, a shell glob) does not load it.
+func MetaPath(indexPath string) string { return indexPath + MetaSuffix }
+
+// MetaSuffix ends the side index's path (see MetaPath).
+const MetaSuffix = "-meta"
+
 // Index reads the WARC records of r, compressed one gzip member per record
-// or not compressed at all, and calls emit with the line of every indexed
-// record (see Indexed), in file order. Offsets and lengths are those of
+// or not compressed at all, and calls emit with the kind and line of every
+// record that gets one (see KindOf), in file order. Offsets and lengths are those of
 // the gzip members, or of the records themselves (trailing CRLF CRLF
 // included) in an uncompressed file. filename is the Filename of the lines.
 //
@@ -46,16 +80,17 @@ func Indexed(typ string) bool {
 // revisit, the record's Content-Type for resource and metadata records;
 // Status the HTTP status code of a response or revisit (none for other
 // records); Digest the
-// record's WARC-Payload-Digest, or if it has none, the SHA-1 (base32,
-// "sha1:" prefix) of its payload (the block of a record that is not HTTP,
-// nothing for a revisit without a payload).
+// record's WARC-Payload-Digest without its algorithm label, as cdxj-indexer
+// writes it (it keeps what follows the last ':', so "sha1:3I42…" is
+// "3I42…"), or if it has none, the base32 SHA-1 of its payload (the block of
+// a record that is not HTTP, nothing for a revisit without a payload).
 //
 // Index stops at the first record it cannot read, with an error that wraps
 // ErrRecord and names filename and the record's offset; lines emitted before
 // it stand. A file compressed as a single gzip stream is not indexed
 // correctly (only its first record would be seen): the offsets of such a
 // file could not be used anyway.
-func Index(r io.Reader, filename string, emit func(Line) error) error {
+func Index(r io.Reader, filename string, emit func(Kind, Line) error) error {
 	wr, err := gowarc.NewWarcFileReaderFromStream(r, 0)
 	if err != nil {
 		return fmt.Errorf("cdxj: read %s: %w", filename, err)
@@ -79,7 +114,9 @@ func Index(r io.Reader, filename string, emit func(Line) error) error {
 			rec.Close()
 			return fmt.Errorf("cdxj: read record at offset %d of %s: %w: %w", rec.Offset, filename, ErrRecord, err)
 		}
-		if !Indexed(rec.WarcRecord.Type().String()) {
+		h := rec.WarcRecord.WarcHeader()
+		kind := KindOf(rec.WarcRecord.Type().String(), h.Get(gowarc.ContentType))
+		if kind == None {
 			rec.Close()
 			continue
 		}
@@ -88,7 +125,7 @@ func Index(r io.Reader, filename string, emit func(Line) error) error {
 		if err != nil {
 			return fmt.Errorf("cdxj: read record at offset %d of %s: %w: %w", rec.Offset, filename, ErrRecord, err)
 		}
-		if err := emit(l); err != nil {
+		if err := emit(kind, l); err != nil {
 			return err
 		}
 	}
@@ -114,7 +151,7 @@ func lineOf(rec gowarc.Record, filename string) (Line, error) {
 	h := wr.WarcHeader()
 	l := Line{
 		URL:      h.Get(gowarc.WarcTargetURI),
-		Digest:   h.Get(gowarc.WarcPayloadDigest),
+		Digest:   DigestValue(h.Get(gowarc.WarcPayloadDigest)),
 		Length:   rec.Size,
 		Offset:   rec.Offset,
 		Filename: filename,
@@ -212,7 +249,19 @@ func warcDateTimestamp(d string) string {
 	return string(b)
 }
 
-// payloadSHA1 returns "sha1:" and the base32 SHA-1 of the record's payload.
+// DigestValue returns a labelled WARC digest without its label, as
+// cdxj-indexer (and pywb's indexer before it) writes the digest field:
+// what follows the last ':' ("sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ" →
+// "3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"; cdxj-indexer's test expects
+// "digest": "G7HRM7BGOKSKMSXZAHMUQTTV53QOFSMK" for a response record).
+func DigestValue(d string) string {
+	if i := strings.LastIndexByte(d, ':'); i >= 0 {
+		return d[i+1:]
+	}
+	return d
+}
+
+// payloadSHA1 returns the base32 SHA-1 of the record's payload.
 func payloadSHA1(wr gowarc.WarcRecord) (string, error) {
 	var (
 		r   io.Reader
@@ -230,7 +279,7 @@ func payloadSHA1(wr gowarc.WarcRecord) (string, error) {
 	if _, err := io.Copy(h, r); err != nil {
 		return "", err
 	}
-	return "sha1:" + base32.StdEncoding.EncodeToString(h.Sum(nil)), nil
+	return base32.StdEncoding.EncodeToString(h.Sum(nil)), nil
 }
 
 // Sort sorts lines by their bytes, as `LC_ALL=C sort` does, which is the
@@ -239,35 +288,55 @@ func Sort(lines [][]byte) {
 	slices.SortFunc(lines, bytes.Compare)
 }
 
+// Counts are the lines IndexFile wrote, by index.
+type Counts struct {
+	Captures int // in the replay index
+	Meta     int // in the side index
+}
+
 // IndexFile indexes the WARC file at warcPath (see Index) with Filename
-// name and writes the sorted lines to cdxjPath atomically: to a temporary
-// file in the same directory, synced, then renamed. It returns the number
-// of lines. On error nothing is written.
-func IndexFile(warcPath, name, cdxjPath string) (int, error) {
+// name and writes the sorted lines to two files, each atomically (a
+// temporary file in the same directory, synced, then renamed): the replay
+// index at indexPath (Capture lines) and the side index at
+// MetaPath(indexPath) (Meta lines; empty if the file has no metadata
+// record). On error nothing is written.
+func IndexFile(warcPath, name, indexPath string) (Counts, error) {
 	f, err := os.Open(warcPath)
 	if err != nil {
-		return 0, fmt.Errorf("cdxj: %w", err)
+		return Counts{}, fmt.Errorf("cdxj: %w", err)
 	}
 	defer f.Close()
-	var buf []byte
-	var ends []int
-	err = Index(bufio.NewReaderSize(f, 256<<10), name, func(l Line) error {
-		buf = l.Append(buf)
-		ends = append(ends, len(buf))
+	var buf [2][]byte
+	var ends [2][]int
+	err = Index(bufio.NewReaderSize(f, 256<<10), name, func(k Kind, l Line) error {
+		i := 0
+		if k == Meta {
+			i = 1
+		}
+		buf[i] = l.Append(buf[i])
+		ends[i] = append(ends[i], len(buf[i]))
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return Counts{}, err
 	}
-	lines := make([][]byte, len(ends))
-	start := 0
-	for i, e := range ends {
-		lines[i], start = buf[start:e:e], e
+	var lines [2][][]byte
+	for i := range lines {
+		lines[i] = make([][]byte, len(ends[i]))
+		start := 0
+		for j, e := range ends[i] {
+			lines[i][j], start = buf[i][start:e:e], e
+		}
 	}
-	if err := WriteSorted(cdxjPath, lines); err != nil {
-		return 0, err
+	// The side index first: a replay index is never newer than its side
+	// index.
+	if err := WriteSorted(MetaPath(indexPath), lines[1]); err != nil {
+		return Counts{}, err
 	}
-	return len(lines), nil
+	if err := WriteSorted(indexPath, lines[0]); err != nil {
+		return Counts{}, err
+	}
+	return Counts{Captures: len(lines[0]), Meta: len(lines[1])}, nil
 }
 
 // WriteSorted sorts lines (each ending in a newline) and writes them to

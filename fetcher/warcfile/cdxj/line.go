@@ -21,7 +21,7 @@ type Line struct {
 	URL       string // WARC-Target-URI
 	Mime      string // media type without parameters; "warc/revisit" for a revisit; "" is omitted
 	Status    string // HTTP status code of a response or revisit; "" is omitted
-	Digest    string // payload digest as in WARC-Payload-Digest, e.g. "sha1:…"; "" is omitted
+	Digest    string // payload digest without its algorithm label, as cdxj-indexer writes it: "3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ" for WARC-Payload-Digest "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ" (see DigestValue); "" is omitted
 	Length    int64  // bytes of the record in the file (its gzip member if compressed)
 	Offset    int64  // byte offset of the record in the file
 	Filename  string // base name of the WARC file
@@ -41,7 +41,7 @@ func AppendTimestamp(b []byte, t time.Time) []byte {
 // pywb's cdxj-indexer (Python's json.dumps: ", " and ": " separators,
 // non-ASCII escaped as \uXXXX, numbers as strings):
 //
-//	com,example)/ 20260304050607 {"url": "http://example.com/", "mime": "text/html", "status": "200", "digest": "sha1:…", "length": "1234", "offset": "0", "filename": "x.warc.gz"}
+//	com,example)/ 20260304050607 {"url": "http://example.com/", "mime": "text/html", "status": "200", "digest": "3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ", "length": "1234", "offset": "0", "filename": "x.warc.gz"}
 func (l *Line) Append(b []byte) []byte {
 	b = append(b, l.Key...)
 	b = append(b, ' ')
