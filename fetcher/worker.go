@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawl"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/links"
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
 	"github.com/meridian-crawler/meridian/fetcher/robots"
 	"github.com/meridian-crawler/meridian/fetcher/simhash"
@@ -117,7 +120,8 @@ func (w *worker) do(t *task) {
 	t.grp.inflight.Add(-1)
 }
 
-// get fetches url from t.ip through colly. The exchange holds the outcome;
+// get fetches url from t.ip (or the first of t.addrs that connects)
+// through colly. The exchange holds the outcome;
 // the error is colly's when no response arrived.
 func (w *worker) get(t *task, url string) error {
 	w.ex.reset()
@@ -133,7 +137,7 @@ func (w *worker) get(t *task, url string) error {
 	}
 	stopAbort := context.AfterFunc(abort, cancel)
 	defer stopAbort()
-	ctx = context.WithValue(ctx, dialKey{}, &dialTarget{ip: t.ip})
+	ctx = context.WithValue(ctx, dialKey{}, &dialTarget{ip: t.ip, ips: t.addrs})
 	ctx = httptrace.WithClientTrace(ctx, w.tr)
 	w.cur = t
 	w.c.Context = ctx
@@ -634,7 +638,7 @@ func gunzip(b []byte, limit int64) ([]byte, error) {
 }
 
 // setup loads the host's stored state, resolves its name if needed and
-// checks the address.
+// checks its addresses (usableAddrs).
 func (w *worker) setup(t *task) {
 	f := w.f
 	now := time.Now()
@@ -673,9 +677,44 @@ func (w *worker) setup(t *task) {
 		}
 		t.ips, t.ipsExpiry = ips, later(exp, now.Add(minIPsTTL))
 	}
-	if err := netguard.Check(t.ips[0], f.o.AllowPrivate); err != nil {
-		t.forbidden = err
+	t.ips, t.forbidden = usableAddrs(t.ips, f.o.AllowPrivate, f.o.LocalAddrs)
+}
+
+// usableAddrs returns the addresses of ips that netguard lets through, in
+// the order to connect in: those whose family has a local address (with
+// locals) before those that have none, each in ips's order. If netguard
+// refuses them all, it returns ips and the first address's error. ips is
+// not changed; the result is ips itself when netguard refuses none and
+// the first has a local address.
+func usableAddrs(ips []netip.Addr, allowPrivate bool, locals []netip.Addr) ([]netip.Addr, error) {
+	n := 0
+	var first error
+	for _, ip := range ips {
+		if err := netguard.Check(ip, allowPrivate); err != nil {
+			first = cmp.Or(first, err)
+		} else {
+			n++
+		}
 	}
+	usable := func(ip netip.Addr) bool {
+		_, err := localaddr.Pick(locals, ip)
+		return err == nil
+	}
+	switch {
+	case n == 0:
+		return ips, first
+	case n == len(ips) && (len(locals) == 0 || usable(ips[0])):
+		return ips, nil // the common case: every address allowed, the first reachable
+	}
+	out := make([]netip.Addr, 0, n)
+	for pass := range 2 {
+		for _, ip := range ips {
+			if netguard.Check(ip, allowPrivate) == nil && usable(ip) == (pass == 0) {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out, nil
 }
 
 // isNotFound reports whether a resolver error means the name does not exist.
