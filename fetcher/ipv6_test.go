@@ -413,3 +413,50 @@ func TestIPKey(t *testing.T) {
 		t.Errorf("states %v: want 2001:db8::/64's dropped with its last host", s.ips)
 	}
 }
+
+// TestEveryAddressFails: when no address of a host takes connections, the
+// robots.txt Result's error names each address tried.
+func TestEveryAddressFails(t *testing.T) {
+	needIPv6(t)
+	var port int
+	for range 10 { // a port closed on both 127.0.0.1 and ::1
+		ln4, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = ln4.Addr().(*net.TCPAddr).Port
+		ln6, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", port))
+		ln4.Close()
+		if err == nil {
+			ln6.Close()
+			break
+		}
+		port = 0
+	}
+	if port == 0 {
+		t.Fatal("no port free on both 127.0.0.1 and ::1 in 10 tries")
+	}
+	res := dnsFor(t, map[string][]netip.Addr{"dead.test": {netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}})
+	c := newCollector(1)
+	f, err := New(Options{Workers: 2, AllowPrivate: true, Resolver: res, BackoffBase: time.Hour, OnResult: c.onResult, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCrawl(t, f, c, []Job{{URL: fmt.Sprintf("http://dead.test:%d/", port)}}, 10*time.Millisecond, 20*time.Second)
+	var robots *Result
+	for _, r := range c.results() {
+		if r.Kind == KindRobots {
+			robots = r
+		}
+	}
+	want := []string{"every address failed", fmt.Sprintf("[::1]:%d", port), fmt.Sprintf("127.0.0.1:%d", port), "refused"}
+	if robots == nil {
+		t.Fatal("no robots.txt Result")
+	}
+	t.Logf("robots.txt: %s", robots.Err)
+	for _, w := range want {
+		if !strings.Contains(robots.Err, w) {
+			t.Errorf("robots.txt error %q does not say %q", robots.Err, w)
+		}
+	}
+}
