@@ -303,13 +303,13 @@ func serverAddr(s string) (string, error) {
 
 // Lookup returns the IPv6 and IPv4 addresses of host, in the order to
 // connect in (IPv6 first, then alternating families), and when they
-// expire. An IP literal (also "[v6]") is returned as is (an IPv4-mapped
-// one as IPv4), expiring after MaxTTL, without a query. A negative answer
-// is an error wrapping ErrNotFound; other failures are not cached. When
-// one family's question fails (a timeout, SERVFAIL) and the other has
-// addresses, those are the answer, expiring after MinTTL, and not cached:
-// the next lookup asks both questions again. The returned slice is the
-// caller's.
+// expire. An IP literal (also "[v6]"; one with a zone is no host name)
+// is returned as is (an IPv4-mapped one as IPv4), expiring after MaxTTL,
+// without a query. A negative answer is an error wrapping ErrNotFound;
+// other failures are not cached. When one family's question fails (a
+// timeout, SERVFAIL) and the other has addresses, those are the answer,
+// expiring after MinTTL, and not cached: the next lookup asks both
+// questions again. The returned slice is the caller's.
 func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr, expiry time.Time, err error) {
 	e := r.lookup(ctx, host)
 	return r.result(e)
