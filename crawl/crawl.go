@@ -66,7 +66,8 @@ const MaxURLLen = 2048
 
 // HostOf returns the host name of a normalised http(s) URL, without its
 // port ("" for any other URL): how the rounds, the federation and the site
-// name a URL's host.
+// name a URL's host. An IPv6 literal keeps its brackets: "[2001:db8::1]"
+// for "http://[2001:db8::1]:8080/".
 func HostOf(u string) string {
 	i := 0
 	switch {
@@ -78,6 +79,15 @@ func HostOf(u string) string {
 		return ""
 	}
 	j := i
+	if j < len(u) && u[j] == '[' {
+		for j < len(u) && u[j] != '/' && u[j] != ']' {
+			j++
+		}
+		if j < len(u) && u[j] == ']' {
+			j++
+		}
+		return u[i:j]
+	}
 	for j < len(u) && u[j] != '/' && u[j] != ':' {
 		j++
 	}

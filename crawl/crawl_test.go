@@ -125,3 +125,21 @@ func moduleRoot(t *testing.T, goBin string) string {
 	}
 	return filepath.Dir(gomod)
 }
+
+func TestHostOf(t *testing.T) {
+	for _, c := range []struct{ u, want string }{
+		{"http://h1.us.test/p", "h1.us.test"},
+		{"https://h1.us.test:8443/p", "h1.us.test"},
+		{"http://h", "h"},
+		{"http://[2001:db8::1]:8080/", "[2001:db8::1]"},
+		{"https://[::1]/x:y", "[::1]"},
+		{"http://[::1]", "[::1]"},
+		{"http://[::1/x", "[::1"}, // not normalised: up to the path
+		{"ftp://h/", ""},
+		{"h/p", ""},
+	} {
+		if got := crawl.HostOf(c.u); got != c.want {
+			t.Errorf("HostOf(%q) = %q, want %q", c.u, got, c.want)
+		}
+	}
+}

@@ -40,6 +40,7 @@ type task struct {
 	expand bool // sitemap: an index's children may be fetched
 	load   bool // setup: consult the HostStore
 	wait   time.Duration
+	addrs  []netip.Addr // requests: the host's addresses to connect to, ip first
 
 	start, end time.Time
 	outcome    outcome
@@ -591,7 +592,7 @@ func (s *scheduler) send(h *host, t *task, now time.Time) {
 			h.ipst.locked++
 			h.started = false
 		}
-		t.ip = h.ip
+		t.ip, t.addrs = h.ip, h.rec.IPs // applySetup put h.ip first
 		c.inflight.Add(1)
 		t.grp.inflight.Add(1)
 		if t.kind == taskPage {
@@ -776,38 +777,59 @@ func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
 		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), crawl.StatusError, "fetcher: forbidden address: "+t.forbidden.Error()
 		return
 	}
-	s.setIP(h, t.ips[0])
+	s.setIP(h, t.ips[0]) // in setup's order: the first is the one connected to first
 	if fresh {
 		s.save(h)
 	}
 }
 
-// setIP makes ip the politeness key of h.
+// setIP makes ip the address of h, and the politeness state of ip's key
+// (ipKey) h's.
 func (s *scheduler) setIP(h *host, ip netip.Addr) {
 	if h.ipst != nil && h.ip == ip {
 		return
 	}
+	key := ipKey(ip)
+	if h.ipst != nil && ipKey(h.ip) == key {
+		h.ip = ip // another address of the same key: the same state
+		return
+	}
 	s.unrefIP(h)
-	st := s.ips[ip]
+	st := s.ips[key]
 	if st == nil {
 		st = &ipState{}
-		s.ips[ip] = st
+		s.ips[key] = st
 		s.f.c.ips.Add(1)
 	}
 	st.refs++
 	h.ip, h.ipst = ip, st
 }
 
+// unrefIP lets go of h's politeness state, dropping it with its last host.
 func (s *scheduler) unrefIP(h *host) {
 	if h.ipst == nil {
 		return
 	}
 	h.ipst.refs--
 	if h.ipst.refs == 0 {
-		delete(s.ips, h.ip)
+		delete(s.ips, ipKey(h.ip))
 		s.f.c.ips.Add(-1)
 	}
 	h.ipst = nil
+}
+
+// ipKey is the key of ip's politeness state: an IPv4 address is its own
+// key; an IPv6 address's key is its /64 prefix, as one /64 is one link
+// (one machine's, or one customer's), however many addresses it hands out.
+func ipKey(ip netip.Addr) netip.Addr {
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return ip // not an IP address: its own key
+	}
+	return p.Addr()
 }
 
 // robotsTask returns the task that fetches a's robots.txt, or the next

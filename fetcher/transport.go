@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -22,13 +23,19 @@ import (
 // dialKey is the context key of the address a request must be sent to.
 type dialKey struct{}
 
-// dialTarget is the address the scheduler chose for one request, and the
-// proxy it goes through (Options.Proxy; nil: direct). It is immutable: the
-// transport may still dial with it after the request ended.
+// dialTarget is the address the scheduler chose for one request, the
+// host's other addresses, and the proxy it goes through (Options.Proxy;
+// nil: direct). It is immutable: the transport may still dial with it
+// after the request ended.
 type dialTarget struct {
-	ip    netip.Addr
+	ip    netip.Addr   // the scheduler's choice
+	ips   []netip.Addr // every address of the host in the order to try, ip first; nil: ip alone
 	proxy *proxyRoute
 }
+
+// connectionAttemptDelay is how long a connection attempt has before the
+// next address is tried beside it (RFC 8305 section 5 recommends 250 ms).
+const connectionAttemptDelay = 250 * time.Millisecond
 
 // newTransport returns the HTTP transport shared by every worker. It dials
 // the address carried by the request's context, never a name, or the
@@ -74,11 +81,12 @@ func (f *Fetcher) newTransport() *http.Transport {
 // package coding decodes.
 const acceptEncoding = "gzip, br, zstd"
 
-// dial connects to the address in ctx (see dialKey) on addr's port, or on
-// Options.Port, from the local address localaddr.Pick chooses among
-// Options.LocalAddrs (if any). The transport detaches dials from their
-// request, so the dial is bounded by the connect timeout and stopped when
-// Run ends.
+// dial connects to the addresses in ctx (see dialKey) on addr's port, or
+// on Options.Port, from the local address localaddr.Pick chooses among
+// Options.LocalAddrs (if any), trying them in turn as dialAddrs says; or,
+// for a proxied request, to its proxy (dialProxy). The transport detaches
+// dials from their request, so the dial is bounded by the connect timeout
+// and stopped when Run ends.
 func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	dt, ok := ctx.Value(dialKey{}).(*dialTarget)
 	if !ok {
@@ -94,25 +102,169 @@ func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if f.o.Port != 0 {
 		port = strconv.Itoa(f.o.Port)
 	}
-	if err := netguard.Check(dt.ip, f.o.AllowPrivate); err != nil {
-		return nil, fmt.Errorf("fetcher: dial %s: %w", addr, err)
+	return f.dialAddrs(ctx, addr, dt, port)
+}
+
+// dialAddrs connects to port on one of dt's addresses as Happy Eyeballs
+// (RFC 8305) does: in dt's order, skipping those netguard refuses and,
+// with Options.LocalAddrs, those whose family has no local address; the
+// first attempt at once, each next one as soon as the one before failed or
+// connectionAttemptDelay after it started; the first connection up wins
+// and the other attempts are cancelled, or closed if they connect too. The
+// connect timeout bounds the whole, and Run's end stops it. When no
+// connection is made, the error (a *dialError) names every address and
+// why it failed. A host of one address is dialled without a goroutine.
+func (f *Fetcher) dialAddrs(ctx context.Context, addr string, dt *dialTarget, port string) (net.Conn, error) {
+	ips := dt.ips
+	if len(ips) == 0 {
+		ips = []netip.Addr{dt.ip}
 	}
-	d := &f.dialer
-	if len(f.o.LocalAddrs) > 0 {
-		local, err := localaddr.Pick(f.o.LocalAddrs, dt.ip)
+	if len(ips) == 1 {
+		d, err := f.dialerFor(ips[0])
 		if err != nil {
 			return nil, fmt.Errorf("fetcher: dial %s: %w", addr, err)
 		}
-		bound := f.dialer // a copy: the shared dialer is read by every worker
-		bound.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
-		d = &bound
+		dctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(f.runCtx, cancel)
+		defer stop()
+		return d.DialContext(dctx, "tcp", net.JoinHostPort(ips[0].String(), port))
 	}
-	dctx, cancel := context.WithCancel(ctx)
+	var errs []error
+	var dialers []*net.Dialer
+	var to []string // "ip:port" of each dialer
+	for _, ip := range ips {
+		d, err := f.dialerFor(ip)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		dialers, to = append(dialers, d), append(to, net.JoinHostPort(ip.String(), port))
+	}
+	if len(dialers) == 0 {
+		return nil, &dialError{addr: addr, errs: errs}
+	}
+	dctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
 	stop := context.AfterFunc(f.runCtx, cancel)
 	defer stop()
-	return d.DialContext(dctx, "tcp", net.JoinHostPort(dt.ip.String(), port))
+	conn, errs := happyEyeballs(dctx, dialers, to, connectionAttemptDelay, errs)
+	if conn == nil {
+		return nil, &dialError{addr: addr, errs: errs}
+	}
+	return conn, nil
 }
+
+// happyEyeballs dials to[i] with dialers[i], one after the other with
+// attempts overlapping: the next starts when the one before fails or delay
+// after it started. It returns the first connection made, with the others
+// cancelled (or closed), after every attempt it started has ended; or nil
+// and errs with the error of every attempt, and of every address not tried
+// before ctx ended, appended.
+func happyEyeballs(ctx context.Context, dialers []*net.Dialer, to []string, delay time.Duration, errs []error) (net.Conn, []error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	results := make(chan result, len(dialers)) // never blocks an attempt
+	next, pending := 0, 0
+	start := func() {
+		d, addr := dialers[next], to[next]
+		next++
+		pending++
+		go func() { // owner: happyEyeballs, which waits for every attempt it starts
+			c, err := d.DialContext(ctx, "tcp", addr)
+			results <- result{c, err}
+		}()
+	}
+	// more reports whether another attempt may start: none has won and ctx
+	// has not ended (an attempt's socket deadline, set from ctx's, can
+	// fire before ctx's own timer).
+	more := func(won net.Conn) bool {
+		dl, ok := ctx.Deadline()
+		return won == nil && next < len(dialers) && ctx.Err() == nil && (!ok || time.Now().Before(dl))
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	start()
+	var won net.Conn
+	for pending > 0 {
+		select {
+		case r := <-results:
+			pending--
+			switch {
+			case r.err == nil && won == nil:
+				won = r.conn
+				cancel() // the other attempts lose
+			case r.err == nil:
+				r.conn.Close() // up too late
+			case won == nil:
+				errs = append(errs, r.err)
+				if more(won) {
+					start()
+					timer.Reset(delay)
+				}
+			}
+		case <-timer.C:
+			if more(won) {
+				start()
+				timer.Reset(delay)
+			}
+		}
+	}
+	if won == nil {
+		for _, addr := range to[next:] {
+			errs = append(errs, fmt.Errorf("%s: not tried: %w", addr, context.Cause(ctx)))
+		}
+	}
+	return won, errs
+}
+
+// dialerFor returns the dialer of a connection to ip: the shared one, or a
+// copy bound to the local address localaddr.Pick chooses for ip. It
+// refuses an address netguard refuses or whose family no local address
+// has.
+func (f *Fetcher) dialerFor(ip netip.Addr) (*net.Dialer, error) {
+	if err := netguard.Check(ip, f.o.AllowPrivate); err != nil {
+		return nil, err
+	}
+	if len(f.o.LocalAddrs) == 0 {
+		return &f.dialer, nil
+	}
+	local, err := localaddr.Pick(f.o.LocalAddrs, ip)
+	if err != nil {
+		return nil, err
+	}
+	bound := f.dialer // a copy: the shared dialer is read by every worker
+	bound.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
+	return &bound, nil
+}
+
+// dialError is a dial that made no connection: the error of every address.
+type dialError struct {
+	addr string // the request's "host:port"
+	errs []error
+}
+
+// Error reads "fetcher: dial HOST:PORT: every address failed: ERR; ERR".
+func (e *dialError) Error() string {
+	var b strings.Builder
+	b.WriteString("fetcher: dial ")
+	b.WriteString(e.addr)
+	b.WriteString(": every address failed: ")
+	for i, err := range e.errs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the error of each address.
+func (e *dialError) Unwrap() []error { return e.errs }
 
 // exchange is what one request of a worker sent and received. A worker owns
 // one and reuses it; only the worker's goroutine touches it.

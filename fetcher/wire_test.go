@@ -203,7 +203,7 @@ type warcRecord struct {
 	payload   []byte // after the HTTP head
 	header    http.Header
 	status    int
-	fields    map[string]string // a metadata record's fields that tests look at
+	fields    map[string]string  // a metadata record's fields that tests look at
 	warc      *gowarc.WarcFields // the record's WARC header
 	// request records: the request head as recorded, and its headers
 	reqHead string

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/meridian-crawler/meridian/fetcher/coding"
 	"github.com/meridian-crawler/meridian/fetcher/dnscache"
 	"github.com/meridian-crawler/meridian/fetcher/links"
+	"github.com/meridian-crawler/meridian/fetcher/localaddr"
 	"github.com/meridian-crawler/meridian/fetcher/netguard"
 	"github.com/meridian-crawler/meridian/fetcher/robots"
 	"github.com/meridian-crawler/meridian/fetcher/simhash"
@@ -129,7 +131,8 @@ func (w *worker) do(t *task) {
 	t.grp.inflight.Add(-1)
 }
 
-// get fetches url from t.ip through colly. The exchange holds the outcome;
+// get fetches url from t.ip (or the first of t.addrs that connects)
+// through colly. The exchange holds the outcome;
 // the error is colly's when no response arrived.
 func (w *worker) get(t *task, url string) error {
 	w.ex.reset()
@@ -141,7 +144,7 @@ func (w *worker) get(t *task, url string) error {
 	if f.jar != nil {
 		hdr = w.withCookies(hdr, url)
 	}
-	dt := &dialTarget{ip: t.ip}
+	dt := &dialTarget{ip: t.ip, ips: t.addrs}
 	if f.o.Proxy != nil {
 		var err error
 		if dt.proxy, err = f.proxyFor(url); err != nil {
@@ -909,7 +912,7 @@ func (w *worker) bodyLimit() int64 {
 }
 
 // setup loads the host's stored state, resolves its name if needed and
-// checks the address.
+// checks its addresses (usableAddrs).
 func (w *worker) setup(t *task) {
 	f := w.f
 	now := time.Now()
@@ -948,12 +951,47 @@ func (w *worker) setup(t *task) {
 		}
 		t.ips, t.ipsExpiry = ips, later(exp, now.Add(minIPsTTL))
 	}
-	if err := netguard.Check(t.ips[0], f.o.AllowPrivate); err != nil {
-		t.forbidden = err
-	}
+	t.ips, t.forbidden = usableAddrs(t.ips, f.o.AllowPrivate, f.o.LocalAddrs)
 	if t.forbidden == nil {
 		t.forbidden = f.checkContact(t.name, t.ips)
 	}
+}
+
+// usableAddrs returns the addresses of ips that netguard lets through, in
+// the order to connect in: those whose family has a local address (with
+// locals) before those that have none, each in ips's order. If netguard
+// refuses them all, it returns ips and the first address's error. ips is
+// not changed; the result is ips itself when netguard refuses none and
+// the first has a local address.
+func usableAddrs(ips []netip.Addr, allowPrivate bool, locals []netip.Addr) ([]netip.Addr, error) {
+	n := 0
+	var first error
+	for _, ip := range ips {
+		if err := netguard.Check(ip, allowPrivate); err != nil {
+			first = cmp.Or(first, err)
+		} else {
+			n++
+		}
+	}
+	usable := func(ip netip.Addr) bool {
+		_, err := localaddr.Pick(locals, ip)
+		return err == nil
+	}
+	switch {
+	case n == 0:
+		return ips, first
+	case n == len(ips) && (len(locals) == 0 || usable(ips[0])):
+		return ips, nil // the common case: every address allowed, the first reachable
+	}
+	out := make([]netip.Addr, 0, n)
+	for pass := range 2 {
+		for _, ip := range ips {
+			if netguard.Check(ip, allowPrivate) == nil && usable(ip) == (pass == 0) {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out, nil
 }
 
 // isNotFound reports whether a resolver error means the name does not exist.

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"math"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -49,9 +50,10 @@ type urlParts struct {
 	path   string // path and query, starting with '/'
 }
 
-// splitURL splits a normalised absolute http(s) URL. It rejects what a
-// normaliser would have fixed: upper-case scheme or host, userinfo,
-// fragments, a missing path, bad ports, over-long URLs.
+// splitURL splits a normalised absolute http(s) URL, whose host is a name
+// or an IPv6 literal in brackets. It rejects what a normaliser would have
+// fixed: upper-case scheme or host, userinfo, fragments, a missing path,
+// bad ports, over-long URLs.
 func splitURL(u string) (urlParts, bool) {
 	var p urlParts
 	if len(u) > MaxURLLen {
@@ -93,7 +95,10 @@ func splitURL(u string) (urlParts, bool) {
 	if len(host) == 0 || len(host) > 253 || host[0] == '.' || host[len(host)-1] == '.' {
 		return p, false
 	}
-	for i := 0; i < len(host); i++ {
+	if host[0] == '[' && !ipv6Literal(host) {
+		return p, false
+	}
+	for i := 0; i < len(host) && host[0] != '['; i++ { // a name's bytes
 		c := host[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') || (c == '.' && host[i-1] == '.') {
 			return p, false
@@ -113,6 +118,22 @@ func splitURL(u string) (urlParts, bool) {
 func ValidURL(u string) bool {
 	_, ok := splitURL(u)
 	return ok
+}
+
+// ipv6Literal reports whether host is an IPv6 literal as a normaliser
+// writes it: in brackets, lower-case hex groups and colons, no zone.
+func ipv6Literal(host string) bool {
+	if len(host) < 4 || host[len(host)-1] != ']' {
+		return false
+	}
+	in := host[1 : len(host)-1]
+	for i := 0; i < len(in); i++ {
+		if c := in[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == ':') {
+			return false
+		}
+	}
+	a, err := netip.ParseAddr(in)
+	return err == nil && a.Is6()
 }
 
 // appendRevHost appends host with its labels reversed: h1.us.test → test.us.h1.

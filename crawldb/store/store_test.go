@@ -68,6 +68,16 @@ func TestSplitURL(t *testing.T) {
 		{"http://a..b/", false},
 		{"http://h1.us.test/a b", false},
 		{"http://h1.us.test/" + strings.Repeat("a", MaxURLLen), false},
+		{"http://[2001:db8::1]/", true},
+		{"https://[::1]:8443/x?y", true},
+		{"http://[::ffff:c000:201]/", true},
+		{"http://[2001:DB8::1]/", false},
+		{"http://[::ffff:192.0.2.1]/", false},
+		{"http://[fe80::1%25eth0]/", false},
+		{"http://[::1/", false},
+		{"http://[1::2::3]/", false},
+		{"http://[]/", false},
+		{"http://[::1]:0/", false},
 	} {
 		p, ok := splitURL(c.in)
 		if ok != c.ok {

@@ -1,9 +1,13 @@
-// Package dnscache resolves host names to IPv4 addresses through a DNS server
-// and caches the answers for their TTL, negative answers included.
+// Package dnscache resolves host names to their IPv6 and IPv4 addresses
+// through a DNS server and caches the answers for their TTL, negative
+// answers included.
 //
-// Queries go over UDP with EDNS0 and are retried over TCP when the answer is
-// truncated. Concurrent lookups of one name share one query. The Resolver
-// starts no goroutines.
+// A name gets two questions, AAAA and A, sent at once on one UDP socket
+// (one round trip, one more query than A alone), with EDNS0; a truncated
+// answer is asked again over TCP. The two answers make one cache entry
+// whose addresses are in the order to connect in (RFC 8305: IPv6 first,
+// then the families alternate). Concurrent lookups of one name share one
+// query. The Resolver starts no goroutines.
 package dnscache
 
 import (
@@ -24,11 +28,14 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrNotFound means the name does not exist (NXDOMAIN), has no A records
-	// (NODATA) or is not a valid host name. It is cached for the negative TTL.
+	// ErrNotFound means the name does not exist (NXDOMAIN to either
+	// question), has neither AAAA nor A records (NODATA to both) or is not
+	// a valid host name. It is cached for the negative TTL.
 	ErrNotFound = errors.New("dnscache: host not found")
 	// ErrServer means the server answered with an error code such as SERVFAIL
-	// or REFUSED, or an answer that does not match the question. Not cached.
+	// or REFUSED, or an answer that does not match the question. Not cached;
+	// when only one of the two questions fails so, the other's addresses
+	// are the answer (see Lookup).
 	ErrServer = errors.New("dnscache: server failure")
 )
 
@@ -74,7 +81,7 @@ const (
 	// SystemTTL is the TTL given to answers of the Go resolver, which does
 	// not report TTLs (clamped to [MinTTL, MaxTTL]).
 	SystemTTL = time.Minute
-	// MaxAddrs bounds the addresses kept per name.
+	// MaxAddrs bounds the addresses kept per name, both families together.
 	MaxAddrs = 32
 )
 
@@ -136,6 +143,7 @@ type Stats struct {
 	Shared    uint64 // lookups that waited for another lookup's query
 	Literals  uint64 // IP-literal hosts, returned without a query
 	NotFound  uint64 // lookups that returned ErrNotFound
+	Partial   uint64 // lookups answered by one family while the other's question failed
 	Errors    uint64 // lookups that failed otherwise (timeouts, server errors, cancellation)
 	Queries   uint64 // DNS messages sent, UDP and TCP
 	TCP       uint64 // of Queries, TCP retries after a truncated UDP answer
@@ -156,7 +164,7 @@ type Resolver struct {
 		flight map[string]*call
 	}
 
-	hits, misses, shared, literals, notFound, errors, queries, tcpQueries, evictions atomic.Uint64
+	hits, misses, shared, literals, notFound, partial, errors, queries, tcpQueries, evictions atomic.Uint64
 }
 
 // entry is a cached answer: addresses, or a negative answer (err set).
@@ -164,6 +172,9 @@ type entry struct {
 	addrs  []netip.Addr
 	expiry time.Time
 	err    error
+	// partial, with addrs, is why one family's question failed: the
+	// addresses are the other family's alone. Such an entry is not cached.
+	partial error
 }
 
 // upstream is a DNS server and the clients that query it.
@@ -290,21 +301,32 @@ func serverAddr(s string) (string, error) {
 	return "", errors.New("not host:port")
 }
 
-// Lookup returns the IPv4 addresses of host and when they expire. An IP
-// literal (also "[v6]") is returned as is, expiring after MaxTTL, without a
-// query. A negative answer is an error wrapping ErrNotFound; other failures
-// are not cached. The returned slice is the caller's.
+// Lookup returns the IPv6 and IPv4 addresses of host, in the order to
+// connect in (IPv6 first, then alternating families), and when they
+// expire. An IP literal (also "[v6]"; one with a zone is no host name)
+// is returned as is (an IPv4-mapped one as IPv4), expiring after MaxTTL,
+// without a query. A negative answer is an error wrapping ErrNotFound;
+// other failures are not cached. When one family's question fails (a
+// timeout, SERVFAIL) and the other has addresses, those are the answer,
+// expiring after MinTTL, and not cached: the next lookup asks both
+// questions again. The returned slice is the caller's.
 func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr, expiry time.Time, err error) {
+	e := r.lookup(ctx, host)
+	return r.result(e)
+}
+
+// lookup returns host's entry: from the cache, another lookup's query or
+// its own.
+func (r *Resolver) lookup(ctx context.Context, host string) entry {
 	if maybeLiteral(host) {
-		if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil && a.Zone() == "" {
 			r.literals.Add(1)
-			return []netip.Addr{a}, r.o.Now().Add(r.o.MaxTTL), nil
+			return entry{addrs: []netip.Addr{a.Unmap()}, expiry: r.o.Now().Add(r.o.MaxTTL)}
 		}
 	}
 	name, ok := canonicalName(host)
 	if !ok {
-		r.notFound.Add(1)
-		return nil, time.Time{}, fmt.Errorf("dnscache: %q is not a valid host name: %w", truncate(host), ErrNotFound)
+		return entry{err: fmt.Errorf("dnscache: %q is not a valid host name: %w", truncate(host), ErrNotFound)}
 	}
 	// A lookup retries only if the query it waited for was cancelled by its
 	// owner's context; bound that in case of a stream of cancelled owners.
@@ -315,7 +337,7 @@ func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr,
 		if e, ok := r.mu.cache[name]; ok && now.Before(e.expiry) {
 			r.mu.Unlock()
 			r.hits.Add(1)
-			return r.result(e)
+			return e
 		}
 		if c := r.mu.flight[name]; c != nil {
 			r.mu.Unlock()
@@ -323,13 +345,12 @@ func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr,
 			select {
 			case <-c.done:
 			case <-ctx.Done():
-				r.errors.Add(1)
-				return nil, time.Time{}, fmt.Errorf("dnscache: lookup %s: %w", name, ctx.Err())
+				return entry{err: fmt.Errorf("dnscache: lookup %s: %w", name, ctx.Err())}
 			}
 			if c.cancelled && ctx.Err() == nil && attempt < attempts-1 {
 				continue
 			}
-			return r.result(c.entry)
+			return c.entry
 		}
 		c := &call{done: make(chan struct{})}
 		r.mu.flight[name] = c
@@ -340,30 +361,38 @@ func (r *Resolver) Lookup(ctx context.Context, host string) (addrs []netip.Addr,
 		c.cancelled = ctxErr(ctx) != nil
 		r.mu.Lock()
 		delete(r.mu.flight, name)
-		if !c.entry.expiry.IsZero() {
+		if !c.entry.expiry.IsZero() && c.entry.partial == nil {
 			r.storeLocked(name, c.entry)
 		}
 		r.mu.Unlock()
 		close(c.done)
-		return r.result(c.entry)
+		return c.entry
 	}
 }
 
 // Settled returns host's addresses where two lookups of one name must
-// agree, as when a host is placed at a site or in a shard by its addresses:
-// a name that does not exist has no addresses (and no error), and a lookup
-// that fails otherwise (a timeout, a server failure) is tried again, after
-// a back-off from 100 ms doubling to 5 s, until it is answered or ctx ends
-// (its last error is returned then). A lookup that failed gives no answer,
-// so it must not place a host: it would place it by its name alone, and
-// elsewhere the same host is placed by its addresses.
+// agree, as when a host is placed at a site or in a shard by its addresses
+// (partition.Key: by the least of them, IPv4 before IPv6): a name that
+// does not exist has no addresses (and no error), and a lookup that fails
+// otherwise (a timeout, a server failure) is tried again, after a back-off
+// from 100 ms doubling to 5 s, until it is answered or ctx ends (its last
+// error is returned then). A lookup that failed gives no answer, so it
+// must not place a host: it would place it by its name alone, and
+// elsewhere the same host is placed by its addresses. A partial answer
+// (one family's question failed) is settled if it has IPv4 addresses (the
+// AAAA question failed: IPv6 addresses sort after them, so they could not
+// change the least) and is tried again if it has IPv6 ones only (the A
+// question failed: an IPv4 address would come first).
 func (r *Resolver) Settled(ctx context.Context, host string) ([]netip.Addr, error) {
 	wait := 100 * time.Millisecond
 	for {
-		addrs, _, err := r.Lookup(ctx, host)
+		e := r.lookup(ctx, host)
+		addrs, _, err := r.result(e)
 		switch {
-		case err == nil:
+		case err == nil && (e.partial == nil || addrs[0].Is4()): // a partial answer is of one family
 			return addrs, nil
+		case err == nil:
+			err = e.partial
 		case errors.Is(err, ErrNotFound):
 			return nil, nil
 		}
@@ -382,6 +411,9 @@ func (r *Resolver) Settled(ctx context.Context, host string) ([]netip.Addr, erro
 func (r *Resolver) result(e entry) ([]netip.Addr, time.Time, error) {
 	switch {
 	case e.err == nil:
+		if e.partial != nil {
+			r.partial.Add(1)
+		}
 		return append([]netip.Addr(nil), e.addrs...), e.expiry, nil
 	case errors.Is(e.err, ErrNotFound):
 		r.notFound.Add(1)
@@ -428,6 +460,7 @@ func (r *Resolver) Stats() Stats {
 		Shared:    r.shared.Load(),
 		Literals:  r.literals.Load(),
 		NotFound:  r.notFound.Load(),
+		Partial:   r.partial.Load(),
 		Errors:    r.errors.Load(),
 		Queries:   r.queries.Load(),
 		TCP:       r.tcpQueries.Load(),

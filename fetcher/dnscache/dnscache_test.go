@@ -99,18 +99,24 @@ func startServer(t *testing.T, handle func(network string, req *dns.Msg) *dns.Ms
 
 func (s *server) queries() int64 { return s.udp.Load() + s.tcp.Load() }
 
-// answerA answers every A query with addr and ttl.
+// answerA answers every A query with addr and ttl, and every other query
+// with NODATA (no SOA).
 func answerA(addr string, ttl uint32) func(string, *dns.Msg) *dns.Msg {
 	return func(_ string, req *dns.Msg) *dns.Msg {
 		m := new(dns.Msg)
 		m.SetReply(req)
-		m.Answer = append(m.Answer, &dns.A{
-			Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl},
-			A:   net.ParseIP(addr).To4(),
-		})
+		if req.Question[0].Qtype == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{
+				Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl},
+				A:   net.ParseIP(addr).To4(),
+			})
+		}
 		return m
 	}
 }
+
+// queriesPerLookup is what one lookup of a name sends: AAAA and A.
+const queriesPerLookup = 2
 
 // clock is a settable clock for Options.Now.
 type clock struct {
@@ -174,18 +180,18 @@ func TestTTLAndExpiry(t *testing.T) {
 			if _, exp2, err := r.Lookup(ctx, "WWW.Example.Test."); err != nil || !exp2.Equal(exp) {
 				t.Fatalf("second lookup: %v, %v", exp2, err)
 			}
-			if n := s.queries(); n != 1 {
-				t.Fatalf("%d queries before expiry, want 1", n)
+			if n := s.queries(); n != queriesPerLookup {
+				t.Fatalf("%d queries before expiry, want %d", n, queriesPerLookup)
 			}
 			clk.Advance(time.Millisecond)
 			if _, _, err := r.Lookup(ctx, "www.example.test"); err != nil {
 				t.Fatal(err)
 			}
-			if n := s.queries(); n != 2 {
-				t.Fatalf("%d queries after expiry, want 2", n)
+			if n := s.queries(); n != 2*queriesPerLookup {
+				t.Fatalf("%d queries after expiry, want %d", n, 2*queriesPerLookup)
 			}
 			st := r.Stats()
-			if st.Hits != 1 || st.Misses != 2 || st.Queries != 2 || st.Entries != 1 || st.Errors != 0 {
+			if st.Hits != 1 || st.Misses != 2 || st.Queries != 2*queriesPerLookup || st.Entries != 1 || st.Errors != 0 || st.Partial != 0 {
 				t.Fatalf("stats %+v", st)
 			}
 		})
@@ -212,7 +218,7 @@ func TestSingleflight(t *testing.T) {
 			errs <- err
 		})
 	}
-	waitFor(t, func() bool { st := r.Stats(); return st.Shared+st.Hits == n-1 && s.queries() == 1 })
+	waitFor(t, func() bool { st := r.Stats(); return st.Shared+st.Hits == n-1 && s.queries() == queriesPerLookup })
 	close(gate)
 	wg.Wait()
 	close(errs)
@@ -221,8 +227,8 @@ func TestSingleflight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if q := s.queries(); q != 1 {
-		t.Fatalf("%d queries for %d concurrent lookups, want 1", q, n)
+	if q := s.queries(); q != queriesPerLookup {
+		t.Fatalf("%d queries for %d concurrent lookups, want %d", q, n, queriesPerLookup)
 	}
 	if st := r.Stats(); st.Misses != 1 || st.Shared != n-1 {
 		t.Fatalf("stats %+v", st)
@@ -252,7 +258,7 @@ func TestSingleflightCancelledOwner(t *testing.T) {
 		_, _, err := r.Lookup(ctx, "two.example.test")
 		ownerErr <- err
 	}()
-	waitFor(t, func() bool { return s.queries() == 1 })
+	waitFor(t, func() bool { return s.queries() == queriesPerLookup })
 	waiter := make(chan error, 1)
 	go func() {
 		addrs, _, err := r.Lookup(context.Background(), "two.example.test")
@@ -270,7 +276,7 @@ func TestSingleflightCancelledOwner(t *testing.T) {
 	if el := time.Since(start); el > time.Second {
 		t.Fatalf("cancelled lookup returned after %v", el)
 	}
-	waitFor(t, func() bool { return s.queries() == 2 })
+	waitFor(t, func() bool { return s.queries() == 2*queriesPerLookup })
 	close(gate)
 	if err := <-waiter; err != nil {
 		t.Fatalf("waiter: %v", err)
@@ -315,15 +321,15 @@ func TestNegativeCaching(t *testing.T) {
 					t.Fatalf("negative TTL %v, want %v", got, tt.want)
 				}
 			}
-			if n := s.queries(); n != 1 {
-				t.Fatalf("%d queries, want 1 (negative answer cached)", n)
+			if n := s.queries(); n != queriesPerLookup {
+				t.Fatalf("%d queries, want %d (negative answer cached)", n, queriesPerLookup)
 			}
 			clk.Advance(tt.want)
 			if _, _, err := r.Lookup(context.Background(), "gone.example.test"); !errors.Is(err, ErrNotFound) {
 				t.Fatal(err)
 			}
-			if n := s.queries(); n != 2 {
-				t.Fatalf("%d queries after the negative TTL, want 2", n)
+			if n := s.queries(); n != 2*queriesPerLookup {
+				t.Fatalf("%d queries after the negative TTL, want %d", n, 2*queriesPerLookup)
 			}
 			if st := r.Stats(); st.NotFound != 3 || st.Hits != 1 || st.Errors != 0 {
 				t.Fatalf("stats %+v", st)
@@ -346,8 +352,8 @@ func TestServerErrorsNotCached(t *testing.T) {
 				t.Fatalf("rcode %d: %v, want ErrServer", rcode, err)
 			}
 		}
-		if n := s.queries(); n != 2 {
-			t.Fatalf("rcode %d: %d queries, want 2 (errors not cached)", rcode, n)
+		if n := s.queries(); n != 2*queriesPerLookup {
+			t.Fatalf("rcode %d: %d queries, want %d (errors not cached)", rcode, n, 2*queriesPerLookup)
 		}
 		if st := r.Stats(); st.Errors != 2 || st.Entries != 0 {
 			t.Fatalf("stats %+v", st)
@@ -357,19 +363,36 @@ func TestServerErrorsNotCached(t *testing.T) {
 
 // TestSettled checks the lookup that places hosts: it waits out server
 // failures, takes a name that does not exist as no addresses, and gives up
-// only when its context ends.
+// only when its context ends. Of partial answers, one with IPv4 addresses
+// is settled and one with IPv6 addresses only is not.
 func TestSettled(t *testing.T) {
 	var fails atomic.Int64
 	fails.Store(2)
+	servfail := func(req *dns.Msg) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeServerFailure)
+		return m
+	}
 	s := startServer(t, func(n string, req *dns.Msg) *dns.Msg {
-		switch name := req.Question[0].Name; {
-		case name == "gone.example.test.":
+		q := req.Question[0]
+		switch {
+		case q.Name == "gone.example.test.":
 			m := new(dns.Msg)
 			m.SetRcode(req, dns.RcodeNameError)
 			return m
-		case name == "down.example.test." || fails.Add(-1) >= 0:
+		case q.Name == "down.example.test.":
+			return servfail(req)
+		case q.Name == "up.example.test." && q.Qtype == dns.TypeA && fails.Add(-1) >= 0:
+			return servfail(req)
+		case q.Name == "v4up.example.test." && q.Qtype == dns.TypeAAAA:
+			return servfail(req)
+		case q.Name == "v6up.example.test.":
+			if q.Qtype == dns.TypeA {
+				return servfail(req)
+			}
 			m := new(dns.Msg)
-			m.SetRcode(req, dns.RcodeServerFailure)
+			m.SetReply(req)
+			m.Answer = []dns.RR{&dns.AAAA{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP("2001:db8::7")}}
 			return m
 		}
 		return answerA("127.0.0.7", 60)(n, req)
@@ -381,20 +404,36 @@ func TestSettled(t *testing.T) {
 	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("127.0.0.7") {
 		t.Fatalf("after two server failures: %v %v, want 127.0.0.7", addrs, err)
 	}
-	if n := s.queries(); n != 3 {
-		t.Errorf("%d queries, want 3 (two failures, then the answer)", n)
+	if n := s.queries(); n != 3*queriesPerLookup {
+		t.Errorf("%d queries, want %d (two failed lookups, then the answer)", n, 3*queriesPerLookup)
 	}
 	if addrs, err := r.Settled(ctx, "gone.example.test"); err != nil || addrs != nil {
 		t.Errorf("a name that does not exist: %v %v, want no addresses and no error", addrs, err)
 	}
-	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancelShort()
 	before := s.queries()
-	if _, err := r.Settled(short, "down.example.test"); !errors.Is(err, ErrServer) {
-		t.Errorf("a server that keeps failing: %v, want ErrServer once the context ends", err)
+	if addrs, err := r.Settled(ctx, "v4up.example.test"); err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("127.0.0.7") {
+		t.Errorf("AAAA failing, A answered: %v %v, want 127.0.0.7 at once", addrs, err)
 	}
-	if n := s.queries() - before; n < 2 {
-		t.Errorf("%d queries for a failing name, want it tried again", n)
+	if n := s.queries() - before; n != queriesPerLookup {
+		t.Errorf("%d queries for a partial answer with IPv4 addresses, want %d", n, queriesPerLookup)
+	}
+	for _, name := range []string{"down.example.test", "v6up.example.test"} {
+		short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+		before := s.queries()
+		if _, err := r.Settled(short, name); !errors.Is(err, ErrServer) {
+			t.Errorf("%s: %v, want ErrServer once the context ends", name, err)
+		}
+		cancelShort()
+		if n := s.queries() - before; n < 2*queriesPerLookup {
+			t.Errorf("%s: %d queries for a failing name, want it tried again", name, n)
+		}
+	}
+	// Lookup takes the partial answer all the same.
+	if addrs, _, err := r.Lookup(ctx, "v6up.example.test"); err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("2001:db8::7") {
+		t.Errorf("Lookup of an IPv6 answer beside a failing A: %v %v, want 2001:db8::7", addrs, err)
+	}
+	if st := r.Stats(); st.Partial < 3 {
+		t.Errorf("stats %+v: want the partial answers counted", st)
 	}
 }
 
@@ -414,10 +453,12 @@ func TestTCPFallback(t *testing.T) {
 		m := new(dns.Msg)
 		m.SetReply(req)
 		for i := range 40 {
-			m.Answer = append(m.Answer, &dns.A{
-				Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: uint32(100 + i)},
-				A:   net.IPv4(198, 51, 100, byte(i+1)).To4(),
-			})
+			hdr := dns.RR_Header{Name: req.Question[0].Name, Rrtype: req.Question[0].Qtype, Class: dns.ClassINET, Ttl: uint32(100 + i)}
+			if hdr.Rrtype == dns.TypeA {
+				m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: net.IPv4(198, 51, 100, byte(i+1)).To4()})
+			} else {
+				m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: net.ParseIP(fmt.Sprintf("2001:db8::%x", i+1))})
+			}
 		}
 		return m
 	}
@@ -436,16 +477,18 @@ func TestTCPFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(addrs) != MaxAddrs || addrs[0] != netip.MustParseAddr("198.51.100.1") {
-		t.Fatalf("%d addrs, first %v; want %d", len(addrs), addrs[0], MaxAddrs)
+	// 40 of each family, alternating from IPv6, cut at MaxAddrs.
+	if len(addrs) != MaxAddrs || addrs[0] != netip.MustParseAddr("2001:db8::1") || addrs[1] != netip.MustParseAddr("198.51.100.1") ||
+		addrs[MaxAddrs-1] != netip.MustParseAddr(fmt.Sprintf("198.51.100.%d", MaxAddrs/2)) {
+		t.Fatalf("%d addrs %v; want %d, alternating from 2001:db8::1", len(addrs), addrs, MaxAddrs)
 	}
 	if got := exp.Sub(clk.Now()); got != 100*time.Second {
 		t.Fatalf("TTL %v, want the lowest, 100s", got)
 	}
-	if s.udp.Load() != 1 || s.tcp.Load() != 1 {
-		t.Fatalf("udp %d tcp %d queries, want 1 and 1", s.udp.Load(), s.tcp.Load())
+	if s.udp.Load() != 2 || s.tcp.Load() != 2 {
+		t.Fatalf("udp %d tcp %d queries, want 2 and 2", s.udp.Load(), s.tcp.Load())
 	}
-	if st := r.Stats(); st.TCP != 1 || st.Queries != 2 {
+	if st := r.Stats(); st.TCP != 2 || st.Queries != 4 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -565,8 +608,8 @@ func TestWebsimDNS(t *testing.T) {
 	if !errors.Is(err, ErrNotFound) || exp.Sub(clk.Now()) != 42*time.Second {
 		t.Fatalf("h2.fr.test: %v %v", exp.Sub(clk.Now()), err)
 	}
-	if q := srv.Queries(); q != 2 {
-		t.Fatalf("%d queries, want 2", q)
+	if q := srv.Queries(); q != 2*queriesPerLookup {
+		t.Fatalf("%d queries, want %d", q, 2*queriesPerLookup)
 	}
 }
 

@@ -60,7 +60,7 @@ func TestExtract(t *testing.T) {
 			links: []string{"http://h1.us.test/q?a=1&b=2", "http://h1.us.test/slash", "http://h1.us.test/x%3Cy", "http://h1.us.test/e%C3%A9"}},
 		{name: "whitespace in href", body: "<a href=\"\n  /a\n\">1</a><a href=\" b c \">2</a>",
 			links: []string{"http://h1.us.test/a", "http://h1.us.test/dir/b%20c"}},
-		{name: "bad links counted", body: `<a href="mailto:x@y">1</a><a href="javascript:go()">2</a><a href="http://[::1]/">3</a><a href="//:0/">4</a><a href="ok">5</a>`,
+		{name: "bad links counted", body: `<a href="mailto:x@y">1</a><a href="javascript:go()">2</a><a href="http://[::1%25lo]/">3</a><a href="//:0/">4</a><a href="ok">5</a>`,
 			links: []string{"http://h1.us.test/dir/ok"}, check: func(p *Page) bool { return p.BadLinks == 4 }, expect: "4 bad links"},
 		{name: "session ids stripped", body: `<a href="/p/1.html?PHPSESSID=abc">1</a><a href="/p/1.html;jsessionid=1">2</a>`,
 			links: []string{"http://h1.us.test/p/1.html"}},

@@ -3,13 +3,14 @@
 //
 // A normalised URL is what the crawl database accepts: "http://" or
 // "https://", a lower-case ASCII host (IDN hosts in punycode, no trailing
-// dot, no IPv6 literal), a port only when it is not the scheme's default, a
-// path that starts with '/' and has no dot segments, percent-escapes in
-// upper-case hex with escapes of unreserved characters decoded, every byte
-// <= 0x20 or >= 0x7f (and " < > \ ^ ` { | }) percent-encoded, no fragment,
-// no session-id parameters, no empty query, and at most crawl.MaxURLLen
-// bytes, the limit package crawl shares with the database. Normalisation is
-// idempotent.
+// dot; an IPv6 literal in brackets as the WHATWG URL Standard writes it,
+// "[2001:db8::1]", without a zone), a port only when it is not the
+// scheme's default, a path that starts with '/' and has no dot segments,
+// percent-escapes in upper-case hex with escapes of unreserved characters
+// decoded, every byte <= 0x20 or >= 0x7f (and " < > \ ^ ` { | })
+// percent-encoded, no fragment, no session-id parameters, no empty query,
+// and at most crawl.MaxURLLen bytes, the limit package crawl shares with
+// the database. Normalisation is idempotent.
 //
 // Normalizer.Resolve resolves an href against a Base as RFC 3986 section 5.2
 // describes, with one choice the RFC leaves open (5.4.2): a reference such

@@ -10,8 +10,9 @@ import (
 var (
 	// ErrScheme: the URL's scheme is not http or https (mailto:, javascript:, ftp:, ...).
 	ErrScheme = errors.New("urlnorm: unsupported scheme")
-	// ErrHost: the host is empty or invalid (bad characters, IPv6 literal, bad IDN)
-	// or the port is not a number in [1, 65535].
+	// ErrHost: the host is empty or invalid (bad characters, a bad IPv6
+	// literal or one with a zone identifier, bad IDN) or the port is not a
+	// number in [1, 65535].
 	ErrHost = errors.New("urlnorm: bad host or port")
 	// ErrTooLong: the URL is longer than Options.MaxLen.
 	ErrTooLong = errors.New("urlnorm: url too long")
@@ -26,14 +27,14 @@ const maxErrInput = 96
 // Error is a normalisation failure: one of the sentinel errors and the
 // input (truncated to about 100 bytes) that caused it.
 type Error struct {
-	Err   error  // ErrScheme, ErrHost, ErrTooLong or ErrSyntax
+	Err   error  // ErrScheme, ErrHost, ErrTooLong or ErrSyntax, or an error wrapping one
 	Input string // the offending input, truncated
 }
 
 // Error returns "<sentinel text>: <quoted input>".
 func (e *Error) Error() string { return e.Err.Error() + ": " + strconv.Quote(e.Input) }
 
-// Unwrap returns the sentinel error.
+// Unwrap returns Err.
 func (e *Error) Unwrap() error { return e.Err }
 
 func wrap(err error, input []byte) error {

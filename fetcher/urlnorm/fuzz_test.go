@@ -13,6 +13,10 @@ var fuzzSeeds = []string{
 	"http://e.com/a/..;sid=1/b", "http://e.com/?&&sid=1&", "http://ｅｘａｍｐｌｅ.com/", "  http://e.\tcom/a\nb ",
 	"http://e.com:0080/", "http://e.com/\"<>\\^`{|}\x7f\xff", "http://xn--bcher-kva.example/", "http://e%2541.com/",
 	"http://e.com/a%", "http://e.com/a%4", "http://1.2.3.4:65535/?q", "http:g", "//h/x", "p/1.html", "#top", "",
+	// IPv6 literals: normal forms, ports, mapped and compatible IPv4, zones, bad groups.
+	"http://[2001:DB8::1]:8080/", "https://[2001:db8:0:0:1:0:0:1]:443/a", "http://[0:0:0:0:0:0:0:0]/",
+	"http://[::ffff:192.0.2.1]/", "http://[::192.0.2.1]:80", "http://[1:2:3:4:5:6:7::]/", "http://u@[::1]:/x",
+	"http://[fe80::1%25eth0]/", "http://[::1/", "http://[::1]x/", "http://[1.2.3.4]/", "http://[::1::2]/", "//[::1]:8080/x",
 }
 
 func FuzzNormalize(f *testing.F) {

@@ -19,14 +19,15 @@ func authorityEnd(u string) (start, end int, ok bool) {
 }
 
 // Host returns the host (no port) of a normalised URL: "h1.us.test" for
-// "http://h1.us.test:8080/x". It returns "" if u has no "://".
+// "http://h1.us.test:8080/x", "[2001:db8::1]" (brackets kept) for
+// "http://[2001:db8::1]:8080/x". It returns "" if u has no "://".
 func Host(u string) string {
 	s, e, ok := authorityEnd(u)
 	if !ok {
 		return ""
 	}
 	h := u[s:e]
-	if i := strings.LastIndexByte(h, ':'); i >= 0 {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && h[len(h)-1] != ']' { // an IPv6 literal's colons are not a port's
 		h = h[:i]
 	}
 	return h

@@ -167,7 +167,7 @@ func TestResolveErrors(t *testing.T) {
 		{"https:x", ErrHost},
 		{"//", ErrHost},
 		{"///x", ErrHost},
-		{"//[::1]/", ErrHost},
+		{"//[::1%25lo]/", ErrHost},
 		{"//h:99999/", ErrHost},
 		{"//h\x01/", ErrHost},
 		{"http://a b/", ErrHost},

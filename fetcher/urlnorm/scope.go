@@ -117,7 +117,7 @@ func (s *Scope) Allow(u []byte) bool {
 		end = len(rest)
 	}
 	host := rest[:end]
-	if j := bytes.LastIndexByte(host, ':'); j >= 0 {
+	if j := bytes.LastIndexByte(host, ':'); j >= 0 && host[len(host)-1] != ']' { // an IPv6 literal's colons are not a port's
 		host = host[:j]
 	}
 	if len(c.deny) > 0 {

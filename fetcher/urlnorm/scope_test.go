@@ -117,6 +117,9 @@ func TestParts(t *testing.T) {
 		{"http://h1.us.test/p/1.html?x=1", "h1.us.test", "http://h1.us.test", "/p/1.html?x=1"},
 		{"https://h:8443/", "h", "https://h:8443", "/"},
 		{"http://h", "h", "http://h", "/"},
+		{"http://[2001:db8::1]:8080/x", "[2001:db8::1]", "http://[2001:db8::1]:8080", "/x"},
+		{"https://[::1]/", "[::1]", "https://[::1]", "/"},
+		{"http://[::]", "[::]", "http://[::]", "/"},
 		{"no-scheme", "", "", ""},
 	} {
 		if got := Host(c.u); got != c.host {

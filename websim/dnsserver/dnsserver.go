@@ -2,10 +2,14 @@
 // under test can resolve synthetic host names through ordinary DNS.
 //
 // A Server listens on one IP and port for both UDP and TCP and acts as the
-// authority for the whole name space: a name that Options.Lookup knows gets
-// its address (an A record), any other name gets NXDOMAIN. Negative answers
-// carry a synthetic SOA record for the root zone so that resolvers can cache
-// them for the configured TTL.
+// authority for the whole name space: a name that Options.Lookup (or
+// LookupAll) knows gets its addresses (A records to an A question, AAAA
+// records to an AAAA question, NODATA when it has none of the family
+// asked), any other name gets NXDOMAIN. Negative answers carry a synthetic
+// SOA record for the root zone so that resolvers can cache them for the
+// configured TTL. A UDP answer too large for the client's buffer (512
+// bytes, or its EDNS0 size up to 1232) is truncated (TC set), and the
+// client asks again over TCP.
 package dnsserver
 
 import (
@@ -55,8 +59,16 @@ type Options struct {
 	// Lookup maps a lower-case host name without trailing dot, such as
 	// "www.example.test", to its IPv4 address; ok false means the name does
 	// not exist. An IPv6 address is served as AAAA instead of A. Lookup is
-	// called concurrently from many goroutines. Required.
+	// called concurrently from many goroutines. Lookup or LookupAll is
+	// required, not both.
 	Lookup func(name string) (addr netip.Addr, ok bool)
+	// LookupAll is Lookup for names with several addresses: every address
+	// of name, of both families, in the order the records are served (IPv4
+	// ones, IPv4-mapped included, as A, IPv6 ones as AAAA); none means the
+	// name does not exist. An invalid (zero) address among them makes the
+	// answer SERVFAIL. The server only reads the slice. It is called
+	// concurrently from many goroutines.
+	LookupAll func(name string) []netip.Addr
 	// Logger receives errors and, at debug level, one line per query.
 	// Nil discards everything.
 	Logger *slog.Logger
@@ -85,8 +97,11 @@ func (o Options) Validate() error {
 	case o.TTL > MaxTTL:
 		errs = append(errs, fmt.Errorf("dnsserver: TTL %v is above %v", o.TTL, MaxTTL))
 	}
-	if o.Lookup == nil {
-		errs = append(errs, errors.New("dnsserver: Lookup is required"))
+	switch {
+	case o.Lookup == nil && o.LookupAll == nil:
+		errs = append(errs, errors.New("dnsserver: Lookup is required (or LookupAll)"))
+	case o.Lookup != nil && o.LookupAll != nil:
+		errs = append(errs, errors.New("dnsserver: Lookup and LookupAll are both set, give one"))
 	}
 	return errors.Join(errs...)
 }
@@ -96,6 +111,7 @@ type Server struct {
 	addr    string
 	ttl     uint32
 	lookup  func(string) (netip.Addr, bool)
+	all     func(string) []netip.Addr              // LookupAll, when lookup is nil
 	delay   func(netip.Addr, string) time.Duration // nil: answer at once
 	done    chan struct{}                          // closed when Close starts: delayed answers are dropped
 	log     *slog.Logger
@@ -144,6 +160,7 @@ func Start(o Options) (*Server, error) {
 		addr:   ln.Addr().String(),
 		ttl:    uint32(ttl / time.Second),
 		lookup: o.Lookup,
+		all:    o.LookupAll,
 		delay:  o.Delay,
 		done:   make(chan struct{}),
 		log:    logger,
@@ -302,6 +319,9 @@ func (s *Server) countWrites(w dns.Writer) dns.Writer {
 // question.
 func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	resp := s.respond(req)
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp && len(resp.Answer) > 1 {
+		resp.Truncate(udpSize(req))
+	}
 	if s.delay != nil && !s.hold(w.RemoteAddr(), req.Question[0].Name) {
 		return // closing
 	}
@@ -313,6 +333,15 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if err := w.WriteMsg(resp); err != nil {
 		s.log.Debug("dnsserver: write response", "err", err)
 	}
+}
+
+// udpSize is the largest UDP answer the client of req reads: 512 bytes, or
+// the EDNS0 size it advertises, up to the server's own.
+func udpSize(req *dns.Msg) int {
+	if opt := req.IsEdns0(); opt != nil {
+		return int(min(max(opt.UDPSize(), dns.MinMsgSize), ednsSize))
+	}
+	return dns.MinMsgSize
 }
 
 // hold waits for Options.Delay(client, name), and reports false if Close
@@ -381,32 +410,42 @@ func (s *Server) respond(req *dns.Msg) *dns.Msg {
 		return resp
 	}
 	name = strings.TrimSuffix(name, ".")
-	var addr netip.Addr
-	ok := false
+	var one [1]netip.Addr
+	var addrs []netip.Addr
 	// An escape (\. or \DDD) cannot occur in a host name.
 	if strings.IndexByte(name, '\\') < 0 {
-		addr, ok = s.lookup(name)
+		if s.all != nil {
+			addrs = s.all(name)
+		} else if a, ok := s.lookup(name); ok {
+			one[0] = a
+			addrs = one[:]
+		}
 	}
-	if !ok {
+	if len(addrs) == 0 {
 		resp.Rcode = dns.RcodeNameError
 		resp.Ns = []dns.RR{s.soa}
 		return resp
 	}
 
-	addr = addr.Unmap()
-	hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: s.ttl}
-	switch {
-	case addr.Is4() && (q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY):
-		hdr.Rrtype = dns.TypeA
-		resp.Answer = []dns.RR{&dns.A{Hdr: hdr, A: addr.AsSlice()}}
-	case addr.Is6() && (q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY):
-		hdr.Rrtype = dns.TypeAAAA
-		resp.Answer = []dns.RR{&dns.AAAA{Hdr: hdr, AAAA: addr.AsSlice()}}
-	case !addr.IsValid():
-		s.log.Error("dnsserver: Lookup returned ok with an invalid address", "name", name)
-		resp.Authoritative = false
-		resp.Rcode = dns.RcodeServerFailure
-	default:
+	for _, addr := range addrs {
+		addr = addr.Unmap()
+		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: s.ttl}
+		switch {
+		case addr.Is4() && (q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY):
+			hdr.Rrtype = dns.TypeA
+			resp.Answer = append(resp.Answer, &dns.A{Hdr: hdr, A: addr.AsSlice()})
+		case addr.Is6() && (q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY):
+			hdr.Rrtype = dns.TypeAAAA
+			resp.Answer = append(resp.Answer, &dns.AAAA{Hdr: hdr, AAAA: addr.AsSlice()})
+		case !addr.IsValid():
+			s.log.Error("dnsserver: Lookup returned ok with an invalid address", "name", name)
+			resp.Answer = nil
+			resp.Authoritative = false
+			resp.Rcode = dns.RcodeServerFailure
+			return resp
+		}
+	}
+	if len(resp.Answer) == 0 {
 		resp.Ns = []dns.RR{s.soa} // NODATA
 	}
 	return resp

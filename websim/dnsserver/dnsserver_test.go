@@ -429,6 +429,9 @@ func TestValidate(t *testing.T) {
 		{"no port", Options{Addr: "127.0.0.1", Lookup: lookup}, []string{`Addr "127.0.0.1" is not IP:port`}},
 		{"negative TTL", Options{Addr: "127.0.0.1:0", TTL: -time.Second, Lookup: lookup}, []string{"below 1s"}},
 		{"huge TTL", Options{Addr: "127.0.0.1:0", TTL: MaxTTL + time.Second, Lookup: lookup}, []string{"TTL", "above"}},
+		{"valid LookupAll", Options{Addr: "127.0.0.1:0", LookupAll: func(string) []netip.Addr { return nil }}, nil},
+		{"both lookups", Options{Addr: "127.0.0.1:0", Lookup: lookup, LookupAll: func(string) []netip.Addr { return nil }},
+			[]string{"Lookup and LookupAll are both set"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
