@@ -69,9 +69,10 @@ type Scope struct {
 	// side unbounded, and both negative turn the rule off.
 	CalendarPastMonths   int
 	CalendarFutureMonths int
-	// Now is the clock of the calendar rule, in UTC. It is read only for
-	// calendar-like URLs, once each; the window is recomputed when the
-	// day changes. nil means time.Now.
+	// Now is the clock of the calendar rule, read in UTC, and called from
+	// every goroutine that calls Check. It is read only for calendar-like
+	// URLs, once each; the window is recomputed when the day changes. nil
+	// means time.Now.
 	Now func() time.Time
 	// Filter, if set, has the last word on a URL the rest allows (a
 	// crawl's URL rules: urlrules.Rules.Allow).
