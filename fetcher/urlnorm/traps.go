@@ -182,8 +182,8 @@ func (s *Scope) calendarOutside(path, query []byte) bool {
 			return true
 		}
 	}
-	if len(query) == 0 {
-		return false
+	if !hasFourDigits(query) {
+		return false // every date form has a year
 	}
 	var split date // from year=, month= and day= parameters
 	for len(query) > 0 {
@@ -291,10 +291,13 @@ func pathDate(path []byte) (date, bool) {
 		return date{}, false
 	}
 	p = p[:ps-1]
-	y, ok1 := year(p[lastSlash(p)+1:])
-	m, ok2 := number(prev, 12)
-	d, ok3 := number(last, 31)
-	return date{year: y, month: m, day: d}, ok1 && ok2 && ok3
+	y, ok := year(p[lastSlash(p)+1:])
+	if !ok {
+		return date{}, false
+	}
+	m, ok1 := number(prev, 12)
+	d, ok2 := number(last, 31)
+	return date{year: y, month: m, day: d}, ok1 && ok2
 }
 
 // lastSlash returns the index of the last '/' in p, -1 if none. Segments
@@ -324,8 +327,14 @@ func isIndexFile(seg []byte) bool {
 // trimExt removes a file extension (a dot and 1 to 5 ASCII letters) from
 // seg.
 func trimExt(seg []byte) []byte {
-	if i := bytes.LastIndexByte(seg, '.'); i >= 0 && isExt(seg[i+1:]) {
-		return seg[:i]
+	for i := len(seg) - 1; i >= 0 && i >= len(seg)-6; i-- {
+		switch c := seg[i] | 0x20; {
+		case c >= 'a' && c <= 'z':
+		case seg[i] == '.' && i < len(seg)-1:
+			return seg[:i]
+		default:
+			return seg
+		}
 	}
 	return seg
 }
@@ -419,3 +428,16 @@ func number(b []byte, hi int) (int, bool) {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// hasFourDigits reports whether b holds four digits in a row.
+func hasFourDigits(b []byte) bool {
+	run := 0
+	for _, c := range b {
+		if run++; !isDigit(c) {
+			run = 0
+		} else if run == 4 {
+			return true
+		}
+	}
+	return false
+}
