@@ -163,11 +163,13 @@ func (s *Scope) Allow(u []byte) bool { return s.Check(u) == Allowed }
 // part, 05.html, may follow), or if its query has a date: a parameter
 // whose value is YYYY-MM or YYYY-MM-DD, a date parameter of YYYYMM or
 // YYYYMMDD, or year (y) and month (m, mon) parameters, with day (d) or
-// not. Years have four digits (1000-9999), months and days one or two
-// (1-12, 1-31). A date followed by more path (/2019/05/my-story.html, an
-// article) and a year alone (/2024/, ?year=1999) are not calendar-like.
+// not, names in any case. Years have four digits (1000-9999), months and
+// days one or two (1-12, 1-31). A date followed by more path
+// (/2019/05/my-story.html, an article) and a year alone (/2024/,
+// ?year=1999) are not calendar-like.
 //
-// Check allocates nothing (but the window, once a day).
+// Check allocates nothing but the calendar window, once a day, and
+// offsets for paths of more than DefaultMaxPathSegments segments.
 func (s *Scope) Check(u []byte) Verdict {
 	if s == nil {
 		return Allowed
