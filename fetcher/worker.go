@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -467,6 +468,12 @@ func (w *worker) classify(r *Result) outcome {
 		p := w.ext.Extract(r.URL, r.ContentType, ex.body)
 		w.signals(r, &hs, p, p.Links)
 		r.Embeds = p.Embeds // nil with requisites off; made anew by each page
+		r.Traps = TrapCounts{Repetition: int32(p.TrapRepetition), Calendar: int32(p.TrapCalendar)}
+		if len(p.TrapLinks) > 0 && w.f.log.Enabled(w.ctx, slog.LevelDebug) {
+			for _, l := range p.TrapLinks {
+				w.f.log.Debug("fetcher: link refused as a trap", "rule", l.Rule.String(), "url", string(l.URL), "from", r.URL)
+			}
+		}
 		if nd := w.f.o.NearDup; nd != nil && !r.Unchanged {
 			// A near-duplicate keeps its status and its links (a mirror
 			// with other navigation still leads somewhere).
@@ -490,9 +497,13 @@ func (w *worker) classify(r *Result) outcome {
 			return outcomeOK
 		}
 		r.Status, r.RedirectTo = crawl.StatusRedirect, to
-		if !w.f.o.Scope.AllowString(to) {
-			// Not followed: the scope (and the URL rules) refuse the
-			// target as they refuse a link to it.
+		// Not followed if the scope (the trap rules, the URL rules)
+		// refuses the target as it refuses a link to it.
+		switch v := w.f.o.Scope.CheckString(to); {
+		case v.Trap():
+			w.trap(&r.Traps, v, to, r.URL, "fetcher: redirect target refused as a trap")
+			r.RedirectTo, r.Err = "", "fetcher: redirect to "+to+" refused as a "+v.String()
+		case v != urlnorm.Allowed:
 			r.RedirectTo, r.Err = "", "fetcher: redirect to "+to+" out of scope"
 		}
 	case s == http.StatusNotFound || s == http.StatusGone:
@@ -881,7 +892,11 @@ func (w *worker) sitemapBody(t *task, r *Result) outcome {
 			}
 			continue
 		}
-		if w.f.o.Scope.Allow(u) {
+		v := w.f.o.Scope.Check(u)
+		if v.Trap() {
+			w.trap(&r.Traps, v, string(u), t.url, "fetcher: sitemap entry refused as a trap")
+		}
+		if v == urlnorm.Allowed {
 			if !e.LastMod.IsZero() && mods == nil {
 				mods = make([]time.Time, len(out), len(entries))
 			}
@@ -996,3 +1011,17 @@ func usableAddrs(ips []netip.Addr, allowPrivate bool, locals []netip.Addr) ([]ne
 
 // isNotFound reports whether a resolver error means the name does not exist.
 func isNotFound(err error) bool { return errors.Is(err, dnscache.ErrNotFound) }
+
+// trap counts in c a URL (a redirect's target, a sitemap's entry) that the
+// scope refused by trap rule v, and logs msg at debug level.
+func (w *worker) trap(c *TrapCounts, v urlnorm.Verdict, url, from, msg string) {
+	switch v {
+	case urlnorm.TrapRepetition:
+		c.Repetition++
+	case urlnorm.TrapCalendar:
+		c.Calendar++
+	}
+	if w.f.log.Enabled(w.ctx, slog.LevelDebug) {
+		w.f.log.Debug(msg, "rule", v.String(), "url", url, "from", from)
+	}
+}

@@ -22,7 +22,7 @@ type Page struct {
 	BadLinks int      // hrefs that failed normalisation (other schemes, bad hosts, too long), skipped
 
 	NoFollowLinks int   // links skipped for rel="nofollow"
-	OutOfScope    int   // distinct links (and embeds) the Scope rejected
+	OutOfScope    int   // distinct links (and embeds) the Scope rejected, traps included
 	Duplicates    int   // repeats of a link (in scope or not) and links to the page itself, dropped
 	Truncated     bool  // maxLinks links were kept and the page had more hrefs, which were not read
 	Err           error // pageURL is not a normalised URL; nothing was extracted
@@ -39,6 +39,22 @@ type Page struct {
 	// the head, normalised; "" if there is none, or it is the page itself,
 	// out of scope or unusable. It is also one of Links (unless NoFollow).
 	Canonical string
+
+	// TrapRepetition and TrapCalendar count the links (and embeds) of
+	// OutOfScope that the Scope refused as spider traps, by rule
+	// (urlnorm.TrapRepetition, urlnorm.TrapCalendar).
+	TrapRepetition int
+	TrapCalendar   int
+	// TrapLinks are those links, in document order, for a log: nil if
+	// none. Their bytes are the Extractor's and valid until its next call.
+	TrapLinks []TrapLink
+}
+
+// TrapLink is a link the Scope refused as a spider trap, and the rule that
+// refused it.
+type TrapLink struct {
+	URL  []byte
+	Rule urlnorm.Verdict // urlnorm.TrapRepetition or urlnorm.TrapCalendar
 }
 
 // Extractor extracts links from HTML pages (and feeds: ExtractFeed). It
@@ -276,8 +292,17 @@ func (e *Extractor) addTo(s *urlSet, href []byte) {
 	if h != 0 {
 		s.seen.insert(h, int32(len(s.ends)))
 	}
-	if !e.scope.Allow(link) {
+	if v := e.scope.Check(link); v != urlnorm.Allowed {
 		p.OutOfScope++
+		switch v {
+		case urlnorm.TrapRepetition:
+			p.TrapRepetition++
+		case urlnorm.TrapCalendar:
+			p.TrapCalendar++
+		}
+		if v.Trap() {
+			p.TrapLinks = append(p.TrapLinks, TrapLink{URL: link[:len(link):len(link)], Rule: v})
+		}
 		s.ends = append(s.ends, -len(s.buf)) // remembered, so that repeats are not checked again
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -173,8 +174,11 @@ func TestWebsimHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := urlnorm.New(urlnorm.Options{})
-	big := NewExtractor(n, &urlnorm.Scope{SkipExts: []string{}}, 20_000)
-	capped := NewExtractor(n, &urlnorm.Scope{SkipExts: []string{}}, 0)
+	// The calendar's entry, /cal/2026/11, links to the months beside it:
+	// on a clock of its time the calendar rule refuses neither.
+	calClock := func() time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) }
+	big := NewExtractor(n, &urlnorm.Scope{SkipExts: []string{}, Now: calClock}, 20_000)
+	capped := NewExtractor(n, &urlnorm.Scope{SkipExts: []string{}, Now: calClock}, 0)
 	roles := map[string]int{}
 	for _, tp := range htmlPages(t, w) {
 		r := &tp.rec

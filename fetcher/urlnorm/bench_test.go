@@ -53,14 +53,32 @@ func BenchmarkNormalize(b *testing.B) {
 	}
 }
 
-// BenchmarkScope checks a typical URL against a scope with suffixes.
+// BenchmarkScope checks URLs against a default scope with suffixes: the
+// kinds of link a page has, and the trap shapes the trap rules look at.
 func BenchmarkScope(b *testing.B) {
-	s := &Scope{HostSuffixes: []string{"test"}, DenyHosts: []string{"bad.test"}}
-	u := []byte("http://h12.fr.test:8080/p/17.html")
-	b.ReportAllocs()
-	for b.Loop() {
-		if !s.Allow(u) {
-			b.Fatal("not allowed")
-		}
+	s := &Scope{HostSuffixes: []string{"test"}, DenyHosts: []string{"bad.test"}, Now: fixed(clock)}
+	for _, c := range benchURLs {
+		b.Run(c.name, func(b *testing.B) {
+			u := []byte(c.u)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !s.Allow(u) {
+					b.Fatal("not allowed")
+				}
+			}
+		})
 	}
+}
+
+// benchURLs are BenchmarkScope's URLs: the kinds of link a page has, and
+// the trap shapes the trap rules look at (all allowed).
+var benchURLs = []struct{ name, u string }{
+	{"typical", "http://h12.fr.test:8080/p/17.html"},
+	{"root", "http://h12.fr.test/"},
+	{"article", "http://news.test/2024/05/17/the-story-of-the-day.html"},
+	{"deep", "http://docs.test/en/guide/v2/reference/api/net/http/client/transport/round-tripper.html"},
+	{"query", "http://shop.test/search?q=shoes&size=42&colour=red&page=3"},
+	{"calendar", "http://events.test/cal/2026/11/"},
+	{"calendar-query", "http://events.test/index.php?view=month&year=2026&month=11"},
+	{"repeats", "http://h.test/trap/a/b/a/b/a/"},
 }

@@ -16,4 +16,10 @@
 // describes, with one choice the RFC leaves open (5.4.2): a reference such
 // as "http:g" whose scheme equals the base's is read as relative, as
 // browsers do.
+//
+// Scope.Check says why a URL is refused: out of scope, or a spider trap,
+// by one of two rules on by default: a path that repeats a segment, or a
+// run of segments, more than twice in a row (TrapRepetition), and a
+// calendar-like URL whose date is more than five years back or one year
+// ahead of the crawl's clock (TrapCalendar).
 package urlnorm

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // DefaultMaxPathSegments is the Scope.MaxPathSegments default.
@@ -32,9 +34,12 @@ var DefaultSkipExts = []string{
 // maxExtLen bounds the extensions Scope compares.
 const maxExtLen = 16
 
-// Scope decides whether a normalised URL is in a crawl's scope. Its fields
-// must not change, and the Scope must not be copied, after the first call to
-// Allow; Allow is safe for concurrent use. A nil *Scope allows everything.
+// Scope decides whether a normalised URL is in a crawl's scope, and
+// refuses spider traps by two rules that are on by default: path
+// repetition (MaxRepeats) and calendars (CalendarPastMonths,
+// CalendarFutureMonths). Its fields must not change, and the Scope must
+// not be copied, after the first call to Check or Allow; both are safe for
+// concurrent use. A nil *Scope allows everything, traps included.
 type Scope struct {
 	// HostSuffixes, if non-empty, limit the crawl to hosts equal to one of
 	// them or ending in "."+suffix (lower-case, no trailing dot).
@@ -48,12 +53,34 @@ type Scope struct {
 	// MaxPathSegments is the most path segments a URL may have. 0 means
 	// DefaultMaxPathSegments.
 	MaxPathSegments int
+	// MaxRepeats is how many times in a row a path segment, or a run of
+	// consecutive segments, may occur: with 2, /a/a/ and /x/a/b/a/b/ pass,
+	// /a/a/a/, /a/a/a (the last segment counts, file name or not) and
+	// /x/a/b/a/b/a/b/ are refused as TrapRepetition. Repeats that are not
+	// consecutive (/a/x/a/y/a/) are not counted. 0 means
+	// DefaultMaxRepeats; a negative value turns the rule off.
+	MaxRepeats int
+	// CalendarPastMonths and CalendarFutureMonths bound the dates of
+	// calendar-like URLs (see Check): one whose month (or day) ends more
+	// than CalendarPastMonths before the clock, or starts more than
+	// CalendarFutureMonths after it, is refused as TrapCalendar. 0 means
+	// DefaultCalendarPastMonths (five years) and
+	// DefaultCalendarFutureMonths (one year); a negative value leaves that
+	// side unbounded, and both negative turn the rule off.
+	CalendarPastMonths   int
+	CalendarFutureMonths int
+	// Now is the clock of the calendar rule, read in UTC, and called from
+	// every goroutine that calls Check. It is read only for calendar-like
+	// URLs, once each; the window is recomputed when the day changes. nil
+	// means time.Now.
+	Now func() time.Time
 	// Filter, if set, has the last word on a URL the rest allows (a
 	// crawl's URL rules: urlrules.Rules.Allow).
 	Filter func(u []byte) bool
 
 	once sync.Once
 	c    compiledScope
+	win  atomic.Pointer[calWindow] // the calendar window of the clock's day
 }
 
 // compiledScope is the lookup form of a Scope's fields.
@@ -63,13 +90,36 @@ type compiledScope struct {
 	deny     map[string]struct{}
 	exts     map[string]struct{} // lower-case, no dot
 	maxSegs  int
+	repeats  int  // MaxRepeats; 0: the rule is off
+	calendar bool // the calendar rule is on
+	calPast  int  // months; -1: unbounded
+	calFut   int  // months; -1: unbounded
 }
 
 func (s *Scope) compile() {
-	c := compiledScope{maxSegs: s.MaxPathSegments}
+	c := compiledScope{maxSegs: s.MaxPathSegments, repeats: s.MaxRepeats, calPast: s.CalendarPastMonths, calFut: s.CalendarFutureMonths}
 	if c.maxSegs <= 0 {
 		c.maxSegs = DefaultMaxPathSegments
 	}
+	switch {
+	case c.repeats == 0:
+		c.repeats = DefaultMaxRepeats
+	case c.repeats < 0:
+		c.repeats = 0
+	}
+	switch {
+	case c.calPast == 0:
+		c.calPast = DefaultCalendarPastMonths
+	case c.calPast < 0:
+		c.calPast = -1
+	}
+	switch {
+	case c.calFut == 0:
+		c.calFut = DefaultCalendarFutureMonths
+	case c.calFut < 0:
+		c.calFut = -1
+	}
+	c.calendar = c.calPast >= 0 || c.calFut >= 0
 	if len(s.HostSuffixes) > 0 {
 		c.exact = make(map[string]struct{}, len(s.HostSuffixes))
 		for _, h := range s.HostSuffixes {
@@ -96,20 +146,39 @@ func (s *Scope) compile() {
 	s.c = c
 }
 
-// Allow reports whether the normalised URL u is in scope: its host matches
-// HostSuffixes (if any) and is not in DenyHosts, its last path segment's
-// extension is not in SkipExts, its path has at most MaxPathSegments
-// segments, and Filter (if set) accepts it. A URL without "://" is out of
-// scope.
-func (s *Scope) Allow(u []byte) bool {
+// Allow reports whether Check allows the normalised URL u.
+func (s *Scope) Allow(u []byte) bool { return s.Check(u) == Allowed }
+
+// Check decides about the normalised URL u, in this order. OutOfScope: u
+// has no "://", its host does not match HostSuffixes (if any) or is in
+// DenyHosts, its last path segment's extension is in SkipExts, or its
+// path has more than MaxPathSegments segments. TrapRepetition: its path
+// repeats a segment, or a run of segments, more than MaxRepeats times in a
+// row. TrapCalendar: u is calendar-like, with a date outside the window
+// around Now. OutOfScope: Filter (if set) refuses it. Allowed otherwise.
+//
+// A URL is calendar-like if its path ends in a date, YYYY/MM or
+// YYYY/MM/DD as segments or YYYY-MM or YYYY-MM-DD as one (a trailing
+// slash, an index file such as index.html, or an extension on the last
+// part, 05.html, may follow), or if its query has a date: a parameter
+// whose value is YYYY-MM or YYYY-MM-DD, a date parameter of YYYYMM or
+// YYYYMMDD, or year (y) and month (m, mon) parameters, with day (d) or
+// not, names in any case. Years have four digits (1000-9999), months and
+// days one or two (1-12, 1-31). A date followed by more path
+// (/2019/05/my-story.html, an article) and a year alone (/2024/,
+// ?year=1999) are not calendar-like.
+//
+// Check allocates nothing but the calendar window, once a day, and
+// offsets for paths of more than DefaultMaxPathSegments segments.
+func (s *Scope) Check(u []byte) Verdict {
 	if s == nil {
-		return true
+		return Allowed
 	}
 	s.once.Do(s.compile)
 	c := &s.c
 	i := bytes.Index(u, []byte("://"))
 	if i < 0 {
-		return false
+		return OutOfScope
 	}
 	rest := u[i+3:]
 	end := bytes.IndexByte(rest, '/')
@@ -122,18 +191,18 @@ func (s *Scope) Allow(u []byte) bool {
 	}
 	if len(c.deny) > 0 {
 		if _, ok := c.deny[string(host)]; ok {
-			return false
+			return OutOfScope
 		}
 	}
 	if c.exact != nil && !c.hostInSuffixes(host) {
-		return false
+		return OutOfScope
 	}
-	path := rest[end:]
+	path, query := rest[end:], []byte(nil)
 	if q := bytes.IndexByte(path, '?'); q >= 0 {
-		path = path[:q]
+		path, query = path[:q], path[q+1:]
 	}
 	if len(path) > c.maxSegs && bytes.Count(path, []byte{'/'}) > c.maxSegs {
-		return false
+		return OutOfScope
 	}
 	if len(c.exts) > 0 {
 		seg := path[bytes.LastIndexByte(path, '/')+1:]
@@ -144,11 +213,20 @@ func (s *Scope) Allow(u []byte) bool {
 				ext = append(ext, lowerASCII(ch))
 			}
 			if _, ok := c.exts[string(ext)]; ok {
-				return false
+				return OutOfScope
 			}
 		}
 	}
-	return s.Filter == nil || s.Filter(u)
+	if c.repeats > 0 && repeated(path, c.repeats) {
+		return TrapRepetition
+	}
+	if c.calendar && s.calendarOutside(path, query) {
+		return TrapCalendar
+	}
+	if s.Filter != nil && !s.Filter(u) {
+		return OutOfScope
+	}
+	return Allowed
 }
 
 func (c *compiledScope) hostInSuffixes(host []byte) bool {
@@ -166,4 +244,9 @@ func (c *compiledScope) hostInSuffixes(host []byte) bool {
 // AllowString is Allow for a string.
 func (s *Scope) AllowString(u string) bool {
 	return s.Allow([]byte(u))
+}
+
+// CheckString is Check for a string.
+func (s *Scope) CheckString(u string) Verdict {
+	return s.Check([]byte(u))
 }
