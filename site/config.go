@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
+	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 	"github.com/meridian-crawler/meridian/fetcher/urlrules"
 	"github.com/meridian-crawler/meridian/rounds/plan"
 	"github.com/meridian-crawler/meridian/shardset"
@@ -99,6 +100,16 @@ type Config struct {
 	// to both. A node-local setting (a machine's way out), not one of
 	// the Settings a joining node takes.
 	Proxy string
+	// TrapRepeats is how often a path segment, or a run of segments, may
+	// repeat in a row, and a named segment anywhere, before a URL is
+	// refused as a spider trap (urlnorm.Scope.MaxRepeats); 0 turns the
+	// rule off.
+	TrapRepeats int
+	// TrapCalendarPast and TrapCalendarFuture are the months before and
+	// after now that a calendar-like URL's date may lie in
+	// (urlnorm.Scope's calendar rule); 0 leaves that side unbounded, both
+	// 0 turn the rule off.
+	TrapCalendarPast, TrapCalendarFuture int
 	// TLSCA is a PEM file of certificate authorities the fetcher trusts
 	// besides the system's (SSL_CERT_FILE and SSL_CERT_DIR change
 	// those). A node-local setting.
@@ -166,6 +177,7 @@ func DefaultConfig() Config {
 		WebsimSeed: 1, WebsimIPs: 16, Progress: 2 * time.Second,
 		Damping: 0.85, LinkMemory: 64 << 20, FailTimeout: 3 * time.Second, JoinWait: time.Minute,
 		ReplaceAfter: time.Minute,
+		TrapRepeats:  urlnorm.DefaultMaxRepeats, TrapCalendarPast: urlnorm.DefaultCalendarPastMonths, TrapCalendarFuture: urlnorm.DefaultCalendarFutureMonths,
 	}
 }
 
@@ -244,6 +256,9 @@ func (c Config) Validate() error {
 	}
 	if c.Backoff <= 0 || c.BackoffMax < c.Backoff {
 		bad("--backoff must be positive and at most --backoff-max")
+	}
+	if c.TrapRepeats < 0 || c.TrapCalendarPast < 0 || c.TrapCalendarFuture < 0 {
+		bad("--trap-repeats, --trap-calendar-past and --trap-calendar-future must not be negative (0 turns a rule, or a side, off)")
 	}
 	if _, err := proxyFunc(c.Proxy); err != nil {
 		bad("--proxy %q: %v", c.Proxy, err)
@@ -427,6 +442,11 @@ type Settings struct {
 	RespectNoIndex bool   `json:"respect_noindex,omitempty"`
 	TLSInsecure    bool   `json:"tls_insecure,omitempty"`
 	Cookies        bool   `json:"cookies,omitempty"`
+	// The trap rules, as urlnorm.Scope takes them: 0 (absent) the
+	// default, -1 off.
+	TrapRepeats        int `json:"trap_repeats,omitempty"`
+	TrapCalendarPast   int `json:"trap_calendar_past,omitempty"`
+	TrapCalendarFuture int `json:"trap_calendar_future,omitempty"`
 }
 
 // SettingsOf returns c's crawl settings.
@@ -437,7 +457,9 @@ func SettingsOf(c Config) Settings {
 		UserAgent: c.UserAgent, Scope: c.Scope, SkipExts: c.SkipExts, Rounds: c.Rounds, Damping: c.Damping, Revisits: c.Revisits,
 		LinkMemory: c.LinkMemory, FailTimeout: c.FailTimeout, CheckCash: c.CheckCash, Shards: c.Shards, Replicas: c.Replicas,
 		ReplaceAfter: c.ReplaceAfter, Refetch: refetchSettingsOf(c.Refetch), URLRules: c.URLRules, PageRequisites: c.PageRequisites,
-		Contact: c.Contact, RobotsAgent: c.RobotsAgent, RespectNoIndex: c.RespectNoIndex, TLSInsecure: c.TLSInsecure, Cookies: c.Cookies}
+		Contact: c.Contact, RobotsAgent: c.RobotsAgent, RespectNoIndex: c.RespectNoIndex, TLSInsecure: c.TLSInsecure, Cookies: c.Cookies,
+		TrapRepeats: scopeLimit(c.TrapRepeats, urlnorm.DefaultMaxRepeats), TrapCalendarPast: scopeLimit(c.TrapCalendarPast, urlnorm.DefaultCalendarPastMonths),
+		TrapCalendarFuture: scopeLimit(c.TrapCalendarFuture, urlnorm.DefaultCalendarFutureMonths)}
 }
 
 // urlRulesName names the URL rules in messages.
@@ -487,6 +509,9 @@ func (s Settings) Apply(c *Config) {
 	c.LinkMemory, c.FailTimeout, c.CheckCash = s.LinkMemory, s.FailTimeout, s.CheckCash
 	c.PageRequisites = s.PageRequisites
 	c.Contact, c.RobotsAgent, c.RespectNoIndex, c.TLSInsecure, c.Cookies = s.Contact, s.RobotsAgent, s.RespectNoIndex, s.TLSInsecure, s.Cookies
+	c.TrapRepeats = configLimit(s.TrapRepeats, urlnorm.DefaultMaxRepeats)
+	c.TrapCalendarPast = configLimit(s.TrapCalendarPast, urlnorm.DefaultCalendarPastMonths)
+	c.TrapCalendarFuture = configLimit(s.TrapCalendarFuture, urlnorm.DefaultCalendarFutureMonths)
 	if s.ReplaceAfter > 0 { // a site created before the setting keeps the default
 		c.ReplaceAfter = s.ReplaceAfter
 	}
@@ -495,4 +520,27 @@ func (s Settings) Apply(c *Config) {
 	if r := s.Refetch; r != nil {
 		c.Refetch = plan.Refetch{Interval: r.Interval, Adaptive: r.Adaptive, Optimal: r.Optimal, Min: r.Min, Max: r.Max}
 	}
+}
+
+// scopeLimit turns a trap limit of the Config (0: off) into the Scope's
+// and the Settings' form (0: the default def, -1: off).
+func scopeLimit(v, def int) int {
+	switch v {
+	case 0:
+		return -1
+	case def:
+		return 0
+	}
+	return v
+}
+
+// configLimit is scopeLimit's inverse.
+func configLimit(v, def int) int {
+	switch v {
+	case -1:
+		return 0
+	case 0:
+		return def
+	}
+	return v
 }

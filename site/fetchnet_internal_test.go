@@ -153,3 +153,29 @@ func TestContactNeeded(t *testing.T) {
 		})
 	}
 }
+
+// TestTrapSettings: the trap rules' settings travel to a joining node as
+// they were given (default, a value, or off), and a site created before
+// them gets the defaults.
+func TestTrapSettings(t *testing.T) {
+	for _, tt := range []struct{ repeats, past, future int }{
+		{2, 60, 12}, // the defaults
+		{3, 24, 6},
+		{0, 0, 0},  // both rules off
+		{2, 0, 12}, // no bound in the past
+	} {
+		c := DefaultConfig()
+		c.TrapRepeats, c.TrapCalendarPast, c.TrapCalendarFuture = tt.repeats, tt.past, tt.future
+		var joined Config
+		SettingsOf(c).Apply(&joined)
+		if joined.TrapRepeats != tt.repeats || joined.TrapCalendarPast != tt.past || joined.TrapCalendarFuture != tt.future {
+			t.Errorf("%+v travels as %d, %d, %d", tt, joined.TrapRepeats, joined.TrapCalendarPast, joined.TrapCalendarFuture)
+		}
+	}
+	var old Config
+	Settings{}.Apply(&old) // a site created before the trap rules
+	d := DefaultConfig()
+	if old.TrapRepeats != d.TrapRepeats || old.TrapCalendarPast != d.TrapCalendarPast || old.TrapCalendarFuture != d.TrapCalendarFuture {
+		t.Errorf("a site without trap settings gets %d, %d, %d, want the defaults", old.TrapRepeats, old.TrapCalendarPast, old.TrapCalendarFuture)
+	}
+}

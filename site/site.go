@@ -213,7 +213,13 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	norm := urlnorm.New(urlnorm.Options{})
 	// Images, PDFs and the like are fetched and archived too (not parsed),
 	// unless --skip-ext names extensions to leave alone.
-	scope := &urlnorm.Scope{SkipExts: []string{}}
+	scope := &urlnorm.Scope{SkipExts: []string{}, MaxRepeats: scopeLimit(cfg.TrapRepeats, urlnorm.DefaultMaxRepeats)}
+	if cfg.TrapCalendarPast == 0 && cfg.TrapCalendarFuture == 0 {
+		scope.CalendarPastMonths, scope.CalendarFutureMonths = -1, -1 // the rule off
+	} else {
+		scope.CalendarPastMonths = scopeLimit(cfg.TrapCalendarPast, urlnorm.DefaultCalendarPastMonths)
+		scope.CalendarFutureMonths = scopeLimit(cfg.TrapCalendarFuture, urlnorm.DefaultCalendarFutureMonths)
+	}
 	for _, e := range strings.Split(cfg.SkipExts, ",") {
 		if e = strings.TrimSpace(strings.ToLower(e)); e != "" {
 			scope.SkipExts = append(scope.SkipExts, strings.TrimPrefix(e, "."))

@@ -54,11 +54,13 @@ type Scope struct {
 	// DefaultMaxPathSegments.
 	MaxPathSegments int
 	// MaxRepeats is how many times in a row a path segment, or a run of
-	// consecutive segments, may occur: with 2, /a/a/ and /x/a/b/a/b/ pass,
-	// /a/a/a/, /a/a/a (the last segment counts, file name or not) and
-	// /x/a/b/a/b/a/b/ are refused as TrapRepetition. Repeats that are not
-	// consecutive (/a/x/a/y/a/) are not counted. 0 means
-	// DefaultMaxRepeats; a negative value turns the rule off.
+	// consecutive segments, may occur, and how many times a named segment
+	// (not empty, not all digits) may occur anywhere in the path: with 2,
+	// /a/a/, /x/a/b/a/b/ and /a/x/a/y/ pass, /a/a/a/, /a/a/a (the last
+	// segment counts, file name or not), /x/a/b/a/b/a/b/ and /a/x/a/y/a/
+	// are refused as TrapRepetition, and /users/1/posts/1/comments/1
+	// passes. 0 means DefaultMaxRepeats; a negative value turns the rule
+	// off.
 	MaxRepeats int
 	// CalendarPastMonths and CalendarFutureMonths bound the dates of
 	// calendar-like URLs (see Check): one whose month (or day) ends more
