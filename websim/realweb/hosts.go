@@ -211,13 +211,27 @@ func (w *Web) startHosts() error {
 			leaf(rw, r)
 		}},
 		{name: HostSession, h: session},
+		{name: HostDualStack, h: func(rw http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/" {
+				html(rw, "dual stack", linksTo("/dual-page.html"))
+				return
+			}
+			leaf(rw, r)
+		}},
 	}
 	for i, s := range specs {
 		addr := s.addr
 		if !addr.IsValid() {
 			addr = addr4(i)
 		}
-		w.names[s.name] = addr
+		w.names[s.name] = []netip.Addr{addr}
+		if s.name == HostDualStack {
+			// Its IPv6 address comes first (RFC 8305 prefers it), and
+			// nothing listens there on its port (a broken IPv6 route),
+			// nor on its first IPv4 address (a dead server): only its
+			// last address serves.
+			w.names[s.name] = []netip.Addr{netip.IPv6Loopback(), deadAddr, addr}
+		}
 		var cfg *tls.Config
 		if s.tls {
 			if cfg, err = w.tlsConfig(s.name, s.cert, int64(i+2), s.protos...); err != nil {
@@ -243,6 +257,9 @@ func (w *Web) startHosts() error {
 	}
 	return nil
 }
+
+// deadAddr is an address of the web where nothing listens.
+var deadAddr = netip.AddrFrom4([4]byte{127, 88, 0, 250})
 
 // SlowPath is the page of HostBusy whose first request is answered 429
 // with Retry-After.

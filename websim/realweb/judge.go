@@ -132,6 +132,9 @@ func (w *Web) Judge(o JudgeOptions) []Verdict {
 	v6 := j.requested(HostIPv6, "/v6-page.html", 0)
 	j.add("IPv6-only host (AAAA on ::1) crawled", v6, "page requested: %v (%d requests in all)", v6, len(w.Requests(HostIPv6)))
 
+	dual := j.requested(HostDualStack, "/dual-page.html", 0)
+	j.add("host whose first two addresses refuse crawled", dual, "page requested at its third address after ::1 and %v refused: %v (%d requests in all)", deadAddr, dual, len(w.Requests(HostDualStack)))
+
 	h2ok, h505 := 0, 0
 	for _, r := range w.Requests(HostHTTP2) {
 		switch {

@@ -46,16 +46,23 @@ func (w *Web) startProxy() (*proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		a, ok := w.names[host]
-		if !ok {
+		addrs := w.names[host]
+		if len(addrs) == 0 {
 			return nil, fmt.Errorf("realweb: proxy: no host %s", host)
 		}
-		if a.Is6() {
-			// ::1 cannot be reached from an IPv4 source.
-			d := net.Dialer{Timeout: dialer.Timeout}
-			return d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
+		var errs []error
+		for _, a := range addrs { // each in turn, as a proxy does
+			d := dialer
+			if a.Is6() {
+				d = &net.Dialer{Timeout: dialer.Timeout} // ::1 cannot be reached from an IPv4 source
+			}
+			c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
 		}
-		return dialer.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
+		return nil, errors.Join(errs...)
 	}
 	p.tr = &http.Transport{DialContext: dial, Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}
 	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

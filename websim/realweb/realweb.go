@@ -1,8 +1,8 @@
 // Package realweb serves a small web whose hosts behave as real servers
 // do where they differ from websim's synthetic web: pages in other
 // encodings, a robots.txt that redirects to another host, groups for a
-// named agent, 429 with Retry-After, an IPv6-only host, an HTTP/2-only
-// host, spider traps, X-Robots-Tag and meta robots, canonical links,
+// named agent, 429 with Retry-After, an IPv6-only host, a dual-stack
+// host whose first addresses refuse, an HTTP/2-only host, spider traps, X-Robots-Tag and meta robots, canonical links,
 // refreshes, frames, feeds, text and gzipped sitemaps, compressed
 // bodies, certificates that do not verify, session cookies and a proxy.
 //
@@ -64,9 +64,9 @@ type Web struct {
 		sync.Mutex
 		closed bool
 	}
-	names   map[string]netip.Addr // host name → its address, for DNS and the proxy
-	origins map[string]string     // host name → "scheme://name:port" of its main server
-	tlsOrig map[string]string     // host name → "https://name:port" where it also serves TLS
+	names   map[string][]netip.Addr // host name → its addresses, for DNS and the proxy
+	origins map[string]string       // host name → "scheme://name:port" of its main server
+	tlsOrig map[string]string       // host name → "https://name:port" where it also serves TLS
 	servers []*http.Server
 	wg      sync.WaitGroup
 }
@@ -88,6 +88,7 @@ const (
 	HostSelfSigned = "selfsigned." + Zone // a self-signed certificate
 	HostExpired    = "expired." + Zone    // an expired certificate
 	HostSession    = "session." + Zone    // pages behind a session cookie
+	HostDualStack  = "dual." + Zone       // AAAA ::1 and A 127.88.0.250, where nothing listens, and an A where it serves
 )
 
 // AgentToken is the product token HostAgent's robots.txt names; a crawler
@@ -111,7 +112,7 @@ func Start(o Options) (*Web, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Web{o: o, dir: o.Dir, names: map[string]netip.Addr{}, origins: map[string]string{}, tlsOrig: map[string]string{}}
+	w := &Web{o: o, dir: o.Dir, names: map[string][]netip.Addr{}, origins: map[string]string{}, tlsOrig: map[string]string{}}
 	if w.dir == "" {
 		d, err := os.MkdirTemp("", "realweb-")
 		if err != nil {
@@ -140,10 +141,7 @@ func Start(o Options) (*Web, error) {
 	}
 	w.dns, err = dnsserver.Start(dnsserver.Options{
 		Addr: "127.0.0.1:0", TTL: time.Minute, Logger: o.Logger,
-		Lookup: func(name string) (netip.Addr, bool) {
-			a, ok := w.names[name]
-			return a, ok
-		},
+		LookupAll: func(name string) []netip.Addr { return w.names[name] },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("realweb: DNS: %w", err)

@@ -298,7 +298,7 @@ func TestClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(w.Origin(HostAgent), "http://"))
-	if c, err := net.DialTimeout("tcp", net.JoinHostPort(w.names[HostAgent].String(), port), time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(w.names[HostAgent][0].String(), port), time.Second); err == nil {
 		c.Close()
 		t.Error("a host still answers after Close")
 	}
