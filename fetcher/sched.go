@@ -65,6 +65,7 @@ type task struct {
 	httpStatus int
 	body       []byte // robots.txt body to keep
 	location   string // a redirect to follow (any host)
+	refused    string // why the request was refused before any answer, not transiently (a certificate)
 	// cacheControl is the Cache-Control of a final robots.txt answer;
 	// stale marks a policy that is the 30-day rule's (robots.Stale).
 	cacheControl string
@@ -983,6 +984,13 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 		return
 	}
 	h.robotsURL, h.robotsHops = "", 0
+	if t.refused != "" {
+		// As a forbidden address: its jobs are answered without a
+		// request, no retry, and no back-off held for a fault that does
+		// not pass.
+		h.deadUntil, h.deadStatus, h.deadErr = now.Add(negativeTTL), crawl.StatusError, t.refused
+		return
+	}
 	p := t.policy
 	if p == nil || p.Unavailable() {
 		s.robotsUnreachable(h, t.httpStatus, now)

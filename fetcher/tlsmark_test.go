@@ -124,3 +124,39 @@ func TestTLSInsecure(t *testing.T) {
 		})
 	}
 }
+
+// TestRobotsBadCertificate: a host whose robots.txt is behind a
+// certificate that does not verify (TLSInsecure off) is refused, as a
+// forbidden address is: its jobs are answered StatusError without a
+// request, not a Retry, saying why, and it is not backed off (a fault
+// that does not pass must not hold a crawl's end, as back-off and
+// retries would).
+func TestRobotsBadCertificate(t *testing.T) {
+	now := time.Now()
+	cert := (*testCA)(nil).leaf(t, []string{"self.test"}, now.Add(-time.Hour), now.Add(time.Hour))
+	o := startOriginH2(t, &cert, false, textPage)
+	hosts := newMemHosts() // nothing known: robots.txt is the first request
+	c := newCollector(1)
+	f, err := New(Options{Workers: 2, HostDelay: 20 * time.Millisecond, Resolver: testTLDResolver(t), AllowPrivate: true,
+		Hosts: hosts, OnResult: c.onResult, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []Job{{URL: o.url("https", "self.test", "/a"), Host: "self.test"}, {URL: o.url("https", "self.test", "/b"), Host: "self.test"}}
+	runCrawl(t, f, c, jobs, 10*time.Millisecond, 20*time.Second)
+	for _, j := range jobs {
+		r := c.final[j.URL]
+		if r == nil || r.Status != crawl.StatusError || r.Retry || !r.NoRequest || !strings.Contains(r.Err, "TLS certificate did not verify") {
+			t.Errorf("%s: %+v, want StatusError, NoRequest, not a Retry, saying the certificate did not verify", j.URL, r)
+		}
+	}
+	if n := len(o.requests()); n != 0 {
+		t.Errorf("%d requests reached the handler", n)
+	}
+	if rec, ok, _ := hosts.LoadHost("self.test"); ok && !rec.BackoffUntil.IsZero() {
+		t.Errorf("the host backs off until %v", rec.BackoffUntil)
+	}
+	if st := f.Stats(); st.Backoffs != 0 {
+		t.Errorf("%d back-offs", st.Backoffs)
+	}
+}

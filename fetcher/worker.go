@@ -765,6 +765,10 @@ func (w *worker) robots(t *task) {
 		}
 	case status >= 400:
 		r.Status = crawl.StatusGone
+	case status == 0 && oc == outcomeLocal:
+		// Refused before an answer, for no transient reason (a
+		// certificate that does not verify): not unreachable, refused.
+		r.Status, r.Err, t.refused = crawl.StatusError, why, why
 	case status == 0:
 		r.Status, r.Retry, r.Err = crawl.StatusError, true, why
 	default:

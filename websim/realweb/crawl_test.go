@@ -8,15 +8,20 @@ import (
 	"testing"
 	"time"
 
+	gowarc "github.com/nlnwa/gowarc/v3"
+
+	"github.com/meridian-crawler/meridian/crawldb/store"
+	"github.com/meridian-crawler/meridian/fetcher"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/websim/realweb"
 )
 
 // crawl runs one site over a new real web to exhaustion, with edit
-// applied to its configuration, and returns the web (its logs) and the
-// site's data directory. The crawl must end by itself: a crawler that a
-// trap or a server's signal holds forever fails here.
-func crawl(t *testing.T, edit func(*site.Config, *realweb.Web)) (*realweb.Web, string) {
+// applied to its configuration, calls inspect (if not nil) with the site
+// before it closes, and returns the web (its logs) and the site's data
+// directory. The crawl must end by itself: a crawler that a trap or a
+// server's signal holds forever fails here.
+func crawl(t *testing.T, edit func(*site.Config, *realweb.Web), inspect func(*testing.T, *site.Site, *realweb.Web)) (*realweb.Web, string) {
 	t.Helper()
 	w, err := realweb.Start(realweb.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -48,6 +53,9 @@ func crawl(t *testing.T, edit func(*site.Config, *realweb.Web)) (*realweb.Web, s
 	}
 	start := time.Now()
 	runErr := s.Run(ctx, nil)
+	if runErr == nil && inspect != nil {
+		inspect(t, s, w)
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
@@ -81,16 +89,54 @@ func checkVerdicts(t *testing.T, vs []realweb.Verdict) {
 // https, no cookies, no proxy.
 func TestCrawlRealWeb(t *testing.T) {
 	t.Parallel()
-	w, _ := crawl(t, nil)
+	w, data := crawl(t, nil, checkDirectives)
 	checkVerdicts(t, w.Judge(realweb.JudgeOptions{UserAgent: realweb.UserAgent}))
+	checkRoundStats(t, data)
+	recs := readWARC(t, data)
+	checkCompressedArchived(t, w, recs)
+	checkNoIndexArchived(t, w, recs, false)
+	checkSideIndex(t, w, data)
 }
 
 // TestCrawlRealWebOptions crawls it through the web's proxy, with
 // cookies, with unverifiable certificates accepted and noindex respected.
 func TestCrawlRealWebOptions(t *testing.T) {
 	t.Parallel()
-	w, _ := crawl(t, func(c *site.Config, w *realweb.Web) {
+	w, data := crawl(t, func(c *site.Config, w *realweb.Web) {
 		c.Proxy, c.Cookies, c.TLSInsecure, c.RespectNoIndex = w.ProxyURL(), true, true, true
-	})
+	}, nil)
 	checkVerdicts(t, w.Judge(realweb.JudgeOptions{UserAgent: realweb.UserAgent, Proxy: true, Cookies: true, TLSInsecure: true}))
+	recs := readWARC(t, data)
+	checkNoIndexArchived(t, w, recs, true)
+	for _, h := range []string{realweb.HostSelfSigned, realweb.HostExpired} {
+		resp := recs.one(t, w.URL(h, "/"), gowarc.Response)
+		if why := resp.warc.Get(fetcher.WARCTLSUnverified); !strings.Contains(why, "certificate") {
+			t.Errorf("%s: the response record's %s is %q, want why the certificate did not verify", h, fetcher.WARCTLSUnverified, why)
+		}
+	}
+	if resp := recs.one(t, w.URL(realweb.HostSecure, "/"), gowarc.Response); resp.warc.Has(fetcher.WARCTLSUnverified) {
+		t.Errorf("a page of a host whose certificate verifies is marked %s", fetcher.WARCTLSUnverified)
+	}
+}
+
+// checkDirectives: the crawl database records what pages said of
+// themselves (noindex, canonical).
+func checkDirectives(t *testing.T, s *site.Site, w *realweb.Web) {
+	t.Helper()
+	st := s.DB().Store()
+	for _, c := range []struct {
+		page string
+		want store.Directives
+	}{
+		{realweb.MetaNoIndexPage, store.Directives{NoIndex: true}},
+		{realweb.HeaderNoIndexPage, store.Directives{NoIndex: true}},
+		{realweb.CanonicalPage, store.Directives{Canonical: w.URL(realweb.HostSignals, realweb.CanonicalTarget)}},
+		{realweb.CanonicalHeaderPage, store.Directives{Canonical: w.URL(realweb.HostSignals, realweb.CanonicalHeaderTarget)}},
+	} {
+		u := w.URL(realweb.HostSignals, c.page)
+		got, ok, err := st.DirectivesOf(u)
+		if err != nil || !ok || got != c.want {
+			t.Errorf("crawl database: directives of %s = %+v (recorded %v, %v), want %+v", u, got, ok, err, c.want)
+		}
+	}
 }
