@@ -4,20 +4,25 @@
 //
 // It follows BUbiNG's workbench design: one scheduler goroutine owns the
 // per-host state (a FIFO of jobs, next allowed start, robots.txt policy,
-// addresses, failures, back-off) and the per-IP state (next allowed start),
-// keeps the hosts that have work in a heap keyed by the earliest time they
-// may go, and hands (host, job) pairs to a fixed pool of workers. A host has
-// at most one request in flight (robots.txt and sitemaps included); its next
-// request starts at least max(HostDelay, min(Crawl-delay, MaxCrawlDelay))
-// after the end of the previous one, and two requests to one IP start at
-// least IPDelay apart. Before its first page a host is resolved (dnscache),
-// its address checked (netguard) and its robots.txt fetched or loaded from
+// addresses, failures, back-off) and the per-IP state (next allowed start;
+// an IPv6 /64 is one IP), keeps the hosts that have work in a heap keyed by
+// the earliest time they may go, and hands (host, job) pairs to a fixed
+// pool of workers. A host has at most one request in flight (robots.txt,
+// its redirects to other hosts, and sitemaps included); its next request
+// starts at least max(HostDelay, min(Crawl-delay, MaxCrawlDelay)) after the
+// end of the previous one, and no earlier than a 429's or 503's
+// Retry-After; two requests to one IP start at least IPDelay apart. Before
+// its first page a host is resolved (dnscache: A and AAAA), its addresses
+// checked (netguard) and its robots.txt fetched (RFC 9309) or loaded from
 // the HostStore.
 //
 // HTTP goes through github.com/gocolly/colly/v2, used as a plain engine: no
-// revisit memory, no robots, no redirects followed, no HTML parsing; bodies
-// are read by the fetcher's own transport wrapper, which limits them after
-// content decoding and records them for the WARC file.
+// revisit memory, no robots, no redirects followed, no HTML parsing. The
+// fetcher's own transport dials every address of a host in turn (Happy
+// Eyeballs, RFC 8305) or a proxy, speaks HTTP/2 where a server offers it,
+// asks for gzip, br and zstd and decodes them itself (package coding), so
+// that the WARC file records each response as received while links are
+// read from the decoded body, bounded both ways.
 package fetcher
 
 import (

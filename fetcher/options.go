@@ -106,8 +106,9 @@ type Options struct {
 	// HostDelay is the least gap between the end of one request to a host and
 	// the start of the next. 0 → 1 s.
 	HostDelay time.Duration
-	// IPDelay is the least gap between the starts of two requests to one IP.
-	// 0 → none.
+	// IPDelay is the least gap between the starts of two requests to one IP
+	// (an IPv4 address, or an IPv6 /64: one link, one machine's or one
+	// customer's). 0 → none.
 	IPDelay time.Duration
 	// MaxCrawlDelay caps a robots.txt Crawl-delay. 0 → 30 s.
 	MaxCrawlDelay time.Duration
@@ -118,8 +119,10 @@ type Options struct {
 	HeaderTimeout time.Duration
 	// TotalTimeout bounds a whole exchange, body included. 0 → 30 s.
 	TotalTimeout time.Duration
-	// MaxBodyBytes is the most body bytes kept, counted after content
-	// decoding; longer bodies are cut (WARC-Truncated: length). 0 → 8 MiB.
+	// MaxBodyBytes is the most body bytes kept of a page or robots.txt,
+	// both as received and once decoded (gzip, br, zstd): longer bodies
+	// as received are cut (WARC-Truncated: length); a body that decodes to
+	// more is read to it, its record whole. 0 → 8 MiB.
 	MaxBodyBytes int64
 	// MaxRedirectHops is not used by the fetcher (it never follows page
 	// redirects); it is kept for the caller. 0 → 10.
@@ -247,8 +250,8 @@ const (
 	defaultSitemapURLs    = 50_000
 	defaultSitemapBytes   = links.MaxSitemapBytes
 
-	// maxRobotsRedirects is how many redirects a robots.txt fetch follows
-	// (same host only).
+	// maxRobotsRedirects is how many redirects a robots.txt fetch follows,
+	// to any host (RFC 9309 2.3.1.2); past them robots.txt is unavailable.
 	maxRobotsRedirects = 5
 	// maxSitemaps is how many sitemaps are fetched after one robots.txt.
 	maxSitemaps = 10

@@ -123,8 +123,10 @@ type Result struct {
 	ContentType string
 	// RedirectTo is the normalised Location of a 3xx (not followed here).
 	RedirectTo string
-	// Links are the normalised followable outlinks (HTML pages), or a
-	// sitemap's URLs.
+	// Links are the normalised followable outlinks of an HTML page (its
+	// <a>, <area>, frames, refresh, canonical and feed links, and the
+	// targets of its Refresh and Link rel=canonical headers), of a feed
+	// (its items' and entries' links), or a sitemap's URLs.
 	Links []string
 	// Embeds are, with Options.PageRequisites, the normalised in-scope
 	// requisites of an HTML page or a style sheet (see
@@ -139,7 +141,9 @@ type Result struct {
 	Bytes     int64 // body bytes received (after content decoding)
 	FetchedAt time.Time
 	// Truncated is the WARC-Truncated reason if the body was cut: "length"
-	// (MaxBodyBytes), "time" (TotalTimeout) or "disconnect".
+	// (MaxBodyBytes, as received or once decoded: a body that decodes past
+	// it is read to it, its WARC record whole), "time" (TotalTimeout) or
+	// "disconnect".
 	Truncated string
 	Err       string // why, for errors and retries
 	// NoRequest marks a page job answered without a request for it: robots
@@ -178,10 +182,12 @@ type Result struct {
 	// Canonical is the page's rel=canonical target (a <link
 	// rel=canonical> in its head, or a Link header with rel=canonical),
 	// normalised; "" if it names none, names the page itself or names a
-	// URL that is out of scope. It is also one of Links.
+	// URL that is out of scope. It is also one of Links, unless the page
+	// said nofollow.
 	Canonical string
-	// Traps counts the links of the page (and a redirect's target) that
-	// the trap rules refused (urlnorm.Scope's trap rules).
+	// Traps counts the links of a page, a redirect's target or a
+	// sitemap's entries that the trap rules refused (urlnorm.Scope's trap
+	// rules).
 	Traps TrapCounts
 	// Unchanged marks a 2xx page whose body has the Job's Prev.ContentFP
 	// (non-zero). It is not checked against Options.Seen (it would be a
@@ -250,5 +256,5 @@ type Stats struct {
 	DNSErrors      int64 // of which failed (NXDOMAIN included)
 	Backoffs       int64 // times a host was put in back-off
 	Hosts          int64 // hosts in the workbench
-	IPs            int64 // IP politeness states in the workbench
+	IPs            int64 // IP politeness states in the workbench (an IPv4 address, or an IPv6 /64, each)
 }
