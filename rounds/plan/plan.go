@@ -48,12 +48,25 @@ type Unit struct {
 	URLs  int
 }
 
+// politenessKey is the address ip's politeness counts under: an IPv4
+// address itself, an IPv6 address's /64 (fetcher's ipKey).
+func politenessKey(ip netip.Addr) netip.Addr {
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip
+	}
+	if p, err := ip.WithZone("").Prefix(64); err == nil {
+		return p.Addr()
+	}
+	return ip
+}
+
 // Key names the unit: its first host.
 func (u Unit) Key() string { return u.Hosts[0] }
 
 // Units groups hosts into units. With byIP, hosts that share an address
-// (directly or through other hosts) form one unit; otherwise each host is
-// its own. Units come in a deterministic order (by first host).
+// (directly or through other hosts) form one unit, an IPv6 /64 counting as
+// one address as the fetcher's IP politeness counts it; otherwise each host
+// is its own. Units come in a deterministic order (by first host).
 func Units(hosts []Host, byIP bool) []Unit {
 	parent := make([]int, len(hosts))
 	for i := range parent {
@@ -71,6 +84,7 @@ func Units(hosts []Host, byIP bool) []Unit {
 		owner := map[netip.Addr]int{}
 		for i, h := range hosts {
 			for _, ip := range h.IPs {
+				ip = politenessKey(ip)
 				if j, ok := owner[ip]; ok {
 					a, b := find(i), find(j)
 					if a != b {

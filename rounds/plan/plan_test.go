@@ -48,6 +48,19 @@ func TestUnits(t *testing.T) {
 			want:  []Unit{{Hosts: []string{"a"}, URLs: 1}, {Hosts: []string{"b"}, URLs: 2}},
 		},
 		{
+			name: "an IPv6 /64 is one address; another /64 is not",
+			hosts: []Host{
+				{Name: "a.example", URLs: 1, IPs: ips("2001:db8:1:2::10")},
+				{Name: "b.example", URLs: 2, IPs: ips("2001:db8:1:2:ffff::1")},
+				{Name: "c.example", URLs: 3, IPs: ips("2001:db8:1:3::10")},
+			},
+			byIP: true,
+			want: []Unit{
+				{Hosts: []string{"a.example", "b.example"}, URLs: 3},
+				{Hosts: []string{"c.example"}, URLs: 3},
+			},
+		},
+		{
 			name: "a shared address makes one unit, URLs summed, hosts sorted",
 			hosts: []Host{
 				{Name: "z.example", URLs: 3, IPs: ips("10.0.0.1")},
