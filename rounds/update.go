@@ -510,8 +510,17 @@ func (c *Crawler) prepareUpdate(ctx context.Context, round uint64) error {
 		c.log.Warn("rounds: a fetch segment held more than one result of a URL: the first counts", "round", round, "duplicates", dups)
 	}
 	// A URL's result counts once: sort fetch results (the local ones come
-	// in no set order) so that the commands are the same on any leader.
+	// in no set order) so that the commands are the same on any leader,
+	// and so the other ops the results give: a leader that prepares the
+	// update again after a restart resumes by command index, and must find
+	// each op in the command it was in.
 	slices.SortStableFunc(fetchOps, func(a, b store.FetchResult) int { return cmp.Compare(a.URL, b.URL) })
+	slices.Sort(requeues)
+	slices.SortFunc(nearDups, func(a, b nearDupHint) int { return cmp.Compare(a.URL, b.URL) })
+	// A target reached by two chains: the shorter is written last, and kept.
+	slices.SortFunc(hops, func(a, b redirectHop) int {
+		return cmp.Or(cmp.Compare(a.target, b.target), cmp.Compare(b.hops, a.hops))
+	})
 
 	// Encode the commands: fetch results first, then the credits, then
 	// the URLs of other shards and sites; each fenced by the leader's token.
