@@ -154,21 +154,14 @@ func benchFetch(b *testing.B, bw *benchWeb, warc bool, groups int) {
 	b.ReportMetric(float64(bytes.Load())/n, "B/page")
 }
 
-// BenchmarkGet fetches one page again and again over a kept-alive
-// connection, through colly (as the fetcher does) and straight through the
-// same transport: the difference is colly's cost per request.
-func BenchmarkGet(b *testing.B) {
-	bw := startBenchWeb(b, 2, 5)
-	f, err := New(Options{Workers: 1, AllowPrivate: true, Resolver: bw.res, OnResult: func(*Result) {}})
-	if err != nil {
-		b.Fatal(err)
-	}
+// withoutScheduler readies f for workers run by a benchmark itself, with
+// no scheduler: a context that ends with b (as Run's would), and the
+// workers' start events dropped.
+func withoutScheduler(b *testing.B, f *Fetcher) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f.runCtx = ctx
-	defer f.transport.CloseIdleConnections()
 	drained := make(chan struct{})
-	go func() { // no scheduler: drop the workers' start events
+	go func() { // owner: the benchmark; ends with it
 		defer close(drained)
 		for {
 			select {
@@ -178,10 +171,24 @@ func BenchmarkGet(b *testing.B) {
 			}
 		}
 	}()
-	defer func() {
+	b.Cleanup(func() {
 		cancel()
 		<-drained
-	}()
+		f.transport.CloseIdleConnections()
+	})
+	return ctx
+}
+
+// BenchmarkGet fetches one page again and again over a kept-alive
+// connection, through colly (as the fetcher does) and straight through the
+// same transport: the difference is colly's cost per request.
+func BenchmarkGet(b *testing.B) {
+	bw := startBenchWeb(b, 2, 5)
+	f, err := New(Options{Workers: 1, AllowPrivate: true, Resolver: bw.res, OnResult: func(*Result) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := withoutScheduler(b, f)
 	url := bw.web.FrontURL(0)
 	ip := bw.web.Hosts()[0].IP
 	run := func(b *testing.B, get func() int) {

@@ -3,7 +3,6 @@ package fetcher
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,25 +53,7 @@ func BenchmarkBodyPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.runCtx = ctx
-	defer f.transport.CloseIdleConnections()
-	drained := make(chan struct{})
-	go func() { // no scheduler: drop the workers' start events
-		defer close(drained)
-		for {
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	defer func() {
-		cancel()
-		<-drained
-	}()
+	ctx := withoutScheduler(b, f)
 	for _, path := range []string{"plain", "gzip"} {
 		b.Run(path, func(b *testing.B) {
 			w := newWorker(ctx, f)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -279,29 +278,11 @@ func refusedOnV6(t *testing.T) *addrServer {
 // each response record by target URI.
 func warcIPs(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	if len(files) == 0 {
-		t.Fatal("no WARC file")
-	}
 	out := map[string]string{}
-	for _, name := range files {
-		r, err := gowarc.NewWarcFileReader(name, 0, gowarc.WithStrictValidation())
-		if err != nil {
-			t.Fatal(err)
+	for _, x := range readWARCs(t, dir) {
+		if x.typ == gowarc.Response {
+			out[x.uri] = x.ip
 		}
-		for rec, err := range r.Records() {
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if len(rec.Validation) > 0 {
-				t.Fatalf("%s: validation %v", name, rec.Validation)
-			}
-			if h := rec.WarcRecord.WarcHeader(); rec.WarcRecord.Type() == gowarc.Response {
-				out[h.Get(gowarc.WarcTargetURI)] = h.Get(gowarc.WarcIPAddress)
-			}
-			rec.Close()
-		}
-		r.Close()
 	}
 	return out
 }
