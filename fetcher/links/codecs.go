@@ -2,6 +2,7 @@ package links
 
 import (
 	"encoding/binary"
+	"errors"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -18,8 +19,7 @@ import (
 const (
 	kindUTF8        = iota
 	kindASCII       // ASCII-compatible: a page of bytes < 0x80 only reads as it stands
-	kindUTF16LE     // decoded; URL queries in UTF-8
-	kindUTF16BE     // decoded; URL queries in UTF-8
+	kindUTF16       // UTF-16LE and UTF-16BE: decoded; URL queries in UTF-8
 	kindReplacement // ISO-2022-KR and the like: the page is one U+FFFD
 	kindStateful    // ISO-2022-JP: escape sequences switch modes, always decoded
 )
@@ -76,10 +76,8 @@ var codecs = func() []*codec {
 		switch name {
 		case "UTF-8":
 			cs.kind, cs.query = kindUTF8, nil
-		case "UTF-16LE":
-			cs.kind, cs.query = kindUTF16LE, nil
-		case "UTF-16BE":
-			cs.kind, cs.query = kindUTF16BE, nil
+		case "UTF-16LE", "UTF-16BE":
+			cs.kind, cs.query = kindUTF16, nil
 		case "replacement":
 			cs.kind, cs.query = kindReplacement, nil
 		case "ISO-2022-JP":
@@ -121,8 +119,8 @@ var (
 	csUserDefined = byName["x-user-defined"]
 )
 
-// maxLabel is the longest label looked up: the standard's longest label
-// has 19 characters ("csisolatincyrillic" and the like are shorter).
+// maxLabel is the longest label looked up: the standard's longest has 19
+// characters ("cseucpkdfmtjapanese").
 const maxLabel = 32
 
 // lookupLabel returns the encoding that label names, by the Encoding
@@ -175,17 +173,63 @@ func lookupLabel[T string | []byte](label T) *codec {
 // byte compared with its index files).
 func singleByte(m *charmap.Charmap) (*[256]uint32, encoding.Encoding) {
 	var t [256]uint32
-	fixes := map[rune][]byte{}
+	inv := make(map[rune]byte, 128)
 	for i := range t {
 		c := byte(i)
 		r := m.DecodeByte(c)
 		if r == utf8.RuneError && c >= 0x80 && c <= 0x9f {
 			r = rune(c)
-			fixes[r] = []byte{c}
 		}
 		t[i] = sbChar(r)
+		if _, dup := inv[r]; c >= 0x80 && r != utf8.RuneError && !dup {
+			inv[r] = c // the first byte of a character, as the standard's encoder
+		}
 	}
-	return &t, fixEncoding(m, fixes)
+	return &t, sbEncoding{m, inv}
+}
+
+// sbEncoding is a single-byte encoding whose encoder is the inverse of
+// its decoding table (the standard's "index pointer").
+type sbEncoding struct {
+	encoding.Encoding
+	inv map[rune]byte // the non-ASCII characters
+}
+
+// NewEncoder returns an encoder by the inverse table.
+func (e sbEncoding) NewEncoder() *encoding.Encoder {
+	return &encoding.Encoder{Transformer: sbEncoder(e.inv)}
+}
+
+// errUnencodable is an encoder's error for a character its encoding lacks.
+var errUnencodable = errors.New("links: character not in the encoding")
+
+// sbEncoder writes UTF-8 in a single-byte encoding.
+type sbEncoder map[rune]byte
+
+func (sbEncoder) Reset() {}
+
+// Transform implements transform.Transformer.
+func (m sbEncoder) Transform(dst, src []byte, atEOF bool) (nDst, nSrc int, err error) {
+	for nSrc < len(src) {
+		b, size := src[nSrc], 1
+		if b >= utf8.RuneSelf {
+			if !atEOF && !utf8.FullRune(src[nSrc:]) {
+				return nDst, nSrc, transform.ErrShortSrc
+			}
+			var r rune
+			r, size = utf8.DecodeRune(src[nSrc:])
+			var ok bool
+			if b, ok = m[r]; !ok {
+				return nDst, nSrc, errUnencodable
+			}
+		}
+		if nDst == len(dst) {
+			return nDst, nSrc, transform.ErrShortDst
+		}
+		dst[nDst] = b
+		nDst, nSrc = nDst+1, nSrc+size
+	}
+	return nDst, nSrc, nil
 }
 
 // jisFixes are the characters the standard's Shift_JIS (sjis) or EUC-JP
