@@ -61,7 +61,7 @@ type Extractor struct {
 	unescaped  []byte // a CSS reference with escapes, decoded
 
 	dec  []byte                       // a page decoded to UTF-8
-	decs [numCodecs]*encoding.Decoder // decoders made so far, by charset id
+	decs [numCodecs]*encoding.Decoder // decoders made so far, by codec id
 	doc  *codec                       // the encoding the base is a document in; nil: none
 }
 
@@ -113,20 +113,23 @@ func (e *Extractor) SetText(t TextSink) { e.text = t }
 
 // Extract parses an HTML body fetched from pageURL (normalised), served
 // with the Content-Type contentType ("" if none), and returns its links.
+// The first <base href> (resolved against pageURL) is the base for the
+// links after it; <a href> and <area href> are links; links whose rel
+// contains "nofollow" are skipped; a page with meta robots nofollow
+// returns no links. Links in <noscript> and <noframes> are read. Extract
+// never panics, and its work is linear in len(body). The returned Page is
+// reused by the next call; its Links slice and strings are not, and stay
+// valid.
+//
 // The body is decoded as browsers decode it: its encoding is the BOM's,
 // else the Content-Type's charset, else a <meta> charset in its first
 // 1,024 bytes, else UTF-8 if it is valid UTF-8, else windows-1252
-// (Page.Encoding; see the package doc). A UTF-8 page, and an all-ASCII
-// page in an ASCII-compatible encoding, is read as it stands; another is
-// decoded into a buffer the Extractor reuses. Each link is then resolved
-// by the URL Standard's rules: the path percent-encoded from UTF-8, the
-// query from the page's encoding. The first <base href> (resolved against
-// pageURL) is the base for the links after it; <a href> and <area href>
-// are links; links whose rel contains "nofollow" are skipped; a page with
-// meta robots nofollow returns no links. Links in <noscript> and
-// <noframes> are read. The TextSink sees the decoded page. Extract never
-// panics, and its work is linear in len(body). The returned Page is reused
-// by the next call; its Links slice and strings are not, and stay valid.
+// (Page.Encoding; the package doc has the details). A UTF-8 page, and an
+// all-ASCII page in an ASCII-compatible encoding, is read as it stands;
+// another is decoded into a buffer the Extractor reuses. Links and embeds
+// are resolved by the URL Standard's rules: the path percent-encoded from
+// UTF-8, the query from the page's encoding. The TextSink sees the
+// decoded page.
 func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 	e.reset()
 	p := &e.page
