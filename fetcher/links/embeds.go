@@ -22,6 +22,7 @@ func (e *Extractor) ExtractCSS(sheetURL string, css []byte) *Page {
 		return p
 	}
 	p.Base = sheetURL
+	e.setDocument(nil) // a style sheet is read as bytes: its references as they stand
 	e.css(css)
 	p.Embeds = e.embeds.strings()
 	return p

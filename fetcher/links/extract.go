@@ -6,6 +6,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/net/html"
+	"golang.org/x/text/encoding"
 
 	"github.com/meridian-crawler/meridian/fetcher/urlnorm"
 )
@@ -26,6 +27,11 @@ type Page struct {
 	Duplicates    int   // repeats of a link (in scope or not) and links to the page itself, dropped
 	Truncated     bool  // maxLinks links were kept and the page had more hrefs, which were not read
 	Err           error // pageURL is not a normalised URL; nothing was extracted
+
+	// Encoding is the encoding the page was read in, as the WHATWG
+	// Encoding Standard names it ("UTF-8", "Shift_JIS", "windows-1251");
+	// "" if nothing was read (Err).
+	Encoding string
 
 	// Embeds are the page's requisites (see Extractor.SetRequisites):
 	// normalised, in-scope, each once, in document order, whatever the
@@ -81,6 +87,10 @@ type Extractor struct {
 	embeds     urlSet // the page's embeds, with requisites on
 	text       TextSink
 	unescaped  []byte // a CSS reference with escapes, decoded
+
+	dec  []byte                       // a page decoded to UTF-8
+	decs [numCodecs]*encoding.Decoder // decoders made so far, by codec id
+	doc  *codec                       // the encoding the base is a document in; nil: none
 }
 
 // urlSet collects a page's normalised URLs, each once.
@@ -156,6 +166,16 @@ func (e *Extractor) SetRobotsAgent(agent string) {
 // panics, and its work is linear in len(body). The returned Page is
 // reused by the next call; its Links slice and strings are not, and stay
 // valid.
+//
+// The body is decoded as browsers decode it: its encoding is the BOM's,
+// else the Content-Type's charset, else a <meta> charset in its first
+// 1,024 bytes, else UTF-8 if it is valid UTF-8, else windows-1252
+// (Page.Encoding; the package doc has the details). A UTF-8 page, and an
+// all-ASCII page in an ASCII-compatible encoding, is read as it stands;
+// another is decoded into a buffer the Extractor reuses. Links and embeds
+// are resolved by the URL Standard's rules: the path percent-encoded from
+// UTF-8, the query from the page's encoding. The TextSink sees the
+// decoded page.
 func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 	e.reset()
 	p := &e.page
@@ -165,6 +185,7 @@ func (e *Extractor) Extract(pageURL, contentType string, body []byte) *Page {
 		return p
 	}
 	p.Base = pageURL
+	body = e.decode(contentType, body)
 	baseSeen := false
 	e.rd.Reset(body)
 	z := html.NewTokenizer(&e.rd)

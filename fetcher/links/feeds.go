@@ -119,6 +119,7 @@ type feedBase struct {
 // are not.
 func (e *Extractor) ExtractFeed(feedURL, contentType string, body []byte) (*Page, error) {
 	e.reset()
+	e.setDocument(nil) // decoded to UTF-8 by encoding/xml: its links' bytes as they stand
 	p := &e.page
 	e.pageURL = append(e.pageURL[:0], feedURL...)
 	if err := e.base.Set(e.pageURL); err != nil {

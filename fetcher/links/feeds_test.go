@@ -170,3 +170,22 @@ func FuzzExtractFeed(f *testing.F) {
 		}
 	})
 }
+
+// TestExtractFeedAfterLegacyPage: a feed read after a page in another
+// encoding writes its links' queries in UTF-8, not in that page's
+// encoding (the Extractor's base forgets the page).
+func TestExtractFeedAfterLegacyPage(t *testing.T) {
+	x := NewExtractor(nil, nil, 0)
+	page := x.Extract("http://h.test/p.html", "text/html; charset=windows-1251", []byte("<a href=\"/x?q=\xe4\">"))
+	if len(page.Links) != 1 || page.Links[0] != "http://h.test/x?q=%E4" {
+		t.Fatalf("the windows-1251 page's link is %q, want the query in windows-1251", page.Links)
+	}
+	feed := `<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><item><link>http://h.test/y?q=д</link></item></channel></rss>`
+	p, err := x.ExtractFeed("http://h.test/feed.rss", "application/rss+xml", []byte(feed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Links) != 1 || p.Links[0] != "http://h.test/y?q=%D0%B4" {
+		t.Errorf("the feed's link is %q, want its query in UTF-8 (%%D0%%B4)", p.Links)
+	}
+}

@@ -4,6 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/charmap"
+	"golang.org/x/text/encoding/japanese"
+	"golang.org/x/text/encoding/korean"
+	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
 var fuzzSeeds = []string{
@@ -92,6 +99,50 @@ func FuzzResolve(f *testing.F) {
 			norm, err := n.Normalize(nil, []byte(ref))
 			if err != nil || string(norm) != string(out) {
 				t.Fatalf("Resolve(%q, %q) = %q, Normalize = %q, %v", bu, ref, out, norm, err)
+			}
+		}
+	})
+}
+
+// FuzzResolveDocument resolves references as a document's, in one of
+// several encodings: the output is normalised whatever the input, and for
+// a UTF-8 document and a well-formed reference it is what a base that is
+// no document's gives.
+func FuzzResolveDocument(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(uint8(i), s)
+	}
+	for i, s := range []string{"/資料/?q=資料", "?q=новости&sid=д", "?q=Ａ#x", "//h/?\xe3\x81", "?q=%E4&r=😀", "?\x1b$B"} {
+		f.Add(uint8(i), s)
+	}
+	encs := []encoding.Encoding{nil, japanese.ShiftJIS, japanese.ISO2022JP, charmap.Windows1251, simplifiedchinese.GB18030, korean.EUCKR}
+	n := New(Options{})
+	var plainBase Base
+	if err := plainBase.SetString("http://h.test/dir/page.html?x"); err != nil {
+		f.Fatal(err)
+	}
+	bases := make([]*Base, len(encs))
+	for i, e := range encs {
+		bases[i] = new(Base)
+		if err := bases[i].SetString("http://h.test/dir/page.html?x"); err != nil {
+			f.Fatal(err)
+		}
+		bases[i].SetDocument(e)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, ref string) {
+		b := bases[int(which)%len(bases)]
+		out, err := n.Resolve(nil, b, []byte(ref))
+		if err != nil {
+			if !errors.Is(err, ErrScheme) && !errors.Is(err, ErrHost) && !errors.Is(err, ErrTooLong) && !errors.Is(err, ErrSyntax) {
+				t.Fatalf("Resolve(%q): error %v wraps no sentinel", ref, err)
+			}
+			return
+		}
+		checkNormalised(t, n, ref, string(out))
+		if b == bases[0] && utf8.ValidString(ref) {
+			plain, err := n.Resolve(nil, &plainBase, []byte(ref))
+			if err != nil || string(plain) != string(out) {
+				t.Fatalf("Resolve(%q) = %q as a UTF-8 document's, %q, %v as no document's", ref, out, plain, err)
 			}
 		}
 	})

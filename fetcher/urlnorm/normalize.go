@@ -144,7 +144,8 @@ func splitScheme(b []byte) (int, []byte) {
 
 // absolute appends the normalisation of "scheme://" + rest (fragment and
 // tabs already removed). If b is not nil and rest starts with b's authority
-// in normal form, b's origin is copied instead of normalised again.
+// in normal form, b's origin is copied instead of normalised again; if b
+// is a document's, the query is written in its encoding.
 func (n *Normalizer) absolute(dst []byte, https bool, rest []byte, b *Base) ([]byte, error) {
 	start := len(dst)
 	end := 0
@@ -160,15 +161,20 @@ func (n *Normalizer) absolute(dst []byte, https bool, rest []byte, b *Base) ([]b
 		}
 	}
 	path, query, hasQuery := cutByte(rest[end:], '?')
+	doc := b != nil && b.doc.on
 	ps := len(dst)
 	if len(path) == 0 {
 		dst = append(dst, '/')
 	} else {
-		dst = appendEscaped(dst, path)
+		dst = appendEscaped(dst, path, doc)
 	}
 	dst = n.finishPath(dst, ps)
 	if hasQuery {
-		dst = n.appendQuery(dst, query)
+		text := false
+		if doc {
+			query, text = b.doc.prepareQuery(query)
+		}
+		dst = n.appendQuery(dst, query, text)
 	}
 	if len(dst)-start > n.maxLen {
 		return dst[:start], ErrTooLong
@@ -195,12 +201,13 @@ func (n *Normalizer) finishPath(dst []byte, ps int) []byte {
 	return dst[:ps+len(p)]
 }
 
-// appendQuery appends '?' and the normalised query q, without session
-// parameters; nothing if that leaves it empty.
-func (n *Normalizer) appendQuery(dst, q []byte) []byte {
+// appendQuery appends '?' and the normalised query q (text: see
+// appendEscaped), without session parameters; nothing if that leaves it
+// empty.
+func (n *Normalizer) appendQuery(dst, q []byte, text bool) []byte {
 	qs := len(dst)
 	dst = append(dst, '?')
-	dst = appendEscaped(dst, q)
+	dst = appendEscaped(dst, q, text)
 	if len(n.strip) > 0 {
 		p := n.stripQueryParams(dst[qs+1:])
 		dst = dst[:qs+1+len(p)]

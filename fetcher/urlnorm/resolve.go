@@ -1,10 +1,14 @@
 package urlnorm
 
-import "bytes"
+import (
+	"bytes"
+
+	"golang.org/x/text/encoding"
+)
 
 // Base is a parsed normalised absolute URL that references are resolved
 // against. The zero value is unset; Set it before use. A Base can be Set
-// again to reuse its buffer.
+// again to reuse its buffer. A Base is not safe for concurrent use.
 type Base struct {
 	u       []byte
 	check   []byte // Set's normalisation of its input
@@ -12,11 +16,14 @@ type Base struct {
 	origin  int // end of "scheme://host[:port]"
 	dirEnd  int // just after the path's last '/'
 	pathEnd int // end of the path: the '?' or len(u)
+
+	doc document // the document the references come from, if any (SetDocument)
 }
 
 // Set parses the normalised absolute URL u into b, copying it. It returns an
 // error wrapping ErrSyntax (and leaves b unset) if u is not in normal form
-// (with session parameters allowed).
+// (with session parameters allowed). Set keeps b's document (SetDocument):
+// a <base href> changes a document's base URL, not its encoding.
 func (b *Base) Set(u []byte) error {
 	b.Reset()
 	check, err := plain.normalize(b.check[:0], u)
@@ -46,7 +53,7 @@ func (b *Base) SetString(u string) error {
 	return b.Set(b.u) // Set copies b.u onto itself, which is harmless
 }
 
-// Reset makes b unset, keeping its buffer.
+// Reset makes b unset, keeping its buffer and its document (SetDocument).
 func (b *Base) Reset() {
 	b.u, b.https, b.origin, b.dirEnd, b.pathEnd = b.u[:0], false, 0, 0, 0
 }
@@ -59,6 +66,26 @@ func (b *Base) authority() []byte {
 	return b.u[len("http://"):b.origin]
 }
 
+// SetDocument makes b the base of a document's references: text in UTF-8
+// (an HTML page once decoded) whose queries are written in the encoding
+// query, as the URL Standard's parser reads a document's URLs. Resolve
+// then reads an ill-formed UTF-8 sequence in a reference as U+FFFD (as a
+// decoder would have output it), keeps the path percent-encoded from
+// UTF-8, and writes the query's non-ASCII characters in query, then
+// percent-encoded ("percent-encode after encoding"): one that query cannot
+// represent as "%26%23" + its code point in decimal + "%3B", the escaped
+// "&#NNNN;". query nil or UTF-8 is UTF-8, at no cost; a UTF-16 or
+// replacement document's output encoding is UTF-8, so pass nil for them.
+// query's encoder must report an unrepresentable character as an error,
+// as golang.org/x/text's encoders do unless wrapped (by
+// encoding.HTMLEscapeUnsupported, say). Each call makes a new encoder.
+// Set and Reset keep the document; ClearDocument ends it.
+func (b *Base) SetDocument(query encoding.Encoding) { b.doc.set(query) }
+
+// ClearDocument makes b the base of references that are not a document's
+// text (the default): Resolve percent-encodes their bytes as they stand.
+func (b *Base) ClearDocument() { b.doc.on, b.doc.enc = false, nil }
+
 // IsSet reports whether b holds a URL.
 func (b *Base) IsSet() bool { return b.origin > 0 }
 
@@ -70,7 +97,9 @@ func (b *Base) String() string { return string(b.u) }
 
 // Resolve appends the normalised absolute form of ref (an href: absolute,
 // network-path, absolute-path or relative reference) resolved against base
-// to dst, following RFC 3986 section 5.2. On error dst is returned unchanged
+// to dst, following RFC 3986 section 5.2. If base is a document's
+// (SetDocument), ref is read as that document's text and its query
+// written in the document's encoding. On error dst is returned unchanged
 // and the error wraps ErrScheme, ErrHost, ErrTooLong or ErrSyntax.
 func (n *Normalizer) Resolve(dst []byte, base *Base, ref []byte) ([]byte, error) {
 	out, err := n.resolve(dst, base, ref)
@@ -119,15 +148,16 @@ func (n *Normalizer) resolve(dst []byte, b *Base, raw []byte) ([]byte, error) {
 		}
 		dst = append(dst, b.u[b.origin:b.pathEnd]...)
 	case path[0] == '/':
-		dst = appendEscaped(dst, path)
+		dst = appendEscaped(dst, path, b.doc.on)
 		dst = n.finishPath(dst, ps)
 	default:
 		dst = append(dst, b.u[b.origin:b.dirEnd]...)
-		dst = appendEscaped(dst, path)
+		dst = appendEscaped(dst, path, b.doc.on)
 		dst = n.finishPath(dst, ps)
 	}
 	if hasQuery {
-		dst = n.appendQuery(dst, query)
+		q, text := b.doc.prepareQuery(query)
+		dst = n.appendQuery(dst, q, text)
 	}
 	if len(dst)-start > n.maxLen {
 		return dst[:start], ErrTooLong
