@@ -11,10 +11,13 @@
 // so is the text of links (<a>…</a>), which is mostly navigation — the
 // boilerplate in which a printer-friendly view, a mirror or a session-id
 // copy of a page differs from it. Words are runs of ASCII letters and
-// digits and of non-ASCII bytes (any encoding, so "·" or "»" is a word),
-// lower-cased in ASCII; a word that holds a digit counts as the word "#",
-// and a run of them as one, so that dates, times, counters and session ids
-// do not tell copies apart. Entities are decoded by the Tokenizer. Every
+// digits and of non-ASCII bytes (so "·" or "»" is a word), lower-cased in
+// ASCII; a word that holds a digit counts as the word "#", and a run of
+// them as one, so that dates, times, counters and session ids do not tell
+// copies apart. The text is UTF-8 whatever the page's encoding (the link
+// extractor decodes the page before its Tokenizer reads it), so one text
+// has one fingerprint in any encoding. Entities are decoded by the
+// Tokenizer. Every
 // run of Shingle consecutive words within a block (a paragraph, list item,
 // table cell, heading…) is hashed to 64 bits, and bit i of the fingerprint
 // is set when more than half of the shingles have bit i set: the sign of
