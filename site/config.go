@@ -269,9 +269,6 @@ func (c Config) Validate() error {
 	if c.RobotsAgent != "" && !validToken(c.RobotsAgent) {
 		bad("--robots-agent %q must be a product token: letters, '-' and '_' only", c.RobotsAgent)
 	}
-	if c.Contact == "" && c.UserAgent == "" && (c.Websim == "" || c.Websim == "off") && !c.AllowPrivate {
-		bad("a crawl of the public web needs --contact URL (where site owners reach you; it goes into the User-Agent) or a --user-agent of your own")
-	}
 	if c.MaxRedirects < 1 {
 		bad("--max-redirects must be at least 1, got %d", c.MaxRedirects)
 	}
@@ -329,6 +326,21 @@ func (c Config) Validate() error {
 		bad("--websim %q: want off, clean, realistic or hostile", c.Websim)
 	}
 	return errors.Join(errs...)
+}
+
+// ErrNoContact is the error of a site that would crawl the public web
+// without saying who runs it (checkContact).
+var ErrNoContact = errors.New("site: a crawl of the public web needs --contact URL (where site owners reach you; it goes into the User-Agent) or a --user-agent of your own")
+
+// checkContact refuses a crawl that may reach public addresses (no
+// in-process websim, no --allow-private) with neither a Contact nor a
+// UserAgent. It is asked of the settings a node runs with: a node that
+// joins takes its site's (Settings).
+func (c Config) checkContact() error {
+	if c.Contact == "" && c.UserAgent == "" && (c.Websim == "" || c.Websim == "off") && !c.AllowPrivate {
+		return ErrNoContact
+	}
+	return nil
 }
 
 // IsLoopback reports whether the host of addr (host:port) is a loopback

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net/url"
 	"os"
@@ -140,7 +141,7 @@ func TestContactNeeded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base
 			tt.edit(&c)
-			err := c.Validate()
+			err := errors.Join(c.Validate(), c.checkContact())
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Errorf("Validate: %v", err)

@@ -191,6 +191,9 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if err != nil {
 		return nil, err
 	}
+	if err := s.cfg.checkContact(); err != nil {
+		return nil, err
+	}
 	created := false
 	if _, err := os.Stat(cfg.Data); errors.Is(err, fs.ErrNotExist) {
 		created = true

@@ -126,6 +126,13 @@ func Start(o Options) (*Server, error) {
 			return nil, fmt.Errorf("websim: %w", err)
 		}
 	}
+	if wo.Profile == synth.Hostile {
+		// Built now, not at its first request: compressing it takes long
+		// enough on a loaded machine (or under the race detector) that a
+		// crawler waiting for the response's headers would time out, and
+		// what the bomb tests is its body.
+		gzipBomb()
+	}
 	stats := NewStats(nil)
 	wall := o.Now
 	if wall == nil {
