@@ -346,8 +346,6 @@ var FeedTargets = []string{"/rss-item-1.html", "/rss-item-2.html", "/atom-entry-
 
 // signals is HostSignals.
 func (w *Web) signals() http.HandlerFunc {
-	var gzOnce sync.Once
-	var gzSitemap []byte
 	return func(rw http.ResponseWriter, r *http.Request) {
 		origin := w.origins[HostSignals]
 		h := rw.Header()
@@ -406,9 +404,8 @@ func (w *Web) signals() http.HandlerFunc {
 			h.Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprint(rw, origin+TextSitemapTarget+"\n")
 		case "/sitemap.xml.gz":
-			gzOnce.Do(func() { gzSitemap = bigGzSitemap(origin + GzSitemapTarget) })
 			h.Set("Content-Type", "application/x-gzip")
-			rw.Write(gzSitemap)
+			rw.Write(bigGzSitemap(origin + GzSitemapTarget))
 		default:
 			leaf(rw, r)
 		}
@@ -417,19 +414,28 @@ func (w *Web) signals() http.HandlerFunc {
 
 // bigGzSitemap returns a gzipped sitemap whose one URL, loc, comes after
 // 12 MiB of white space: past a page's 8 MiB body limit once inflated,
-// within the protocol's 50 MiB.
+// within the protocol's 50 MiB. It is three gzip members (a gzip file may
+// be several, RFC 1952 2.2): the head, the white space, built once, and
+// the URL.
 func bigGzSitemap(loc string) []byte {
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	zw.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`))
-	pad := bytes.Repeat([]byte(" "), 1<<20)
-	for range 12 {
-		zw.Write(pad)
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
 	}
-	zw.Write([]byte("<url><loc>" + loc + "</loc></url></urlset>\n"))
-	zw.Close()
-	return buf.Bytes()
+	padOnce.Do(func() { padMember = member(bytes.Repeat([]byte(" "), 12<<20)) }) // Start has made it
+	out := member([]byte(`<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`))
+	out = append(out, padMember...)
+	return append(out, member([]byte("<url><loc>"+loc+"</loc></url></urlset>\n"))...)
 }
+
+// padMember is bigGzSitemap's white space, one gzip member.
+var (
+	padOnce   sync.Once
+	padMember []byte
+)
 
 // Compressed pages of HostCompressed, each served with its encoding when
 // the request accepts it, each linking to one page found only inside it.

@@ -133,6 +133,10 @@ func Start(o Options) (*Web, error) {
 	if err := os.WriteFile(w.CAFile(), w.ca.pem, 0o644); err != nil {
 		return nil, fmt.Errorf("realweb: write CA: %w", err)
 	}
+	// HostSignals' big sitemap's 12 MiB of white space, compressed now:
+	// at its first request it could take longer than a crawler waits on
+	// a loaded machine.
+	bigGzSitemap("")
 	if err := w.startHosts(); err != nil {
 		return nil, err
 	}
