@@ -1141,7 +1141,6 @@ func restartAndCatchUp(t *testing.T, cl *cluster, c *durClient, g *loadGen, kill
 	t.Helper()
 	killed.start("")
 	g.setTargets(apiAddrs(cl.nodes)...)
-	deadline := time.Now().Add(30 * time.Second)
 	leader := findLeader(t, c, cl.nodes, 10*time.Second)
 	for round := 1; round <= 2; round++ {
 		ls, err := c.status(leader.apiAddr)
@@ -1149,6 +1148,11 @@ func restartAndCatchUp(t *testing.T, cl *cluster, c *durClient, g *loadGen, kill
 			t.Fatal(err)
 		}
 		target := ls.Applied
+		// Each round has its own bound: under the load generator, a node
+		// that installs a snapshot may need a second one for the next
+		// round's target, and installs under -race on a loaded machine
+		// take seconds each.
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			ks, err := c.status(killed.apiAddr)
 			if err != nil {
