@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/andybalholm/brotli"
@@ -31,10 +32,18 @@ type record struct {
 // records are a crawl's WARC records by target URI.
 type records map[string][]record
 
+// gowarcMu serialises the parallel tests' readers: gowarc's
+// NewWarcFileReader writes a package variable of google/uuid
+// (EnableRandPool) each time it is called, a data race when two tests
+// open readers at once.
+var gowarcMu sync.Mutex
+
 // readWARC reads every record of the crawl's WARC files, checking each
 // record's digests.
 func readWARC(t *testing.T, data string) records {
 	t.Helper()
+	gowarcMu.Lock()
+	defer gowarcMu.Unlock()
 	files, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
 	if len(files) == 0 {
 		t.Fatalf("no WARC file in %s", data)
