@@ -441,7 +441,11 @@ func TestRedirectChainNotCutByDepth(t *testing.T) {
 //     requests take (the nodes' reports): a round that gave every far
 //     host k URLs, as if each took only its delay, lasted k × (delay +
 //     RTT), and the near host got its next URLs only that often (1.58×
-//     the floor when measured so, 1.13-1.20× once learned).
+//     the floor when measured so, 1.13-1.20× once learned, on a quiet
+//     machine). The learning itself is asserted (each far host's learned
+//     request time against its RTT); the bound on the ratio, 1.5×, is for
+//     the outcome, above the 1.36-1.38× the learned crawl took beside the
+//     other packages' tests under -race in three clean-clone CI runs.
 func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 	const hostDelay = 50 * time.Millisecond
 	tests := []struct {
@@ -457,7 +461,7 @@ func TestCrawlKeepsPaceWithPoliteness(t *testing.T) {
 		{"the tail: a slow host holds the last pages", synth.Options{Hosts: 6, Pages: 6, Seed: 7, IPs: 4, Profile: synth.Clean,
 			Overrides: []synth.Override{{Host: 0, Pages: 24, CrawlDelay: 1}}}, 3, 1.15, 2, false},
 		{"far hosts: a near host with 10x the pages", synth.Options{Hosts: 13, Pages: 20, Seed: 7, IPs: 13, Profile: synth.Clean,
-			Overrides: []synth.Override{{Host: 0, Pages: 200}}}, 10, 1.35, 0, true},
+			Overrides: []synth.Override{{Host: 0, Pages: 200}}}, 10, 1.5, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
