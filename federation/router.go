@@ -372,14 +372,27 @@ func (f *Fed) entries(owner string, puts []Put, virtual float64, locs map[string
 		})
 }
 
-// cutEntries cuts n records, record i for url(i) and costing fixed bytes
-// beside its URL, into encoded outbox entries for owner: at most
-// maxPutsPerEntry records and about maxEntryBytes each, with the locations
-// of their hosts; fill puts records [lo, hi) into an entry's batch.
+// cutEntries cuts n records for owner into encoded outbox entries
+// (CutEntries), with the locations in locs of their hosts.
 func (f *Fed) cutEntries(owner string, n int, url func(int) string, fixed int, locs map[string]location, fill func(b *Batch, lo, hi int)) [][]byte {
+	loc := func(h string) (HostLoc, bool) {
+		l, ok := locs[h]
+		return l.hostLoc(h), ok
+	}
+	return CutEntries(f.sender(), owner, n, url, fixed, loc, fill)
+}
+
+// CutEntries cuts n records, record i for url(i) and costing fixed bytes
+// beside its URL, into encoded outbox entries from one sender to another
+// that the crawl database takes: at most maxPutsPerEntry records and about
+// maxEntryBytes each (a URL is at most a few KiB, so an entry stays under
+// the database's 64 KiB limit on one). Each entry carries the location
+// loc gives of each of its hosts (none where loc reports false); fill puts
+// records [lo, hi) into an entry's batch.
+func CutEntries(from, to string, n int, url func(int) string, fixed int, loc func(host string) (HostLoc, bool), fill func(b *Batch, lo, hi int)) [][]byte {
 	var out [][]byte
 	for lo := 0; lo < n; {
-		b := &Batch{From: f.sender(), To: owner}
+		b := &Batch{From: from, To: to}
 		hosts := map[string]bool{}
 		size := 64
 		hi := lo
@@ -387,8 +400,11 @@ func (f *Fed) cutEntries(owner string, n int, url func(int) string, fixed int, l
 			u := url(hi)
 			h := hostOf(u)
 			add := len(u) + fixed
+			var hl HostLoc
+			var located bool
 			if !hosts[h] {
-				add += len(h) + len(locs[h].key) + 32
+				hl, located = loc(h)
+				add += len(h) + len(hl.Key) + 32
 			}
 			if hi > lo && size+add > maxEntryBytes {
 				break
@@ -396,8 +412,8 @@ func (f *Fed) cutEntries(owner string, n int, url func(int) string, fixed int, l
 			size += add
 			if !hosts[h] {
 				hosts[h] = true
-				if l, ok := locs[h]; ok {
-					b.Hosts = append(b.Hosts, l.hostLoc(h))
+				if located {
+					b.Hosts = append(b.Hosts, hl)
 				}
 			}
 			hi++

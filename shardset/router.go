@@ -149,23 +149,17 @@ func (r *Router) key(ctx context.Context, host string, b *store.Batch) (string, 
 const maxKeys = 1 << 20
 
 // entries cuts urls for shard t into encoded outbox entries (federation
-// wire batches) with their hosts' keys.
+// wire batches) with their hosts' keys, bounded in bytes as well as in
+// URLs (federation.CutEntries), so that an entry always fits the crawl
+// database's limit on one, however many URLs an update sends a shard.
 func (r *Router) entries(t int, urls []route.Remote, keys map[string]string) [][]byte {
-	var out [][]byte
-	for lo := 0; lo < len(urls); lo += maxPutsPerEntry {
-		hi := min(lo+maxPutsPerEntry, len(urls))
-		b := federation.Batch{From: GroupID(r.sh), To: GroupID(t)}
-		seen := map[string]bool{}
-		for _, u := range urls[lo:hi] {
-			b.Puts = append(b.Puts, federation.Put{URL: u.URL, Cash: u.Cash, Depth: u.Depth})
-			if h := crawl.HostOf(u.URL); !seen[h] {
-				seen[h] = true
-				b.Hosts = append(b.Hosts, federation.HostLoc{Host: h, Key: keys[h]})
-			}
-		}
-		out = append(out, b.Append(nil))
+	puts := make([]federation.Put, len(urls))
+	for i, u := range urls {
+		puts[i] = federation.Put{URL: u.URL, Cash: u.Cash, Depth: u.Depth}
 	}
-	return out
+	loc := func(h string) (federation.HostLoc, bool) { return federation.HostLoc{Host: h, Key: keys[h]}, true }
+	return federation.CutEntries(GroupID(r.sh), GroupID(t), len(puts), func(i int) string { return puts[i].URL }, 24, loc,
+		func(b *federation.Batch, lo, hi int) { b.Puts = puts[lo:hi] })
 }
 
 // Inbound returns the cash other shards have delivered to this one.
