@@ -892,10 +892,8 @@ func (s *Set) replica(sh int) *replica {
 // running. The caller then removes the node from the meta group.
 func (s *Set) Leave(ctx context.Context) error {
 	s.leaving.Store(true)
-	b := store.NewBatch()
-	b.PutUser(leavingKey+s.self, []byte{1})
-	if err := apply(ctx, s.o.Meta, b); err != nil {
-		return fmt.Errorf("shardset: mark %s leaving: %w", s.self, err)
+	if err := s.markLeaving(ctx); err != nil {
+		return err
 	}
 	t := time.NewTicker(s.o.Every)
 	defer t.Stop()
@@ -908,6 +906,33 @@ func (s *Set) Leave(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("shardset: leave: %d replicas still here: %w", len(s.replicas()), ctx.Err())
 		case <-t.C:
+		}
+	}
+}
+
+// markLeaving records in the meta group that this node leaves. The write
+// is idempotent, so one whose outcome an election left unknown ("leadership
+// lost while committing", also when forwarded to the leader) is sent again
+// until ctx ends; a closed or failed crawl database and a refused command
+// are returned at once.
+func (s *Set) markLeaving(ctx context.Context) error {
+	b := store.NewBatch()
+	b.PutUser(leavingKey+s.self, []byte{1})
+	for attempt := 1; ; attempt++ {
+		res, err := s.o.Meta.Apply(ctx, b)
+		switch {
+		case err == nil && res != nil && res.Err != nil:
+			return fmt.Errorf("shardset: mark %s leaving: %w", s.self, res.Err)
+		case err == nil:
+			return nil
+		case errors.Is(err, crawldb.ErrClosed), errors.Is(err, crawldb.ErrFailed), errors.Is(err, store.ErrBadOp), ctx.Err() != nil:
+			return fmt.Errorf("shardset: mark %s leaving: %w", s.self, err)
+		}
+		s.log.Warn("shardset: mark this node leaving: sending it again", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shardset: mark %s leaving: %w (last: %v)", s.self, ctx.Err(), err)
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		}
 	}
 }
