@@ -569,7 +569,11 @@ func (r *fedRun) startStretched(ctx context.Context) error {
 			"--raft-advertise", r.em.Addr(name+"-raft"), "--advertise", r.em.Addr(name+"-api"))
 		args = append(args, r.fetchFrom(i)...) // node-local: not taken from n1 on --join
 		if i == 0 {
+			// The crawl starts once every node is there: else, on a web
+			// that takes a few seconds, the first node fetches the
+			// first rounds alone while the others join.
 			args = append(append(args, r.crawlArgs(c.Width*n)...), c.SiteFlags...)
+			args = append(args, "--expect-nodes", strconv.Itoa(n))
 		} else {
 			args = append(args, "--join", addrs[2*n])
 		}

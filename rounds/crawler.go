@@ -126,6 +126,15 @@ type Options struct {
 	// liveness: its state record is fresh); a Solo leader does not wait
 	// for the release of a node it says is dead. nil: every node may.
 	NodeAlive func(id string) bool
+	// ExpectNodes, above 1, holds the crawl's first round until the
+	// crawl database has this many members that have reported to the
+	// leader (or ExpectWait has passed since it began to lead), so that
+	// nodes started together share the first rounds instead of the
+	// first node fetching them alone while the others join. A leader
+	// that takes over a crawl already under way does not wait.
+	ExpectNodes int
+	// ExpectWait bounds the wait for ExpectNodes; 0 → 5 min.
+	ExpectWait time.Duration
 	// StageEvery is how long a node keeps a part's results before it
 	// stages them although the part is not done: what a node that dies
 	// loses (and another fetches again) at most; 0 → 2 s.
@@ -218,6 +227,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.StageEvery <= 0 {
 		o.StageEvery = 2 * time.Second
+	}
+	if o.ExpectWait <= 0 {
+		o.ExpectWait = 5 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

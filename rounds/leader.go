@@ -36,6 +36,9 @@ type leader struct {
 	// members: the site's nodes this leader has seen among the members
 	members map[string]bool
 	start   time.Time
+	// expectDone: the hold for Options.ExpectNodes is over (or never
+	// was); expectSaid: the hold has been logged.
+	expectDone, expectSaid bool
 
 	// refreshed: the applied index and active rounds the last refresh
 	// saw (see refresh).
@@ -485,6 +488,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		c.idleIndex.Store(0)
 		return nil
 	}
+	if active == 0 && s.Next <= 1 && l.holdForNodes(nodes, now) {
+		return nil
+	}
 	es := plan.EndState{Active: active, LimitReached: limit, FrontierEmpty: l.frontierEmpty,
 		Retrying: !l.retryAt.IsZero(), Federated: c.o.Router != nil}
 	if plan.NeedsBackoff(es) {
@@ -548,6 +554,38 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		c.idleIndex.Store(0)
 	}
 	return nil
+}
+
+// holdForNodes reports whether the crawl's first round waits for more
+// nodes (Options.ExpectNodes): fewer members than expected have reported,
+// and ExpectWait has not passed since this leader started.
+func (l *leader) holdForNodes(nodes []plan.Node, now time.Time) bool {
+	o := &l.c.o
+	if o.ExpectNodes <= 1 || l.expectDone {
+		return false
+	}
+	l.mu.Lock()
+	ready := 0
+	for _, n := range nodes {
+		if _, ok := l.reports[n.ID]; (ok || n.ID == l.c.id) && n.Alive {
+			ready++
+		}
+	}
+	l.mu.Unlock()
+	switch {
+	case ready >= o.ExpectNodes:
+		l.c.log.Info("rounds: the expected nodes are here: the crawl starts", "nodes", ready, "waited", now.Sub(l.start).Round(time.Millisecond))
+	case now.Sub(l.start) >= o.ExpectWait:
+		l.c.log.Warn("rounds: the expected nodes did not all come in time: crawling with those here", "expect", o.ExpectNodes, "nodes", ready, "waited", o.ExpectWait)
+	default:
+		if !l.expectSaid {
+			l.expectSaid = true
+			l.c.log.Info("rounds: the first round waits for the expected nodes", "expect", o.ExpectNodes, "nodes", ready, "at most", o.ExpectWait)
+		}
+		return true
+	}
+	l.expectDone = true
+	return false
 }
 
 // stepTick is how often the leader steps when nothing wakes it.

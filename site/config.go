@@ -48,7 +48,7 @@ type Config struct {
 	Pprof         bool          // serve /debug/pprof on Listen
 	Insecure      bool          // allow Raft and API listeners off loopback without certificates (labs only)
 	Workers       int           // concurrent fetches
-	ExpectNodes   int           // a sharded site's crawlers wait (at most 5 min) until the site has this many nodes and its shards are placed
+	ExpectNodes   int           // the crawl's first round waits (at most 5 min) until the site has this many nodes (a sharded site's: and its shards are placed on them)
 	MaxDepth      int           // links deeper than this are not followed
 	HostBudget    int           // pages per host at most
 	// NearDups is how many page fingerprints (SimHash) this node keeps to

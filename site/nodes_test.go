@@ -526,3 +526,31 @@ func logEvents(t *testing.T, name, path string) {
 	}
 	t.Logf("--- %s's log (events):\n%s", name, strings.Join(keep, "\n"))
 }
+
+// TestExpectNodesUnsharded: a node started with --expect-nodes 2 fetches
+// nothing until a second node has joined and reported, and then both
+// share the crawl, which ends as TestNodesLeaveAndStop's does (coverage,
+// politeness, every page once, cash conserved every round).
+func TestExpectNodesUnsharded(t *testing.T) {
+	w := startMultiWeb(t, 30, 6, 6, 41)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.ExpectNodes = 2
+	n1 := runSite(t, ctx, cfg1)
+	defer n1.stop()
+	waitFor(t, 30*time.Second, "n1 to lead", func() bool { return n1.s.Crawler().Status().Leading })
+	// Long enough for a leader that does not wait to start its first
+	// round and its robots.txt requests (stepTick is 100 ms).
+	time.Sleep(1500 * time.Millisecond)
+	if got := w.sim.Stats().Snapshot().Requests; got != 0 {
+		t.Fatalf("websim saw %d requests before the second node joined, want 0", got)
+	}
+	n2 := runSite(t, ctx, nodeConfig(t, w, root, "n2", n1.s.Addr()))
+	defer n2.stop()
+	for _, r := range []*runningSite{n1, n2} {
+		r.wait(t, ctx)
+	}
+	checkMultiCrawl(t, w, cfg1, []string{cfg1.Data, filepath.Join(root, "n2")}, nil)
+}

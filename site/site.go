@@ -353,7 +353,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 			ips, _, err := res.Lookup(ctx, host)
 			return ips, err
 		},
-		Report: s.report, FailTimeout: cfg.FailTimeout, Seeds: seeds, CheckCash: cfg.CheckCash, Router: router,
+		Report: s.report, FailTimeout: cfg.FailTimeout, ExpectNodes: cfg.ExpectNodes, Seeds: seeds, CheckCash: cfg.CheckCash, Router: router,
 		Logger: log.With("part", "rounds", "node", cfg.Node), OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
 	})
 	if err != nil {

@@ -160,7 +160,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "also serve Go's /debug/pprof profiles on --listen (they expose the process's internals: keep --listen private)")
 	f.BoolVar(&cfg.Insecure, "insecure", cfg.Insecure, "allow --raft and --api off loopback without --certs: anyone who reaches those ports can write the crawl database (labs only)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent fetches")
-	f.IntVar(&cfg.ExpectNodes, "expect-nodes", 0, "a sharded site: hold the crawl (at most 5 min) until the site has this many nodes and every shard is placed on them, so that nodes started together do not move shards under load (0: crawl at once)")
+	f.IntVar(&cfg.ExpectNodes, "expect-nodes", 0, "hold the crawl's first round (at most 5 min) until the site has this many nodes (a sharded site: and every shard is placed on them), so that nodes started together share the first rounds and do not move work under load (0: crawl at once)")
 	f.IntVar(&cfg.MaxDepth, "max-depth", cfg.MaxDepth, "links deeper than this are not followed")
 	f.BoolVar(&cfg.PageRequisites, "page-requisites", cfg.PageRequisites, "also fetch what each page needs to render (images and srcset, scripts, style sheets, icons, CSS url() and @import), as deep as the page and ranked with it, as wget --page-requisites and Heritrix's embeds do")
 	f.IntVar(&cfg.HostBudget, "host-budget", cfg.HostBudget, "pages fetched per host at most")
