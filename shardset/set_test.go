@@ -82,6 +82,7 @@ type testWeb struct {
 	reachable int
 	delay     time.Duration // the crawlers' host delay
 	expect    int           // every node's Options.ExpectNodes
+	width     int           // every shard crawler's width (0: 400)
 	// replaceAfter is every node's Options.ReplaceAfter (0: its default).
 	replaceAfter time.Duration
 	// routeFails, if set, is asked before each Route of shard sh's
@@ -228,7 +229,11 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, DeadAfter: testDeadAfter, Client: &http.Client{Timeout: 10 * time.Second},
 		ExpectNodes: w.expect, ReplaceAfter: w.replaceAfter,
 		Crawler: func(sh int) rounds.Options {
-			return rounds.Options{Logger: log.With("shard", sh), Width: 400, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second, StageEvery: 300 * time.Millisecond,
+			width := w.width
+			if width == 0 {
+				width = 400
+			}
+			return rounds.Options{Logger: log.With("shard", sh), Width: width, PerHost: 5, HostDelay: w.delay, CheckCash: true, FailTimeout: time.Second, StageEvery: 300 * time.Millisecond,
 				OnRound: func(st rounds.RoundStats) { n.mu.Lock(); n.stats = append(n.stats, st); n.mu.Unlock() }}
 		},
 		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
