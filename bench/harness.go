@@ -242,7 +242,7 @@ func (m *member) waitUp(ctx context.Context, what string) error {
 	})
 	switch {
 	case errors.Is(err, errExited):
-		return fmt.Errorf("%w: %s exited before it was up (%v): %s", ErrNodeFailed, what, m.proc.err, m.proc.tail)
+		return fmt.Errorf("%w: %s exited before it was up (%w): %s", ErrNodeFailed, what, m.proc.err, m.proc.tail)
 	case err != nil:
 		return fmt.Errorf("bench: waiting for %s to be up: %w: %s", what, err, m.proc.tail)
 	}

@@ -227,7 +227,7 @@ func (db *DB) forward(ctx context.Context, path string, body []byte) (*store.Res
 		var op *net.OpError
 		var he *httpError
 		if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &he) && he.notSent() {
-			return nil, fmt.Errorf("%w: %v", errNotSent, err)
+			return nil, fmt.Errorf("%w: %w", errNotSent, err)
 		}
 		if errors.As(err, &he) && (he.code == http.StatusBadRequest || he.code == http.StatusRequestEntityTooLarge) {
 			return &store.Result{Err: rejectedError{he.msg}}, nil // refused before it reached a log

@@ -439,7 +439,7 @@ func (db *DB) WaitLeader(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+			return fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -552,7 +552,7 @@ func (db *DB) fatal(err error) {
 	db.mu.Lock()
 	first := db.mu.failed == nil
 	if first {
-		db.mu.failed = fmt.Errorf("%w: %v", ErrFailed, err)
+		db.mu.failed = fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	db.mu.Unlock()
 	if !first {

@@ -443,7 +443,7 @@ func (db *DB) handOver(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("crawldb: leadership transfer: %w: %v", ErrNoLeader, ctx.Err())
+			return fmt.Errorf("crawldb: leadership transfer: %w: %w", ErrNoLeader, ctx.Err())
 		case <-t.C:
 		}
 	}

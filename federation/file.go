@@ -89,10 +89,10 @@ func ParseFile(b []byte, name string) (File, error) {
 	var f File
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	if err := dec.Decode(&f); err != nil {
-		return f, fmt.Errorf("%w: %s: %v", ErrBadFile, name, err)
+		return f, fmt.Errorf("%w: %s: %w", ErrBadFile, name, err)
 	}
 	if err := f.check(); err != nil {
-		return f, fmt.Errorf("%w: %s: %v", ErrBadFile, name, err)
+		return f, fmt.Errorf("%w: %s: %w", ErrBadFile, name, err)
 	}
 	return f, nil
 }

@@ -156,7 +156,7 @@ func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, kn
 			continue // the same sender's retry raced this one
 		}
 		if errors.Is(err, store.ErrBadOp) {
-			return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("federation: apply batch %d from %s: %w", b.Seq, from, err)

@@ -266,7 +266,7 @@ func (f *Fed) Probe(ctx context.Context, from string, body []byte) ([]byte, erro
 	}
 	var in probeMsg
 	if err := json.Unmarshal(body, &in); err != nil || in.Site != from {
-		return nil, fmt.Errorf("%w: probe from %s: %v", ErrRefused, from, err)
+		return nil, fmt.Errorf("%w: probe from %s: %w", ErrRefused, from, err)
 	}
 	if in.Terminated {
 		f.setTerminated(from)

@@ -266,7 +266,7 @@ func ApplyPart(ctx context.Context, db *crawldb.DB, from string, part []byte) er
 			continue
 		}
 		if errors.Is(err, store.ErrBadOp) {
-			return fmt.Errorf("%w: %v", ErrRefused, err)
+			return fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 		if err != nil {
 			return fmt.Errorf("federation: apply part %d from %s: %w", b.Seq, from, err)

@@ -230,7 +230,7 @@ func (c *Crawler) newBatch() *store.Batch {
 func (c *Crawler) applyLeader(ctx context.Context, b *store.Batch) (*store.Result, error) {
 	res, err := c.apply(ctx, b)
 	if errors.Is(err, store.ErrGuard) {
-		return nil, fmt.Errorf("%w: %v", errDeposed, err)
+		return nil, fmt.Errorf("%w: %w", errDeposed, err)
 	}
 	return res, err
 }

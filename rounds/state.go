@@ -208,7 +208,7 @@ func decodeJSON(b []byte, v any) error {
 		return fmt.Errorf("%w: missing", errRecord)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %v", errRecord, err)
+		return fmt.Errorf("%w: %w", errRecord, err)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 			err = res.Err
 		}
 		if errors.Is(err, store.ErrGuard) {
-			err = fmt.Errorf("%w: %v", errDeposed, err)
+			err = fmt.Errorf("%w: %w", errDeposed, err)
 		}
 		if err != nil {
 			return RoundStats{}, fmt.Errorf("rounds: round %d: apply update command %d of %d: %w", round, i+1, len(cmds), err)

@@ -93,7 +93,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 	if !ss.hasState && ss.join != "" {
 		if err := host.AddVoterAt(ctx, ss.join, shardset.MetaGroup, cfg.Node, host.RaftAddr(), ss.advertise); err != nil {
 			if errors.Is(err, crawldb.ErrRefused) {
-				return fmt.Errorf("%w: %v", ErrWrongSite, err)
+				return fmt.Errorf("%w: %w", ErrWrongSite, err)
 			}
 			return fmt.Errorf("site: join the site's meta group through %s: %w", ss.join, err)
 		}

@@ -313,7 +313,7 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	})
 	if err != nil {
 		if errors.Is(err, crawldb.ErrJoinRefused) {
-			return nil, fmt.Errorf("%w: %v", ErrWrongSite, err)
+			return nil, fmt.Errorf("%w: %w", ErrWrongSite, err)
 		}
 		return nil, fmt.Errorf("site: open crawl database: %w", err)
 	}
@@ -476,7 +476,7 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 	// A new node joining: ask the site first.
 	in, err := s.siteInfo(ctx, cfg.Join)
 	if err != nil {
-		return prev, false, fmt.Errorf("%w: no Meridian site answers at --join %s: %v", ErrNoSite, cfg.Join, err)
+		return prev, false, fmt.Errorf("%w: no Meridian site answers at --join %s: %w", ErrNoSite, cfg.Join, err)
 	}
 	if in.Region != cfg.Region {
 		return prev, false, fmt.Errorf("%w: the site at %s is region %q, not %q", ErrWrongSite, cfg.Join, in.Region, cfg.Region)
@@ -667,7 +667,7 @@ func (s *Site) lockData() error {
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()
-		return fmt.Errorf("%w: %s (%v)", ErrLocked, s.cfg.Data, err)
+		return fmt.Errorf("%w: %s (%w)", ErrLocked, s.cfg.Data, err)
 	}
 	s.lock = f
 	return nil

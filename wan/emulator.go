@@ -168,7 +168,7 @@ func (e *Emulator) SetDelay(name string, delay, jitter time.Duration) error {
 		return fmt.Errorf("wan: set delay: %w", err)
 	}
 	if err := validShape(delay, jitter); err != nil {
-		return fmt.Errorf("%w %q: %v", ErrInvalidLink, name, err)
+		return fmt.Errorf("%w %q: %w", ErrInvalidLink, name, err)
 	}
 	ln.shape.Store(&shape{delay: delay, jitter: jitter})
 	return nil

@@ -709,7 +709,7 @@ func decodeCommand(cmd []byte, ops []op) ([]op, error) {
 			return ops, fmt.Errorf("%w: op %d: unknown type %d", ErrCorruptCommand, len(ops)-base, o.t)
 		}
 		if d.err != nil {
-			return ops, fmt.Errorf("%w: op %d: %v", ErrCorruptCommand, len(ops)-base, d.err)
+			return ops, fmt.Errorf("%w: op %d: %w", ErrCorruptCommand, len(ops)-base, d.err)
 		}
 		if o.rawURL != nil {
 			// The parts alias the command's bytes, which outlive the

@@ -375,12 +375,12 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 		return fmt.Errorf("store: restore %s: %w", s.where(), err)
 	}
 	if err := s.rewrite(path); err != nil {
-		s.mu.failed = fmt.Errorf("%w: %s: restore of snapshot %d stopped in its middle: %v", ErrIncomplete, s.where(), index, err)
+		s.mu.failed = fmt.Errorf("%w: %s: restore of snapshot %d stopped in its middle: %w", ErrIncomplete, s.where(), index, err)
 		s.log.Error("store: restore failed in its middle; the store refuses commands until a restore succeeds", "dir", s.dir, "group", s.group, "index", index, "err", err)
 		return s.mu.failed
 	}
 	if err := s.load(); err != nil {
-		s.mu.failed = fmt.Errorf("%w: %s: reload after restoring snapshot %d: %v", ErrStorage, s.where(), index, err)
+		s.mu.failed = fmt.Errorf("%w: %s: reload after restoring snapshot %d: %w", ErrStorage, s.where(), index, err)
 		return s.mu.failed
 	}
 	s.mu.failed = nil

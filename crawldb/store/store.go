@@ -382,7 +382,7 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 func (s *Store) fail(index uint64, err error) error {
-	s.mu.failed = fmt.Errorf("%w: applying log index %d in %s: %v (the batch was not written; stop this node)", ErrStorage, index, s.where(), err)
+	s.mu.failed = fmt.Errorf("%w: applying log index %d in %s: %w (the batch was not written; stop this node)", ErrStorage, index, s.where(), err)
 	s.log.Error("store: storage failure", "index", index, "dir", s.dir, "group", s.group, "err", err)
 	return s.mu.failed
 }

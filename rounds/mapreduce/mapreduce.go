@@ -603,7 +603,7 @@ func (c *cursor[V]) readField(buf []byte) ([]byte, error) {
 }
 
 func (c *cursor[V]) corrupt(what string, err error) error {
-	return fmt.Errorf("%w: %s: run at %d: entry %d: %s: %v", ErrCorrupt, c.name, c.run.off, c.read, what, err)
+	return fmt.Errorf("%w: %s: run at %d: entry %d: %s: %w", ErrCorrupt, c.name, c.run.off, c.read, what, err)
 }
 
 // cursorHeap is a min-heap of cursors by (key, order).

@@ -147,7 +147,7 @@ func parseLine(line string) (c Client, ok bool, err error) {
 	}
 	a, err := netip.ParseAddr(f[0])
 	if err != nil {
-		return c, false, fmt.Errorf("%w %q: %v", ErrBadAddr, f[0], err)
+		return c, false, fmt.Errorf("%w %q: %w", ErrBadAddr, f[0], err)
 	}
 	if a.Zone() != "" {
 		return c, false, fmt.Errorf("%w %q: has a zone", ErrBadAddr, f[0])
@@ -165,14 +165,14 @@ func parseLine(line string) (c Client, ok bool, err error) {
 		return c, true, nil
 	}
 	if latErr != nil {
-		return c, false, fmt.Errorf("%w: latitude %q: %v", ErrBadCoord, f[1], latErr)
+		return c, false, fmt.Errorf("%w: latitude %q: %w", ErrBadCoord, f[1], latErr)
 	}
 	if len(f) < 3 {
 		return c, false, fmt.Errorf("%w: latitude %s needs a longitude after it", ErrSyntax, f[1])
 	}
 	lon, err := strconv.ParseFloat(f[2], 64)
 	if err != nil {
-		return c, false, fmt.Errorf("%w: longitude %q: %v", ErrBadCoord, f[2], err)
+		return c, false, fmt.Errorf("%w: longitude %q: %w", ErrBadCoord, f[2], err)
 	}
 	c.Loc = Point{Lat: lat, Lon: lon}
 	if !c.Loc.Valid() {

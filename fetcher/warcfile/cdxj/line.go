@@ -168,7 +168,7 @@ func Parse(line []byte) (Line, error) {
 		Filename *string        `json:"filename"`
 	}
 	if err := json.Unmarshal(obj, &f); err != nil {
-		return l, fmt.Errorf("%w: %v", ErrSyntax, err)
+		return l, fmt.Errorf("%w: %w", ErrSyntax, err)
 	}
 	if f.Length.s == "" || f.Offset.s == "" {
 		return l, fmt.Errorf("%w: no length or offset", ErrSyntax)
