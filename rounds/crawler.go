@@ -39,7 +39,8 @@ type pauser interface{ Pause(on bool) }
 // flight at once.
 type aborter interface{ Abort() }
 
-// Options configures a Crawler.
+// Options configures a Crawler. A zero field takes the default its comment
+// gives; Validate (called by New) rejects negative and out-of-range values.
 type Options struct {
 	DB  *crawldb.DB
 	Dir string // round files go under Dir/rounds, statistics under Dir/stats
@@ -176,6 +177,55 @@ type Options struct {
 	Now     func() time.Time
 }
 
+// ErrBadOptions is wrapped by Validate's errors.
+var ErrBadOptions = errors.New("rounds: bad options")
+
+// Validate reports every bad value in o at once. A zero field takes its
+// documented default (ensureDefaults); a negative count, size or
+// duration, a damping outside [0, 1] or a missing DB or Dir is an error,
+// not a value replaced in silence.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrBadOptions}, args...)...))
+	}
+	if o.DB == nil {
+		bad("no DB")
+	}
+	if o.Dir == "" {
+		bad("no Dir")
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Width", int64(o.Width)}, {"PerHost", int64(o.PerHost)}, {"HostBudget", int64(o.HostBudget)},
+		{"PLDBudget", int64(o.PLDBudget)}, {"MaxRetries", int64(o.MaxRetries)}, {"MaxRedirects", int64(o.MaxRedirects)},
+		{"BatchOps", int64(o.BatchOps)}, {"Workers", int64(o.Workers)}, {"MemoryBudget", o.MemoryBudget},
+		{"LinkMemory", o.LinkMemory}, {"ExpectNodes", int64(o.ExpectNodes)}, {"Shards", int64(o.Shards)},
+	} {
+		if f.v < 0 {
+			bad("%s %d: want ≥ 0 (0: its default)", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"HostDelay", o.HostDelay}, {"MaxCrawlDelay", o.MaxCrawlDelay}, {"IPDelay", o.IPDelay},
+		{"FailTimeout", o.FailTimeout}, {"ReportEvery", o.ReportEvery}, {"Fence", o.Fence},
+		{"ReleaseWait", o.ReleaseWait}, {"StageEvery", o.StageEvery}, {"ExpectWait", o.ExpectWait},
+	} {
+		if f.v < 0 {
+			bad("%s %v: want ≥ 0 (0: its default)", f.name, f.v)
+		}
+	}
+	if !(o.Damping >= 0 && o.Damping <= 1) { // also NaN
+		bad("Damping %v: want in [0, 1] (0: %v)", o.Damping, opic.DefaultDamping)
+	}
+	return errors.Join(errs...)
+}
+
 func (o *Options) ensureDefaults() {
 	if o.Width <= 0 {
 		o.Width = 10_000
@@ -204,7 +254,7 @@ func (o *Options) ensureDefaults() {
 	if o.MemoryBudget <= 0 {
 		o.MemoryBudget = 256 << 20
 	}
-	if o.Damping <= 0 || o.Damping > 1 {
+	if o.Damping == 0 {
 		o.Damping = opic.DefaultDamping
 	}
 	if o.Revisits == 0 {
@@ -316,10 +366,10 @@ type Crawler struct {
 
 // New opens the crawler's state in the crawl database and directory.
 func New(o Options) (*Crawler, error) {
-	o.ensureDefaults()
-	if o.DB == nil || o.Dir == "" {
-		return nil, errors.New("rounds: New needs a DB and a Dir")
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
+	o.ensureDefaults()
 	var err error
 	if o.Refetch, err = o.Refetch.WithDefaults(); err != nil {
 		return nil, fmt.Errorf("rounds: %w", err)

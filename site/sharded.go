@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,19 +149,11 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 		Host: host, Meta: meta, Dir: cfg.Data, Rounds: cfg.Rounds, Locate: locate, Client: s.nodeClient, Scheme: s.apiScheme,
 		DeadAfter: deadAfter(cfg.FailTimeout), ReplaceAfter: cfg.ReplaceAfter, ExpectNodes: cfg.ExpectNodes,
 		Crawler: func(sh int) rounds.Options {
-			return rounds.Options{Width: max(cfg.Width/st.Shards, 1), PerHost: cfg.PerHost,
-				MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, PLDBudget: cfg.PLDBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
-				Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
-				HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
-				Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
-					ips, _, err := res.Lookup(ctx, host)
-					return ips, err
-				},
-				FailTimeout: cfg.FailTimeout, CheckCash: cfg.CheckCash,
-				Controls: meta.Store(), Shards: st.Shards, // the operator's controls are the site's
-				Logger:  log.With("part", "rounds", "node", cfg.Node, "shard", sh),
-				OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
-			}
+			o := s.crawlerOptions(cfg, res)
+			o.Width = max(cfg.Width/st.Shards, 1)
+			o.Controls, o.Shards = meta.Store(), st.Shards // the operator's controls are the site's
+			o.Logger = log.With("part", "rounds", "node", cfg.Node, "shard", sh)
+			return o
 		},
 		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
 			if s.fed != nil {

@@ -344,18 +344,11 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 		}
 		router = s.fed
 	}
-	s.crawler, err = rounds.New(rounds.Options{
-		DB: s.db, Dir: cfg.Data, NodeID: cfg.Node, Width: cfg.Width, PerHost: cfg.PerHost,
-		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, PLDBudget: cfg.PLDBudget, Refetch: cfg.Refetch, MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
-		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
-		HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
-		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
-			ips, _, err := res.Lookup(ctx, host)
-			return ips, err
-		},
-		Report: s.report, FailTimeout: cfg.FailTimeout, ExpectNodes: cfg.ExpectNodes, Seeds: seeds, CheckCash: cfg.CheckCash, Router: router,
-		Logger: log.With("part", "rounds", "node", cfg.Node), OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
-	})
+	o := s.crawlerOptions(&cfg, res)
+	o.DB, o.Dir, o.NodeID = s.db, cfg.Data, cfg.Node
+	o.Report, o.ExpectNodes, o.Seeds, o.Router = s.report, cfg.ExpectNodes, seeds, router
+	o.Logger = log.With("part", "rounds", "node", cfg.Node)
+	s.crawler, err = rounds.New(o)
 	if err != nil {
 		return nil, err
 	}
@@ -992,6 +985,25 @@ func (s *Site) nearDups(fo *fetcher.Options) error {
 		fo.NearDup = nd.check
 	}
 	return nil
+}
+
+// crawlerOptions gives the rounds options that every crawl database of a
+// site takes from its configuration (an unsharded site's one, a sharded
+// site's shards alike); each caller adds what is its own (the database,
+// the width's share, the router, the logger).
+func (s *Site) crawlerOptions(cfg *Config, res *dnscache.Resolver) rounds.Options {
+	return rounds.Options{Width: cfg.Width, PerHost: cfg.PerHost,
+		MaxDepth: uint32(cfg.MaxDepth), HostBudget: cfg.HostBudget, PLDBudget: cfg.PLDBudget, Refetch: cfg.Refetch,
+		MaxRetries: cfg.MaxRetries, MaxRedirects: cfg.MaxRedirects, KeepFiles: cfg.KeepFiles,
+		Damping: cfg.Damping, Revisits: cfg.Revisits, LinkMemory: cfg.LinkMemory,
+		HostDelay: cfg.HostDelay, MaxCrawlDelay: cfg.MaxCrawlDelay, IPDelay: cfg.IPDelay,
+		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			ips, _, err := res.Lookup(ctx, host)
+			return ips, err
+		},
+		FailTimeout: cfg.FailTimeout, CheckCash: cfg.CheckCash,
+		OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
+	}
 }
 
 // fetcherOptions are the fetcher's options that come from cfg alone; the
