@@ -311,7 +311,7 @@ func (r *siteRun) collect(ctx context.Context, res *SiteResult, ending string) e
 	if p.err != nil && ending == "" {
 		return fmt.Errorf("bench: the site failed: %w: %s", p.err, p.tail)
 	}
-	stats, err := readRoundStats(filepath.Join(r.data, "stats", "rounds.jsonl"))
+	stats, err := readSiteRounds(r.data)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
-	"github.com/meridian-crawler/meridian/crawldb"
-	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -92,11 +90,11 @@ func (r *siteRun) check(ctx context.Context, res *SiteResult) error {
 	if err != nil {
 		return err
 	}
-	st, err := crawldb.OpenStore(filepath.Join(r.data, "crawldb"), store.Options{})
+	st, closeData, err := crawlcheck.OpenData(r.data)
 	if err != nil {
 		return fmt.Errorf("bench: open the site's crawl database: %w", err)
 	}
-	defer st.Close()
+	defer closeData()
 	if res.Coverage, err = crawlcheck.Check(truth, st); err != nil {
 		return fmt.Errorf("bench: coverage: %w", err)
 	}

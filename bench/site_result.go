@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -134,6 +136,94 @@ type SiteResult struct {
 }
 
 // readRoundStats reads the site's stats/rounds.jsonl.
+// readSiteRounds reads a stopped node's rounds: DATA/stats/rounds.jsonl,
+// and for a sharded node each shard's (DATA/shards/*/stats/rounds.jsonl)
+// merged by round number into one line per round, as a site-wide table
+// wants it (mergeRounds).
+func readSiteRounds(data string) ([]rounds.RoundStats, error) {
+	stats, err := readRoundStats(filepath.Join(data, "stats", "rounds.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	paths, err := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	for _, p := range paths {
+		st, err := readRoundStats(p)
+		if err != nil {
+			return nil, err
+		}
+		stats = append(stats, st...)
+	}
+	if len(paths) == 0 {
+		return stats, nil
+	}
+	return mergeRounds(stats), nil
+}
+
+// mergeRounds merges the lines of the same round (a sharded site's shards
+// each run a round r): from the first start to the last end, the phases'
+// longest, the counts summed.
+func mergeRounds(stats []rounds.RoundStats) []rounds.RoundStats {
+	by := map[uint64]*rounds.RoundStats{}
+	var order []uint64
+	for _, s := range stats {
+		m, ok := by[s.Round]
+		if !ok {
+			c := s
+			c.ByClass, c.ByStatus = map[string]int64{}, map[string]int64{}
+			for k, v := range s.ByClass {
+				c.ByClass[k] = v
+			}
+			for k, v := range s.ByStatus {
+				c.ByStatus[k] = v
+			}
+			c.Troubled = maps.Clone(s.Troubled)
+			by[s.Round] = &c
+			order = append(order, s.Round)
+			continue
+		}
+		if s.Started.Before(m.Started) {
+			m.Started = s.Started
+		}
+		if s.Ended.After(m.Ended) {
+			m.Ended = s.Ended
+		}
+		m.GenerateSeconds = max(m.GenerateSeconds, s.GenerateSeconds)
+		m.FetchSeconds = max(m.FetchSeconds, s.FetchSeconds)
+		m.UpdateSeconds = max(m.UpdateSeconds, s.UpdateSeconds)
+		m.Generated += s.Generated
+		m.Fetched += s.Fetched
+		m.Retries += s.Retries
+		m.Robots += s.Robots
+		m.Sitemaps += s.Sitemaps
+		m.Bytes += s.Bytes
+		m.Links += s.Links
+		m.Targets += s.Targets
+		m.NewURLs += s.NewURLs
+		m.WaitSecs += s.WaitSecs
+		m.NearDups += s.NearDups
+		m.RemoteURLs += s.RemoteURLs
+		for k, v := range s.ByClass {
+			m.ByClass[k] += v
+		}
+		for k, v := range s.ByStatus {
+			m.ByStatus[k] += v
+		}
+		if m.Troubled == nil && len(s.Troubled) > 0 {
+			m.Troubled = map[string]*rounds.HostFate{}
+		}
+		maps.Copy(m.Troubled, s.Troubled)
+	}
+	out := make([]rounds.RoundStats, 0, len(order))
+	for _, r := range order {
+		out = append(out, *by[r])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Round < out[j].Round })
+	return out
+}
+
 func readRoundStats(path string) ([]rounds.RoundStats, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {

@@ -33,38 +33,11 @@ func CheckData(ctx context.Context, data, truthPath string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	var st Reader
-	if shared := filepath.Join(data, "crawldb", "store"); dirExists(shared) {
-		// A sharded node: its replicas of the site's shards.
-		sh, err := store.OpenShared(shared, store.Options{})
-		if err != nil {
-			return rep, fmt.Errorf("crawlcheck: open crawl database: %w", err)
-		}
-		defer sh.Close()
-		groups, err := sh.Groups()
-		if err != nil {
-			return rep, err
-		}
-		var ss Stores
-		for _, g := range groups {
-			if !strings.HasPrefix(g, "s") {
-				continue // the meta group
-			}
-			s, err := sh.Store(g)
-			if err != nil {
-				return rep, fmt.Errorf("crawlcheck: shard %s: %w", g, err)
-			}
-			ss = append(ss, s)
-		}
-		st = ss
-	} else {
-		s, err := crawldb.OpenStore(filepath.Join(data, "crawldb"), store.Options{})
-		if err != nil {
-			return rep, fmt.Errorf("crawlcheck: open crawl database: %w", err)
-		}
-		defer s.Close()
-		st = s
+	st, closeData, err := OpenData(data)
+	if err != nil {
+		return rep, err
 	}
+	defer closeData()
 	if rep.Coverage, err = Check(truth, st); err != nil {
 		return rep, err
 	}
@@ -73,6 +46,42 @@ func CheckData(ctx context.Context, data, truthPath string) (Report, error) {
 	}
 	rep.NearDups, err = ScoreCrawl(truth, st)
 	return rep, err
+}
+
+// OpenData opens the crawl database of a stopped node's data directory
+// for reading: an unsharded node's store, or a sharded node's replicas of
+// its site's shards read as one (Stores). close releases it.
+func OpenData(data string) (st Reader, close func(), err error) {
+	shared := filepath.Join(data, "crawldb", "store")
+	if !dirExists(shared) {
+		s, err := crawldb.OpenStore(filepath.Join(data, "crawldb"), store.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("crawlcheck: open crawl database: %w", err)
+		}
+		return s, func() { s.Close() }, nil
+	}
+	sh, err := store.OpenShared(shared, store.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("crawlcheck: open crawl database: %w", err)
+	}
+	groups, err := sh.Groups()
+	if err != nil {
+		sh.Close()
+		return nil, nil, err
+	}
+	var ss Stores
+	for _, g := range groups {
+		if !strings.HasPrefix(g, "s") {
+			continue // the meta group
+		}
+		s, err := sh.Store(g)
+		if err != nil {
+			sh.Close()
+			return nil, nil, fmt.Errorf("crawlcheck: shard %s: %w", g, err)
+		}
+		ss = append(ss, s)
+	}
+	return ss, func() { sh.Close() }, nil
 }
 
 // ScoreCrawl scores the near-duplicates a crawl database recorded

@@ -119,7 +119,12 @@ func (s *Store) ApplyBatch(entries []Entry) ([]*Result, error) {
 		s.hostCache.put(h.rev, h.st)
 	}
 	s.applied.Store(last)
-	s.mu.writes, s.mu.slots = clear0(a.writes), clear0(a.pool) // reused by the next batch
+	// Reused by the next batch: only the part this batch used is zeroed
+	// (the buffers keep the capacity of the largest command, and most
+	// commands are small: zeroing all of it cost a sharded node ~8% of
+	// its CPU).
+	s.mu.writes = clearUsed(a.writes, max(a.writesHigh, len(a.writes)))
+	s.mu.slots = clearUsed(a.pool, len(a.pool))
 	clear(a.slots)
 	clear(a.hosts)
 	s.mu.slotMap, s.mu.hostMap = a.slots, a.hosts
@@ -164,13 +169,16 @@ type applier struct {
 	// newHosts are the host states this command writes, for the cache once it commits.
 	newHosts []cachedHost
 	writes   []write
-	pool     []slot
+	// writesHigh is the most writes buffered at once (flush and a prefix
+	// deletion shorten writes): what the next batch must zero.
+	writesHigh int
+	pool       []slot // the slots load used (its length), in a buffer reused by batches
 }
 
-// clear0 zeroes a reused buffer's used part (dropping references to the
-// last batch's commands) and returns it empty.
-func clear0[T any](s []T) []T {
-	clear(s[:cap(s)])
+// clearUsed zeroes the first used elements of a reused buffer (dropping
+// references to the last batch's commands) and returns it empty.
+func clearUsed[T any](s []T, used int) []T {
+	clear(s[:used])
 	return s[:0]
 }
 
@@ -223,6 +231,7 @@ func (a *applier) load(ops []op) error {
 		}
 		o.slot = sl
 	}
+	a.pool = pool
 	if len(order) == 0 {
 		return nil
 	}
@@ -543,6 +552,7 @@ func (a *applier) apply(o *op) (OpResult, error) {
 		end := prefixEnd(start)
 		// Changes buffered by earlier operations to keys in the range
 		// would be written after the range deletion: drop them here.
+		a.writesHigh = max(a.writesHigh, len(a.writes))
 		kept := a.writes[:0]
 		for _, w := range a.writes {
 			if bytes.Compare(w.key, start) >= 0 && (end == nil || bytes.Compare(w.key, end) < 0) {
@@ -911,6 +921,7 @@ func (a *applier) flush() error {
 			return err
 		}
 	}
+	a.writesHigh = max(a.writesHigh, len(a.writes))
 	a.writes = a.writes[:0]
 	return nil
 }
