@@ -145,7 +145,8 @@ type clusterRun struct {
 	// the shards had not settled by SettleTimeout).
 	allUp, settledAt, steadyStart, steadyEnd time.Time
 	settleS                                  float64
-	steadyReqFrom, steadyReqTo               int64 // websim's requests as the window opened and closed
+	steadyReqFrom, steadyReqTo               int64  // websim's requests as the window opened and closed
+	grow                                     growth // a growth run's state (ClusterConfig.Grow)
 }
 
 // clusterNode is one node (a `site up` process) of a clusterRun.
@@ -318,7 +319,7 @@ func (r *clusterRun) nodeArgs(name, data string, join *clusterNode) []string {
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
-	if c.Expect && c.Shards > 0 {
+	if c.Expect && c.Shards > 0 && len(r.nodes) < r.n { // not the nodes a growth run adds
 		args = append(args, "--expect-nodes", strconv.Itoa(r.n))
 	}
 	if r.certs != "" {
@@ -394,6 +395,10 @@ func (r *clusterRun) crawl(ctx context.Context, deadline time.Time) (string, err
 		sample: func(at time.Time) string {
 			r.sample(client, at)
 			ending := ""
+			if r.cfg.Grow > 0 && r.growStep(time.Now()) {
+				ending = "grown"
+				r.stopAll()
+			}
 			if r.cfg.Steady > 0 && r.steadyStep(time.Now()) {
 				// Stopped here, before the kill's watch below (the
 				// loop's stop then finds them stopped).
@@ -594,6 +599,12 @@ func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string
 
 	if r.cfg.Steady > 0 {
 		r.collectSteady(out)
+	}
+	if r.cfg.Grow > 0 {
+		out.Growth = r.growthResult()
+		if ending == "grown" {
+			out.Exit = "grown"
+		}
 	}
 	snap, err := fetchSnapshot(ctx, r.sim.admin)
 	if err != nil {

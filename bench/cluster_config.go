@@ -93,6 +93,16 @@ type ClusterConfig struct {
 	Steady        time.Duration `json:"steady_ns,omitempty"`
 	Warmup        time.Duration `json:"warmup_ns,omitempty"`
 	SettleTimeout time.Duration `json:"settle_timeout_ns,omitempty"`
+	// Grow, if positive, makes each configuration a growth run (growth.go):
+	// GrowAfter after its nodes are up, Grow more join one after another
+	// (each once the one before is up, without --expect-nodes); websim's
+	// requests are counted in windows of GrowWindow (default 30 s) until
+	// GrowTail (default 3 min) after the last join, and the nodes are then
+	// stopped. GrowAfter defaults to 90 s.
+	Grow       int           `json:"grow,omitempty"`
+	GrowAfter  time.Duration `json:"grow_after_ns,omitempty"`
+	GrowWindow time.Duration `json:"grow_window_ns,omitempty"`
+	GrowTail   time.Duration `json:"grow_tail_ns,omitempty"`
 	// SampleEvery is how often every node's /status, CPU and memory (and
 	// websim's CPU and memory) are sampled. Default 200ms.
 	SampleEvery time.Duration `json:"sample_every_ns"`
@@ -186,6 +196,31 @@ func (c ClusterConfig) WithDefaults() (ClusterConfig, error) {
 	}
 	if c.Steady > 0 && c.SettleTimeout == 0 {
 		c.SettleTimeout = 2 * time.Minute
+	}
+	if c.Grow < 0 || c.GrowAfter < 0 || c.GrowWindow < 0 || c.GrowTail < 0 {
+		bad("grow, grow-after, grow-window and grow-tail must not be negative")
+	}
+	if c.Grow > 0 {
+		if c.GrowAfter == 0 {
+			c.GrowAfter = 90 * time.Second
+		}
+		if c.GrowWindow == 0 {
+			c.GrowWindow = 30 * time.Second
+		}
+		if c.GrowTail == 0 {
+			c.GrowTail = 3 * time.Minute
+		}
+		if c.GrowTail < 60*time.Second || c.GrowWindow > 60*time.Second || c.GrowWindow > c.GrowAfter {
+			bad("grow: the tail must be at least 60s and the window at most 60s and at most grow-after, got tail %v, window %v, after %v", c.GrowTail, c.GrowWindow, c.GrowAfter)
+		}
+		if c.Steady > 0 || c.KillAfter > 0 {
+			bad("grow: a growth run has no steady window and no kill")
+		}
+		for _, n := range c.Nodes {
+			if n+c.Grow > maxClusterNodes {
+				bad("grow: %d + %d nodes, more than %d", n, c.Grow, maxClusterNodes)
+			}
+		}
 	}
 	if c.Timeout < 10*time.Second {
 		bad("timeout must be at least 10s, got %v", c.Timeout)

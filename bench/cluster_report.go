@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 )
@@ -120,6 +121,11 @@ func (res ClusterResult) Report(cfg ClusterConfig) string {
 	}
 	p("\n  websim       CPU %.1fs over all runs; peak RSS %s; %d flaky robots.txt hosts primed before the first run (every run sees the same web)\n",
 		res.Websim.CPUS, mib(res.Websim.PeakRSS), res.PrimedFlakyHosts)
+	for _, r := range res.Runs {
+		if g := r.Growth; g != nil {
+			writeGrowth(&b, g)
+		}
+	}
 	writeTargets(&b, res.Targets)
 	return b.String()
 }
@@ -149,4 +155,41 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+// writeGrowth writes a growth run's windows and figures.
+func writeGrowth(b *strings.Builder, g *GrowthResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("\n  growth %d → %d nodes: joins up at %v s after the first join's start (last %.1f s)%s\n", g.From, g.To, roundAll(g.JoinsS), g.LastJoinS, noteOf(g.Note))
+	p("  window (s from the first join)  nodes  pages    pages/s  × before\n")
+	for _, w := range g.Windows {
+		rt := "-"
+		if g.BaseRate > 0 {
+			rt = fmt.Sprintf("%.2f", w.PagesPerSec/g.BaseRate)
+		}
+		p("  %6.0f … %-6.0f                 %5d  %7d  %7.0f  %s\n", w.FromS, w.ToS, w.Nodes, w.Pages, w.PagesPerSec, rt)
+	}
+	exceed := "never"
+	if g.ExceedS >= 0 {
+		exceed = fmt.Sprintf("%.0f s after the first join", g.ExceedS)
+	}
+	p("  before the first join %.0f pages/s; above it %s; 60 s after the last join %.0f (%.2f×); %.0f s after it %.0f (%.2f×)\n",
+		g.BaseRate, exceed, g.At60, g.At60Ratio, g.TailS, g.AtTail, g.AtTailRatio)
+}
+
+// roundAll rounds each to a tenth.
+func roundAll(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.Round(x*10) / 10
+	}
+	return out
+}
+
+// noteOf is ": note" or "".
+func noteOf(note string) string {
+	if note == "" {
+		return ""
+	}
+	return ": " + note
 }

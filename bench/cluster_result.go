@@ -165,10 +165,12 @@ type ClusterRun struct {
 	// not by SettleTimeout); SteadyNote says why there is no window.
 	// Pages is then websim's requests over the window, and FetcherResults
 	// the nodes' fetcher results over it.
-	SettleS        float64 `json:"settle_s,omitempty"`
-	SteadyNote     string  `json:"steady_note,omitempty"`
-	FetcherResults int64   `json:"fetcher_results,omitempty"`
-	Error          string  `json:"error,omitempty"`
+	SettleS    float64 `json:"settle_s,omitempty"`
+	SteadyNote string  `json:"steady_note,omitempty"`
+	// Growth: a growth run's figures (ClusterConfig.Grow).
+	Growth         *GrowthResult `json:"growth,omitempty"`
+	FetcherResults int64         `json:"fetcher_results,omitempty"`
+	Error          string        `json:"error,omitempty"`
 }
 
 // ClusterTarget is one of the targets and whether the run met it.
@@ -246,5 +248,11 @@ func (res *ClusterResult) targets(capped bool) map[string]ClusterTarget {
 		}
 	}
 	t["politeness_breaches"] = ClusterTarget{"0", float64(breaches), breaches == 0}
+	for _, r := range res.Runs {
+		if r.Growth != nil {
+			growthTargets(r.Growth, t)
+			break
+		}
+	}
 	return t
 }

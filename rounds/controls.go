@@ -85,6 +85,10 @@ type ControlWatch struct {
 	cur  atomic.Pointer[control.Controls]
 	next atomic.Int64 // unix nanos: when Load reads the store again
 	busy atomic.Bool  // a Load is reading
+	// seen is the store's applied index at the last read: the controls
+	// cannot have moved while it stays (a sharded node's shards each
+	// refresh at every leader step, against the one meta group).
+	seen atomic.Uint64
 	log  *slog.Logger
 }
 
@@ -118,11 +122,16 @@ func (w *ControlWatch) Load() *control.Controls {
 
 // Refresh reads the controls again now if their version moved.
 func (w *ControlWatch) Refresh() error {
+	idx := w.st.AppliedIndex()
+	if w.cur.Load() != nil && idx != 0 && idx == w.seen.Load() {
+		return nil
+	}
 	v, err := w.st.User(control.VersionKey)
 	if err != nil {
 		return fmt.Errorf("rounds: read controls: %w", err)
 	}
 	if cur := w.cur.Load(); cur != nil && bytes.Equal(v, control.VersionValue(cur.Version)) {
+		w.seen.Store(idx)
 		return nil
 	}
 	ctl, err := ReadControls(w.st)
@@ -130,6 +139,7 @@ func (w *ControlWatch) Refresh() error {
 		return err
 	}
 	w.cur.Store(&ctl)
+	w.seen.Store(idx)
 	return nil
 }
 
