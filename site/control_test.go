@@ -333,13 +333,20 @@ func TestInjectThreeNodes(t *testing.T) {
 	if err := os.WriteFile(cfg1.Seeds, []byte(seeds.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Not a failure test: nodeConfig's 1.5 s fail timeout let a node
+	// starved under CI's load be taken for dead while it still fetched,
+	// and its host's next request came from another node 107 ms later
+	// (a politeness breach); 5 s keeps every node alive here.
+	cfg1.FailTimeout = 5 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	off := false
 	n1 := startPaused(t, ctx, cfg1, nil)
 	defer n1.stop()
-	n2 := runSite(t, ctx, nodeConfig(t, w, root, "n2", n1.s.Addr()))
-	n3 := runSite(t, ctx, nodeConfig(t, w, root, "n3", n1.s.Addr()))
+	cfg2, cfg3 := nodeConfig(t, w, root, "n2", n1.s.Addr()), nodeConfig(t, w, root, "n3", n1.s.Addr())
+	cfg2.FailTimeout, cfg3.FailTimeout = cfg1.FailTimeout, cfg1.FailTimeout
+	n2 := runSite(t, ctx, cfg2)
+	n3 := runSite(t, ctx, cfg3)
 	for _, d := range []string{cfg1.Data, filepath.Join(root, "n2"), filepath.Join(root, "n3")} {
 		t.Cleanup(func() { checkCashEveryRound(t, d) })
 	}
