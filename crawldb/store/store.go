@@ -141,16 +141,11 @@ type Store struct {
 
 	mu struct {
 		sync.Mutex
-		closed  bool
-		failed  error
-		counts  counts
-		ops     []op
-		kbuf    []byte
-		vbuf    []byte
-		writes  []write // buffers Apply reuses
-		slots   []slot
-		slotMap map[string]*slot
-		hostMap map[string]*hostDelta
+		closed bool
+		failed error
+		counts counts
+		kbuf   []byte // buffers Apply reuses (the larger ones: applyBufPool)
+		vbuf   []byte
 	}
 }
 
