@@ -95,6 +95,11 @@ func ReadSettings(st *store.Store) (Settings, error) {
 type placement struct {
 	Version uint64          `json:"version"`
 	P       shard.Placement `json:"placement"`
+	// Why says what made this placement differ from the one before (the
+	// nodes that joined, went silent, were given up or are leaving), for
+	// the operator: site status and the dashboard show it on the shards
+	// still moving to it.
+	Why string `json:"why,omitempty"`
 }
 
 func readPlacement(st *store.Store) (placement, []byte, error) {

@@ -32,6 +32,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -420,7 +422,7 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 	if len(target.Shards) == s.settings.Shards && samePlacement(target, p.P) {
 		return p, nil
 	}
-	next := placement{Version: p.Version + 1, P: target}
+	next := placement{Version: p.Version + 1, P: target, Why: placementWhy(p.P, nodes)}
 	v, err := json.Marshal(next)
 	if err != nil {
 		return p, err
@@ -431,8 +433,52 @@ func (s *Set) replan(ctx context.Context, p placement, raw []byte) (placement, e
 	if err := apply(ctx, s.o.Meta, b); err != nil {
 		return p, fmt.Errorf("shardset: write placement %d: %w", next.Version, err)
 	}
-	s.log.Info("shardset: new placement", "version", next.Version, "nodes", len(nodes))
+	s.log.Info("shardset: new placement", "version", next.Version, "nodes", len(nodes), "why", next.Why)
 	return next, nil
+}
+
+// placementWhy says what changed between the nodes of placement prev and
+// nodes, the nodes a new placement is made for: "n4 joined", "n2 silent",
+// "n3 given up", "n5 leaving", joined by "; " (in that order, each list
+// sorted); "the site created" for the first; "rebalance" when no node
+// changed (a placement finishing what an earlier one began).
+func placementWhy(prev shard.Placement, nodes []shard.Node) string {
+	if len(prev.Shards) == 0 {
+		return "the site created"
+	}
+	had := map[string]bool{}
+	for _, sh := range prev.Shards {
+		for _, id := range sh.Replicas {
+			had[id] = true
+		}
+	}
+	var joined, silent, gone, leaving []string
+	for _, n := range nodes {
+		switch {
+		case n.Leaving:
+			leaving = append(leaving, n.ID)
+		case !n.Alive:
+			gone = append(gone, n.ID)
+		case n.Down:
+			silent = append(silent, n.ID)
+		case !had[n.ID]:
+			joined = append(joined, n.ID)
+		}
+	}
+	var why []string
+	for _, g := range []struct {
+		ids  []string
+		what string
+	}{{joined, "joined"}, {silent, "silent"}, {gone, "given up"}, {leaving, "leaving"}} {
+		if len(g.ids) > 0 {
+			slices.Sort(g.ids)
+			why = append(why, strings.Join(g.ids, ", ")+" "+g.what)
+		}
+	}
+	if len(why) == 0 {
+		return "rebalance"
+	}
+	return strings.Join(why, "; ")
 }
 
 // alive reports whether node id has written its state record (every
@@ -960,6 +1006,9 @@ type ShardStatus struct {
 	Frontier uint64 `json:"frontier"`
 	Fetched  uint64 `json:"fetched"`
 	Step     string `json:"step,omitempty"` // the placement step under way (on its leader)
+	// Moving, for a shard not yet as its placement wants it (its voters,
+	// learners or leader), says why the placement moved it (placementWhy).
+	Moving   string `json:"moving,omitempty"`
 	Finished bool   `json:"finished"`
 }
 
@@ -1003,6 +1052,13 @@ func (s *Set) Status() []ShardStatus {
 			}
 		}
 		slices.Sort(st.Down)
+		if r.shard < len(p.P.Shards) && (len(st.Learners) > 0 || st.Leader != st.TargetLeader ||
+			!slices.Equal(slices.Sorted(slices.Values(st.Target)), st.Replicas)) {
+			st.Moving = p.Why
+			if st.Moving == "" {
+				st.Moving = "placement " + strconv.FormatUint(p.Version, 10)
+			}
+		}
 		c := r.db.Store().Counts()
 		st.URLs, st.Frontier, st.Fetched = c.URLs, c.Frontier, c.ByStatus[store.StatusFetched]
 		out = append(out, st)

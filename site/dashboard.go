@@ -98,9 +98,11 @@ type DashShard struct {
 	// (it leaves the frontier: fetched, gone, failed for good…) per second
 	// over the last Window seconds. A shard writes its results once per
 	// round, so a shorter window shows bursts.
-	Pages    float64 `json:"pages_s"`
-	Step     string  `json:"step,omitempty"` // the placement step under way
-	Finished bool    `json:"finished"`
+	Pages float64 `json:"pages_s"`
+	Step  string  `json:"step,omitempty"` // the placement step under way
+	// Moving says why the shard moves (shardset.ShardStatus.Moving).
+	Moving   string `json:"moving,omitempty"`
+	Finished bool   `json:"finished"`
 }
 
 // DashShardNode is one node of a sharded site (the meta group's voters).
@@ -671,7 +673,7 @@ func (s *Site) dashSharded() *DashSharded {
 	for _, sh := range shards {
 		out.Rows = append(out.Rows, DashShard{Shard: sh.Shard, Leader: sh.Leader, Replicas: sh.Replicas,
 			Want: min(settings.Replicas, max(len(voters), 1)), UnderReplicated: sh.UnderReplicated, Down: sh.Down,
-			URLs: sh.URLs, Frontier: sh.Frontier, Fetched: sh.Fetched, Pages: rates[sh.Shard], Step: sh.Step, Finished: sh.Finished})
+			URLs: sh.URLs, Frontier: sh.Frontier, Fetched: sh.Fetched, Pages: rates[sh.Shard], Step: sh.Step, Moving: sh.Moving, Finished: sh.Finished})
 		for _, id := range slices.Concat(sh.Replicas, sh.Target, []string{sh.Leader}) {
 			if id == "" {
 				continue

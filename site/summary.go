@@ -205,8 +205,15 @@ func shardState(sh shardset.ShardStatus, notAnswering []string) []string {
 	if len(sh.Down) > 0 {
 		state = append(state, "silent: "+strings.Join(sh.Down, ","))
 	}
-	if len(sh.Target) > 0 && !slices.Equal(slices.Sorted(slices.Values(sh.Target)), sh.Replicas) {
-		state = append(state, "moving to "+strings.Join(sh.Target, ","))
+	why := ""
+	if sh.Moving != "" {
+		why = " (" + sh.Moving + ")"
+	}
+	switch {
+	case len(sh.Target) > 0 && !slices.Equal(slices.Sorted(slices.Values(sh.Target)), sh.Replicas):
+		state = append(state, "moving to "+strings.Join(sh.Target, ",")+why)
+	case sh.Moving != "":
+		state = append(state, "moving"+why)
 	}
 	if sh.Step != "" {
 		state = append(state, sh.Step)

@@ -52,14 +52,14 @@ func TestWriteSummary(t *testing.T) {
 	sharded.Shards = []shardset.ShardStatus{
 		{Shard: 0, Leader: "eu-1", Replicas: []string{"eu-1", "eu-2", "eu-3"}, Target: []string{"eu-3", "eu-1", "eu-2"}, Frontier: 120, Fetched: 40},
 		{Shard: 2, Leader: "eu-2", Replicas: []string{"eu-1", "eu-2"}, Target: []string{"eu-1", "eu-2", "eu-4"}, UnderReplicated: true, Down: []string{"eu-3"},
-			Frontier: 7, Fetched: 300, Step: "add eu-4"},
+			Frontier: 7, Fetched: 300, Step: "add eu-4", Moving: "eu-4 joined; eu-3 silent"},
 		{Shard: 3, Replicas: []string{"eu-1"}, Frontier: 5, Finished: true},
 	}
 	siteWide := sharded
 	siteWide.Site = &site.SiteView{By: "eu-1", Wait: 1, Shards: 3, Replicas: 3, NotAnswering: 1,
 		Rows: []site.SiteRow{
 			{ShardStatus: shardset.ShardStatus{Shard: 0, Leader: "eu-2", Replicas: []string{"eu-1", "eu-2", "eu-3"}, Learners: []string{"eu-4"}, Target: []string{"eu-1", "eu-2", "eu-3"},
-				Frontier: 120, Fetched: 40}, Pages: 12.345, From: "eu-2", NotAnswering: []string{"eu-3"}},
+				Frontier: 120, Fetched: 40, Moving: "eu-4 joined"}, Pages: 12.345, From: "eu-2", NotAnswering: []string{"eu-3"}},
 			{ShardStatus: shardset.ShardStatus{Shard: 1, Leader: "eu-1", Replicas: []string{"eu-1"}, UnderReplicated: true, Frontier: 7, Fetched: 3}, From: "eu-1"},
 			{ShardStatus: shardset.ShardStatus{Shard: 2, Target: []string{"eu-3"}, TargetLeader: "eu-3"}, NotAnswering: []string{"eu-3"}},
 		},
@@ -87,13 +87,13 @@ func TestWriteSummary(t *testing.T) {
 		{"shards", sharded, []string{"\nshards    4 in the site, target 3 replicas each; this node holds 3, leads 1; 1 UNDER-REPLICATED (partial: the other shards are only on other nodes)\n",
 			"  shard  leader  replicas        frontier  fetched  state\n",
 			"  0      eu-1    eu-1,eu-2,eu-3  120       40       ok\n",
-			"  2      eu-2    eu-1,eu-2       7         300      UNDER-REPLICATED (2); silent: eu-3; moving to eu-1,eu-2,eu-4; add eu-4\n",
+			"  2      eu-2    eu-1,eu-2       7         300      UNDER-REPLICATED (2); silent: eu-3; moving to eu-1,eu-2,eu-4 (eu-4 joined; eu-3 silent); add eu-4\n",
 			"  3      NONE    eu-1            5         0        finished\n"},
 			[]string{"\nnodes\n", "federation"}},
 		{"site-wide", siteWide, []string{
 			"\nsite-wide 3 shards, gathered by eu-1 from 2 of 3 nodes (eu-3 not answering within 1s); 1 UNDER-REPLICATED; 1 with no answering replica\n",
 			"  shard  leader  replicas        learners  frontier  fetched  pages/s  from  state\n",
-			"  0      eu-2    eu-1,eu-2,eu-3  eu-4      120       40       12.3     eu-2  NOT ANSWERING: eu-3\n",
+			"  0      eu-2    eu-1,eu-2,eu-3  eu-4      120       40       12.3     eu-2  NOT ANSWERING: eu-3; moving (eu-4 joined)\n",
 			"  1      eu-1    eu-1            -         7         3        0.0      eu-1  UNDER-REPLICATED (1)\n",
 			"  2      ?       ?               ?         ?         ?        ?        meta  NOT ANSWERING: eu-3; placed on eu-3, led by eu-3\n",
 			"  eu-1 (this node)  true   1    2     10.0.0.1:7001  -\n",

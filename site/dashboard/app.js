@@ -517,6 +517,7 @@
       const state = [];
       if (r.under_replicated) state.push(`under-replicated (${reps.length} of ${fmtInt(r.want_replicas)})`);
       if (down.length) state.push('down: ' + down.join(', '));
+      if (r.moving) state.push('moving: ' + String(r.moving));
       if (r.step) state.push(String(r.step));
       if (r.finished) state.push('finished');
       return [
