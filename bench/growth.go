@@ -197,7 +197,7 @@ func (r *clusterRun) growthResult() *GrowthResult {
 func windowOf(pts []growPoint, from, to time.Time) (GrowthWindow, bool) {
 	slack := to.Sub(from) / 10
 	a, b := nearest(pts, from), nearest(pts, to)
-	if a < 0 || b <= a || absDur(pts[a].at.Sub(from)) > slack || absDur(pts[b].at.Sub(to)) > slack {
+	if a < 0 || b <= a || pts[a].at.Sub(from).Abs() > slack || pts[b].at.Sub(to).Abs() > slack {
 		return GrowthWindow{}, false
 	}
 	d := pts[b].at.Sub(pts[a].at).Seconds()
@@ -209,18 +209,11 @@ func windowOf(pts []growPoint, from, to time.Time) (GrowthWindow, bool) {
 func nearest(pts []growPoint, t time.Time) int {
 	best := -1
 	for i, p := range pts {
-		if best < 0 || absDur(p.at.Sub(t)) < absDur(pts[best].at.Sub(t)) {
+		if best < 0 || p.at.Sub(t).Abs() < pts[best].at.Sub(t).Abs() {
 			best = i
 		}
 	}
 	return best
-}
-
-func absDur(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }
 
 // growthTargets are a growth run's targets.

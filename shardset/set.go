@@ -1052,8 +1052,7 @@ func (s *Set) Status() []ShardStatus {
 			}
 		}
 		slices.Sort(st.Down)
-		if r.shard < len(p.P.Shards) && (len(st.Learners) > 0 || st.Leader != st.TargetLeader ||
-			!slices.Equal(slices.Sorted(slices.Values(st.Target)), st.Replicas)) {
+		if r.shard < len(p.P.Shards) && !placed(r, p.P.Shards[r.shard]) {
 			st.Moving = p.Why
 			if st.Moving == "" {
 				st.Moving = "placement " + strconv.FormatUint(p.Version, 10)
