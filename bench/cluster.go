@@ -319,7 +319,7 @@ func (r *clusterRun) nodeArgs(name, data string, join *clusterNode) []string {
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
-	if c.Expect && c.Shards > 0 && len(r.nodes) < r.n { // not the nodes a growth run adds
+	if c.Expect && len(r.nodes) < r.n { // not the nodes a growth run adds
 		args = append(args, "--expect-nodes", strconv.Itoa(r.n))
 	}
 	if r.certs != "" {
@@ -330,6 +330,11 @@ func (r *clusterRun) nodeArgs(name, data string, join *clusterNode) []string {
 	}
 	if c.Shards > 0 && join == nil {
 		args = append(args, "--shards", strconv.Itoa(c.Shards))
+	}
+	if c.Shards == 0 && c.Replicas == 0 && join == nil && !hasShardFlags(c.SiteFlags) {
+		// No --shards, no --replicas: the old design's site (one crawl
+		// database on every node), whose figures bench/README keeps.
+		args = append(args, "--unsharded")
 	}
 	if join != nil {
 		return append(args, "--join", join.listen)

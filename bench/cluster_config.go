@@ -48,8 +48,9 @@ type ClusterConfig struct {
 	// Workers and NoSync are every node's own --workers and --no-sync.
 	Workers int  `json:"workers"`
 	NoSync  bool `json:"no_sync"`
-	// Expect starts every node of a sharded run with --expect-nodes N (the
-	// run's node count): the crawl begins once every shard is placed.
+	// Expect starts every node with --expect-nodes N (the run's node
+	// count): the crawl begins once the site has its N nodes (a sharded
+	// run's: and every shard is placed).
 	Expect bool `json:"expect,omitempty"`
 	// Nodes are the configurations, run in this order: the number of nodes
 	// of each (default 1, 2, 3; a number may repeat).

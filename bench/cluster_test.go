@@ -73,7 +73,9 @@ func TestRunClusterSmoke(t *testing.T) {
 		Rounds: 0, Width: 1000, PerHost: 4, Workers: 16,
 		HostDelay: 50 * time.Millisecond, IPDelay: 0, MaxCrawlDelay: 100 * time.Millisecond, NoSync: true,
 		Nodes: []int{1, 2}, SampleEvery: 50 * time.Millisecond, Timeout: 40 * time.Second,
-		Dir: t.TempDir(), SiteBinary: siteBin, WebsimBinary: simBin,
+		// The second node must be in before the tiny web is fetched.
+		Expect: true,
+		Dir:    t.TempDir(), SiteBinary: siteBin, WebsimBinary: simBin,
 		Progress: func(format string, args ...any) { t.Logf(format, args...) }}
 	start := time.Now()
 	res, err := RunCluster(ctx, cfg)

@@ -95,7 +95,7 @@ func (in Input) Validate() error {
 // are not down ("" when all are), and leaders per node are as even as those
 // replicas allow (no lower maximum exists; TestPlaceEvents and FuzzPlace found
 // max−min ≤ 1 in every case they tried, which TestLeaderBalanceTable checks
-// for 48 shards on 1 to 20 nodes).
+// for DefaultShards on 1 to 20 nodes).
 //
 // Moves are minimal: no placement with these properties keeps more of the
 // current replicas where they are (replicas on dead or leaving nodes cannot

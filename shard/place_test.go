@@ -240,17 +240,17 @@ func nodes(n int) []Node {
 // site of N nodes and for a site grown to N one node at a time, for R = 1
 // and R = 3.
 func TestLeaderBalanceTable(t *testing.T) {
-	// N → most and fewest leaders per node with 48 shards: 48/N rounded up
+	// N → most and fewest leaders per node with 24 shards: 24/N rounded up
 	// and down.
 	table := []struct{ n, most, fewest int }{
-		{1, 48, 48}, {2, 24, 24}, {3, 16, 16}, {4, 12, 12}, {5, 10, 9},
-		{6, 8, 8}, {7, 7, 6}, {8, 6, 6}, {9, 6, 5}, {10, 5, 4},
-		{11, 5, 4}, {12, 4, 4}, {13, 4, 3}, {14, 4, 3}, {15, 4, 3},
-		{16, 3, 3}, {17, 3, 2}, {18, 3, 2}, {19, 3, 2}, {20, 3, 2},
+		{1, 24, 24}, {2, 12, 12}, {3, 8, 8}, {4, 6, 6}, {5, 5, 4},
+		{6, 4, 4}, {7, 4, 3}, {8, 3, 3}, {9, 3, 2}, {10, 3, 2},
+		{11, 3, 2}, {12, 2, 2}, {13, 2, 1}, {14, 2, 1}, {15, 2, 1},
+		{16, 2, 1}, {17, 2, 1}, {18, 2, 1}, {19, 2, 1}, {20, 2, 1},
 	}
 	for _, row := range table {
 		if row.most != (DefaultShards+row.n-1)/row.n || row.fewest != DefaultShards/row.n {
-			t.Fatalf("table row %+v is not ⌈48/N⌉, ⌊48/N⌋", row)
+			t.Fatalf("table row %+v is not ⌈24/N⌉, ⌊24/N⌋", row)
 		}
 	}
 	for _, R := range []int{1, 3} {

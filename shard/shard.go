@@ -21,22 +21,23 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// DefaultShards is the shard count of a new site.
+// DefaultShards is the shard count of a new site, the one-command site's
+// included.
 //
-// 48 = 2^4·3 divides evenly over 1, 2, 3, 4, 6, 8, 12, 16, 24 and 48 nodes,
-// so a site of any of those sizes leads exactly S/N shards per node (16
-// nodes: 3 each). For the other sizes up to 20 nodes the best leader balance
-// (max/min leaders per node, which Place reaches; TestLeaderBalanceTable
-// checks it) is 10/9 at 5 nodes, 7/6 at 7, 6/5 at 9, 5/4 at 10 and 11, 4/3
-// at 13 to 15 and 3/2 at 17 to 20. Other counts: 16 and 32 are uneven at 3
-// nodes (a three-node site with R = 3 is the usual first cluster); 64 is
-// even only at 1, 2, 4, 8, 16 (22/21 at 3 nodes); 60 is uneven at 8 and 16;
-// 120 and 240 are even at more sizes but multiply the groups. Every shard is
-// a Raft group with its own heartbeats, log and round pipeline, and a
-// one-node site runs all of them: 48 keeps that overhead small while any
-// site of up to 16 nodes is within one shard of even (at worst 4/3) and no
-// node of a 16-node site is idle.
-const DefaultShards = 48
+// 24 = 2^3·3 divides evenly over 1, 2, 3, 4, 6, 8, 12 and 24 nodes, so a
+// site of any of those sizes leads exactly S/N shards per node; 24 nodes is
+// the most that each lead one (and fetch), and with R = 3 its 72 replicas
+// spread evenly over any node count that divides 72. For the other sizes up to 20 nodes the best
+// leader balance (max/min leaders per node, which Place reaches;
+// TestLeaderBalanceTable checks it) is 5/4 at 5 nodes, 4/3 at 7, 3/2 at 9
+// to 11 and 2/1 at 13 to 20 nodes. Every shard is a Raft group with its own
+// heartbeats, log and round pipeline, and a one-node site runs all of them:
+// bench site measured one node of 24 shards at 1.01× the CPU per page of
+// the unsharded node (the old design), of 16 at 1.03× and of 48 at 1.17×
+// (bench/README, "One design"), so 24 is the most measured that costs a
+// one-node site nothing. 48 (even at 16 nodes too) waits for the per-shard
+// cost to go; a site created with --shards keeps its own count.
+const DefaultShards = 24
 
 // mixDomain separates Of's hash from partition's ring, which hashes the same
 // key with xxhash to choose the owning site: without it, the hosts a site

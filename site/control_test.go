@@ -139,6 +139,7 @@ func testControlOneNode(t *testing.T, shards int) {
 	cfg := nodeConfig(t, w, root, "n1", "")
 	if shards > 0 {
 		cfg.Shards, cfg.Replicas = shards, 1
+		cfg.Unsharded = false
 	}
 	var seeds strings.Builder
 	for _, h := range seeded {

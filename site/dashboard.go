@@ -537,7 +537,7 @@ func (s *Site) diskUsage(now time.Time) int64 {
 // Dashboard returns the dashboard's data now.
 func (s *Site) Dashboard() Dashboard {
 	now := time.Now()
-	rs := s.roundsStatus()
+	rs := s.Rounds()
 	c := s.counts()
 	d := Dashboard{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), Now: now,
 		Uptime: now.Sub(s.started).Seconds(), Interval: sampleEvery.Seconds(), Phase: string(rs.Phase),

@@ -327,6 +327,7 @@ func startShardedNode(t *testing.T, ctx context.Context) (s *site.Site, cfg site
 	w := startMultiWeb(t, 12, 8, 3, 5)
 	cfg = nodeConfig(t, w, t.TempDir(), "n1", "")
 	cfg.Shards, cfg.Replicas = 4, 1
+	cfg.Unsharded = false
 	s, err := site.Start(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -718,6 +719,7 @@ func TestShardedDashboardNodeDown(t *testing.T) {
 	defer cancel()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 2
+	cfg1.Unsharded = false
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
 	n1, err := site.Start(ctx, cfg1, nil)
 	if err != nil {
@@ -838,6 +840,7 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	defer cancel()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 1
+	cfg1.Unsharded = false
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
 	n1, err := site.Start(ctx, cfg1, nil)
 	if err != nil {

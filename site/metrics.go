@@ -133,7 +133,7 @@ func (m *metrics) attach(s *Site) {
 	gauge("meridian_crawldb_frontier", "Unfetched URLs in the frontier.", func() float64 { return float64(s.counts().Frontier) })
 	gauge("meridian_crawldb_scheduled", "Fetched pages waiting for their refetch (not due yet).", func() float64 { return float64(s.counts().Scheduled) })
 	gauge("meridian_round_current", "The newest round generated.", func() float64 {
-		if n := s.roundsStatus().Next; n > 0 {
+		if n := s.Rounds().Next; n > 0 {
 			return float64(n - 1)
 		}
 		return 0
@@ -141,7 +141,7 @@ func (m *metrics) attach(s *Site) {
 	for _, p := range []rounds.Phase{rounds.PhaseGenerate, rounds.PhaseFetch, rounds.PhaseUpdate} {
 		p := p
 		gauge("meridian_phase_"+string(p), "1 while the crawler is in the "+string(p)+" phase.", func() float64 {
-			if s.roundsStatus().Phase == p {
+			if s.Rounds().Phase == p {
 				return 1
 			}
 			return 0

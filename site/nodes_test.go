@@ -80,6 +80,8 @@ func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config 
 	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
 	cfg.FailTimeout = 1500 * time.Millisecond
 	cfg.CheckCash = true
+	// The old design, as testConfig's; a joining node takes its site's.
+	cfg.Unsharded = join == ""
 	if w.certs != "" {
 		cfg.Certs = w.certs
 		issueNodeCert(w.certs, cfg.Region, name)
@@ -424,6 +426,7 @@ func TestJoinRefused(t *testing.T) {
 		{"--replicas for a site that is not sharded", func() site.Config {
 			c := nodeConfig(t, w, root, "x3", n1.Addr())
 			c.Replicas = 3
+			c.Unsharded = false
 			return c
 		}, site.ErrWrongSite, "is not sharded (one crawl database on every node): leave --replicas out"},
 	} {
@@ -455,8 +458,10 @@ func TestJoinRefused(t *testing.T) {
 		cfg := nodeConfig(t, w, root, "n1", "")
 		if flag == "--shards" {
 			cfg.Shards = 4
+			cfg.Unsharded = false
 		} else {
 			cfg.Replicas = 1
+			cfg.Unsharded = false
 		}
 		before := listDir(t, cfg.Data)
 		s, err := site.Start(ctx, cfg, nil)
@@ -474,6 +479,7 @@ func TestJoinRefused(t *testing.T) {
 	// --replicas alone creates a sharded site, of the default shard count.
 	cfg := nodeConfig(t, w, root, "r1", "")
 	cfg.Replicas = 1
+	cfg.Unsharded = false
 	s, err := site.Start(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -237,6 +237,13 @@ func (s *Site) shardedStatus() Status {
 	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started,
 		Uptime: time.Since(s.started).Seconds(), Fetcher: fetcherStatusOf(s.fetch.Stats(), s.cfg.FetchFrom), CrawlDB: cs, Traffic: s.host.Traffic(),
 		Shards: shards, Sharding: &settings}
+	// The rounds of the shards led here: the newest round, a phase under
+	// way in any of them, rounds done and cash summed.
+	rs := s.Rounds()
+	st.Phase, st.Rounds = rs.Phase, rs
+	if rs.Next > 0 {
+		st.Round = rs.Next - 1
+	}
 	rate := s.dash.latest()
 	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
 	st.Refetch = s.refetchStatus()
@@ -254,9 +261,10 @@ func (s *Site) shardedStatus() Status {
 	return st
 }
 
-// roundsStatus is the crawler's status, or on a sharded node the sum of
-// the shards it leads (rounds done and cash summed, the newest round).
-func (s *Site) roundsStatus() rounds.Status {
+// Rounds is the crawl's status on this node: its crawler's on a node of
+// the old design, or the sum over the shards it leads (rounds done and
+// cash summed, the newest round).
+func (s *Site) Rounds() rounds.Status {
 	if s.set == nil {
 		return s.crawler.Status()
 	}
@@ -299,6 +307,23 @@ func (s *Site) counts() store.Counts {
 		out.Scheduled += c.Scheduled
 		for k, v := range c.ByStatus {
 			out.ByStatus[k] += v
+		}
+	}
+	return out
+}
+
+// Stores are the crawl databases this node holds a replica of, for
+// reading: the site's one store on a node of the old design, or each
+// shard's of which the node holds a replica (in shard order). A URL is in
+// one of them only.
+func (s *Site) Stores() []*store.Store {
+	if s.set == nil {
+		return []*store.Store{s.db.Store()}
+	}
+	var out []*store.Store
+	for sh := range s.cfg.Shards {
+		if db := s.host.Lookup(shardset.GroupID(sh)); db != nil {
+			out = append(out, db.Store())
 		}
 	}
 	return out

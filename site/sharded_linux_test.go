@@ -34,6 +34,7 @@ func TestShardedNodesKilled(t *testing.T) {
 	root := t.TempDir()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 3
+	cfg1.Unsharded = false
 	nodes := startNodes(t, w, root, cfg1, nil)
 	shardsOf := func(n *node) []site.Status {
 		st, ok := n.status(t)
@@ -189,6 +190,7 @@ func TestShardedJoin(t *testing.T) {
 	defer cancel()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 2
+	cfg1.Unsharded = false
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
 	run := func(s *site.Site) {
 		rctx, stop := context.WithCancel(ctx)
@@ -217,6 +219,7 @@ func TestShardedJoin(t *testing.T) {
 	// Another --replicas is refused, with the site's value.
 	bad := nodeConfig(t, w, root, "n2", n1.Addr())
 	bad.Replicas = 3
+	bad.Unsharded = false
 	_, err = site.Start(ctx, bad, nil)
 	if !errors.Is(err, site.ErrWrongSite) || !strings.Contains(err.Error(), "--replicas 2, not 3") {
 		t.Fatalf("join with --replicas 3: %v, want ErrWrongSite naming the site's --replicas 2", err)

@@ -108,8 +108,12 @@ type Site struct {
 	log     *slog.Logger
 	db      *crawldb.DB
 	crawler *rounds.Crawler
-	host    *crawldb.Host // a sharded node's replicas (nil: not sharded)
-	set     *shardset.Set // a sharded node's shards (nil: not sharded)
+	// unsharded: the node is one of a site of the old design (one crawl
+	// database on every node, parts moved between nodes): its data
+	// directory holds one, or it joined one, or --unsharded made one.
+	unsharded bool
+	host      *crawldb.Host // a sharded node's replicas (nil: not sharded)
+	set       *shardset.Set // a sharded node's shards (nil: not sharded)
 	// norm and scope normalise and filter URLs as the fetcher does (the
 	// seeds an operator injects).
 	norm    *urlnorm.Normalizer
@@ -296,9 +300,11 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if cfg.Advertise != "" {
 		advertise = cfg.Advertise
 	}
-	// Sharded: a site created with --shards or --replicas (the default
-	// number of shards), a node of one that joins or restarts.
-	if cfg.Shards > 0 || isSharded(cfg.Data) || cfg.Replicas > 0 && !hasState && cfg.Join == "" {
+	// Sharded: every new site (--unsharded aside), and a node of one that
+	// joins or restarts. A data directory of the old design (one crawl
+	// database on every node) opens as it is, and a node that joins such
+	// a site takes its design (s.unsharded, set by check).
+	if !s.unsharded {
 		s.joined = prev.Joined || cfg.Join != "" && !hasState
 		if err := s.startSharded(ctx, shardedStart{prev: prev, hasState: hasState, join: join, raftAddr: raftAddr,
 			advertise: advertise, tls: dbTLS, seeds: seeds, norm: norm, scope: scope}); err != nil {
@@ -460,10 +466,20 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 	if entries, err := os.ReadDir(filepath.Join(cfg.Data, "crawldb", "raftlog")); err == nil && len(entries) > 0 {
 		hasState = true // a sharded node's
 	}
-	if hasState && !isSharded(cfg.Data) && (cfg.Shards > 0 || cfg.Replicas > 0) {
-		return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a site that is not sharded (one crawl database on every node): --shards and --replicas apply when a site is created; leave them out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
+	if hasState && isSharded(cfg.Data) && cfg.Unsharded {
+		return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a sharded site: leave --unsharded out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
+	}
+	if hasState && !isSharded(cfg.Data) {
+		if cfg.Shards > 0 || cfg.Replicas > 0 {
+			return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a site that is not sharded (one crawl database on every node): --shards and --replicas apply when a site is created; leave them out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
+		}
+		s.unsharded = true
+		s.log.Warn("site: the data directory holds a node of the old, unsharded design (one crawl database on every node): it opens as it is; a new site (an empty --data) is sharded", "data", cfg.Data)
 	}
 	if cfg.Join == "" || hasState {
+		if !hasState {
+			s.unsharded = cfg.Unsharded
+		}
 		return prev, hasState, nil
 	}
 	// A new node joining: ask the site first.
@@ -489,6 +505,12 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 	if in.Settings != nil && cfg.Replicas != 0 && in.Settings.Shards > 0 && in.Settings.Replicas != cfg.Replicas {
 		return prev, false, fmt.Errorf("%w: the site at %s has --replicas %d, not %d (a joining node takes its site's: leave --replicas out)", ErrWrongSite, cfg.Join, in.Settings.Replicas, cfg.Replicas)
 	}
+	if cfg.Unsharded && in.Settings != nil && in.Settings.Shards > 0 {
+		return prev, false, fmt.Errorf("%w: the site at %s is sharded: leave --unsharded out", ErrWrongSite, cfg.Join)
+	}
+	// A joining node takes its site's design: an old site (no settings,
+	// or no shards in them) is unsharded.
+	s.unsharded = in.Settings == nil || in.Settings.Shards == 0
 	if in.Settings != nil {
 		in.Settings.Apply(cfg)
 		s.log.Info("site: joining with the site's crawl settings", "site", cfg.Join, "host_delay", cfg.HostDelay, "ip_delay", cfg.IPDelay, "width", cfg.Width)
@@ -736,6 +758,7 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	go func() { defer wg.Done(); s.dashSampler(pctx) }() // owner: Run
 	if s.set != nil {
 		err := s.set.Run(rctx)
+		stopped := rctx.Err() != nil // by a signal or a leave, not by the crawl's end
 		s.mu.Lock()
 		if s.leaveErr != nil && err == nil {
 			err = s.leaveErr
@@ -750,6 +773,14 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 		}
 		if progress != nil {
 			s.printProgress(progress, time.Now(), nil)
+		}
+		if err == nil {
+			s.mu.Lock()
+			leaving := s.leaving
+			s.mu.Unlock()
+			if end := s.shardedEnding(ctx, stopped, leaving); end != nil {
+				s.reportEnd(*end, progress)
+			}
 		}
 		return err
 	}
@@ -815,6 +846,57 @@ func (s *Site) ending(ctx, rctx context.Context, leaving bool) *rounds.Finish {
 	s.mu.Unlock()
 	if cause := context.Cause(ctx); cause != nil {
 		s.log.Info("site: stopping", "cause", cause)
+	}
+	return &end
+}
+
+// shardedEnding is ending for a site of shards, from the round states of
+// the shards led here: the site's crawl ended (by the strongest reason of
+// its shards: a budget, then the round limit, else exhausted; the most
+// rounds a shard did; what the shards left, summed), or this node was
+// stopped by a signal (nil for a node that leaves).
+func (s *Site) shardedEnding(ctx context.Context, stopped, leaving bool) *rounds.Finish {
+	if stopped && leaving {
+		return nil
+	}
+	end := rounds.Finish{Reason: rounds.EndExhausted, At: time.Now()}
+	finished := 0
+	for sh, c := range s.set.Leading() {
+		st := c.Status()
+		end.Rounds = max(end.Rounds, st.Done)
+		if db := s.host.Lookup(shardset.GroupID(sh)); db != nil {
+			cs := db.Store().Counts()
+			end.Frontier += cs.Frontier
+			end.InFlight += cs.ByStatus[store.StatusGenerated]
+		}
+		f := st.Finished
+		if f == nil {
+			continue
+		}
+		finished++
+		end.Parked += f.Parked
+		switch {
+		case f.Reason == rounds.EndBudget:
+			end.Reason = rounds.EndBudget
+		case f.Reason == rounds.EndRounds && end.Reason == rounds.EndExhausted:
+			end.Reason = rounds.EndRounds
+		}
+	}
+	if stopped {
+		end.Reason = rounds.EndSignal
+		s.mu.Lock()
+		s.stopped = &end
+		s.mu.Unlock()
+		if cause := context.Cause(ctx); cause != nil {
+			s.log.Info("site: stopping", "cause", cause)
+		}
+		return &end
+	}
+	if finished == 0 {
+		return nil // a node that leads no shard: the log of the shards' end says it
+	}
+	if end.Reason == rounds.EndExhausted {
+		end.Frontier, end.InFlight = 0, 0
 	}
 	return &end
 }

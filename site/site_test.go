@@ -21,6 +21,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/rounds"
+	"github.com/meridian-crawler/meridian/shard"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -43,6 +44,10 @@ func testConfig(t *testing.T, profile string) site.Config {
 	// (a full scan: small webs), and each round's result checked at the
 	// test's end.
 	cfg.CheckCash = true
+	// The old design (one crawl database on every node), whose tests
+	// these are until it is retired; tests of the one design (a site of
+	// shards, the default) clear it (onedesign_test.go).
+	cfg.Unsharded = true
 	t.Cleanup(func() { checkCashEveryRound(t, cfg.Data) })
 	return cfg
 }
@@ -52,7 +57,8 @@ func testConfig(t *testing.T, profile string) site.Config {
 // restarts too. A data directory where no round ended has nothing to check.
 func checkCashEveryRound(t *testing.T, data string) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(data, "stats", "rounds.jsonl")); err != nil {
+	shards, _ := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
+	if _, err := os.Stat(filepath.Join(data, "stats", "rounds.jsonl")); err != nil && len(shards) == 0 {
 		return
 	}
 	for _, st := range readRounds(t, data) {
@@ -108,7 +114,15 @@ func crawlDelays(w *synth.Web, maxDelay time.Duration) func(string) time.Duratio
 // data.
 func readRounds(t *testing.T, data string) []rounds.RoundStats {
 	t.Helper()
-	return readRoundsFile(t, filepath.Join(data, "stats", "rounds.jsonl"))
+	shards, _ := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
+	if len(shards) == 0 {
+		return readRoundsFile(t, filepath.Join(data, "stats", "rounds.jsonl"))
+	}
+	var out []rounds.RoundStats // a site of shards: every shard's rounds
+	for _, f := range shards {
+		out = append(out, readRoundsFile(t, f)...)
+	}
+	return out
 }
 
 // readRoundsFile reads a rounds.jsonl file: a site's, or a shard's.
@@ -135,7 +149,7 @@ func readRoundsFile(t *testing.T, path string) []rounds.RoundStats {
 // checkConservation checks OPIC's invariant on the crawl database: the
 // cash of all pages plus the virtual page's is what the seeds injected, and
 // the history of all pages is what fetches distributed.
-func checkConservation(t *testing.T, st *store.Store, s rounds.Status) {
+func checkConservation(t *testing.T, st crawlcheck.Reader, s rounds.Status) {
 	t.Helper()
 	var cash, hist opic.Sum
 	if err := st.ScanURLs(func(r store.URLRecord) error {
@@ -158,6 +172,7 @@ func checkConservation(t *testing.T, st *store.Store, s rounds.Status) {
 // against the truth and websim's view of politeness.
 func TestCrawlRealistic(t *testing.T) {
 	cfg := testConfig(t, "realistic")
+	cfg.Unsharded = false // the one design: the one-command site, its 24 shards on one node
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := site.Start(ctx, cfg, nil)
@@ -204,7 +219,11 @@ func TestCrawlRealistic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cov, err := crawlcheck.Check(truth, s.DB().Store())
+	db := crawlcheck.Stores(s.Stores())
+	if len(db) != shard.DefaultShards {
+		t.Fatalf("the node holds %d shards' stores, want %d", len(db), shard.DefaultShards)
+	}
+	cov, err := crawlcheck.Check(truth, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +238,8 @@ func TestCrawlRealistic(t *testing.T) {
 	if p := crawlcheck.Politeness(snap, cfg.HostDelay, cfg.IPDelay, crawlDelays(s.Websim().Web(), cfg.MaxCrawlDelay)); len(p) > 0 {
 		t.Errorf("politeness: %v", p)
 	}
-	rs := s.Crawler().Status()
-	checkConservation(t, s.DB().Store(), rs)
+	rs := s.Rounds()
+	checkConservation(t, db, rs)
 
 	// Statistics: one line a round, and the status API showed rounds.
 	lines := readRounds(t, cfg.Data)
@@ -236,7 +255,7 @@ func TestCrawlRealistic(t *testing.T) {
 			t.Errorf("bad round line %+v", l)
 		}
 	}
-	if c := s.DB().Store().Counts(); fetched == 0 || uint64(fetched) > c.URLs-c.Frontier {
+	if c := countsOf(db); fetched == 0 || uint64(fetched) > c.URLs-c.Frontier {
 		t.Errorf("rounds.jsonl counts %d fetched; database %+v", fetched, c)
 	}
 	if revisits == 0 {
@@ -252,10 +271,10 @@ func TestCrawlRealistic(t *testing.T) {
 	}
 	// Refetch is off by default: nothing of it reaches the crawl
 	// database (every record as before refetch existed).
-	if c := s.DB().Store().Counts(); c.Scheduled != 0 {
+	if c := countsOf(db); c.Scheduled != 0 {
 		t.Errorf("%d pages scheduled for a refetch with refetch off", c.Scheduled)
 	}
-	if err := s.DB().Store().ScanURLs(func(r store.URLRecord) error {
+	if err := db.ScanURLs(func(r store.URLRecord) error {
 		if !r.NextFetch.IsZero() || r.Interval != 0 || r.ETag != "" || r.LastModified != "" || r.Due || r.Changed+r.Unchanged != 0 || r.Watched != 0 {
 			return fmt.Errorf("%s carries refetch fields with refetch off: %+v", r.URL, r)
 		}
@@ -263,7 +282,7 @@ func TestCrawlRealistic(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	rank, err := crawlcheck.CompareRanking(truth, s.DB().Store())
+	rank, err := crawlcheck.CompareRanking(truth, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +309,18 @@ func TestCrawlRealistic(t *testing.T) {
 	if n, sample := crawlcheck.Refetched(resp, func(st int) bool { return st != 429 && st < 500 }); n > 0 {
 		t.Errorf("%d URLs fetched twice (non-5xx), e.g. %v", n, sample)
 	}
+}
+
+// countsOf sums the counts of stores.
+func countsOf(stores []*store.Store) store.Counts {
+	var out store.Counts
+	for _, st := range stores {
+		c := st.Counts()
+		out.URLs += c.URLs
+		out.Frontier += c.Frontier
+		out.Scheduled += c.Scheduled
+	}
+	return out
 }
 
 // TestCrawlHostile crawls the hostile web: the crawl must end, traps within

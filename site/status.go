@@ -304,7 +304,7 @@ type progressPrev struct {
 
 func (s *Site) printProgress(w io.Writer, now time.Time, prev *progressPrev) {
 	st := s.fetch.Stats()
-	rs := s.roundsStatus()
+	rs := s.Rounds()
 	c := s.counts()
 	rate := 0.0
 	if prev != nil && prev.st != nil {

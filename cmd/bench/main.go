@@ -421,7 +421,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Width, "width", cfg.Width, "site up --width: URLs per round")
 	fs.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "site up --per-host: URLs per host per round")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "site up --workers of every node: its concurrent fetches")
-	fs.BoolVar(&cfg.Expect, "expect", false, "a sharded run: every node starts with --expect-nodes N (the run's node count), so the crawl begins once every shard is placed")
+	fs.BoolVar(&cfg.Expect, "expect", false, "every node starts with --expect-nodes N (the run's node count), so the crawl begins once the site has them (a sharded run: once every shard is placed)")
 	fs.DurationVar(&cfg.HostDelay, "host-delay", cfg.HostDelay, "site up --host-delay")
 	fs.DurationVar(&cfg.IPDelay, "ip-delay", cfg.IPDelay, "site up --ip-delay")
 	fs.DurationVar(&cfg.MaxCrawlDelay, "max-crawl-delay", cfg.MaxCrawlDelay, "site up --max-crawl-delay: robots Crawl-delay honoured up to this")

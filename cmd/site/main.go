@@ -34,6 +34,7 @@ import (
 
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/fetcher/localaddr"
+	"github.com/meridian-crawler/meridian/shard"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/spf13/cobra"
 )
@@ -145,8 +146,9 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.BoolVar(&cfg.CheckCash, "check-cash", cfg.CheckCash, "check OPIC's cash invariant after every round (a full scan of the crawl database: for debugging)")
 	f.StringVar(&cfg.Seeds, "seeds", cfg.Seeds, "file of seed URLs, one a line (bad lines are reported and skipped)")
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "stop after this many rounds (0: until stopped or the crawl is exhausted); a sharded site: this many rounds of each shard")
-	f.IntVar(&cfg.Shards, "shards", cfg.Shards, "make a new site sharded: its hosts split into this many shards, each a Raft group whose rounds run on its leader (0: one crawl database on every node; fixed when the site is created)")
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "a sharded site's replicas per shard, R (0: 3); alone it makes a new site sharded with 48 shards (fixed when the site is created; a joining node must give its site's or none)")
+	f.IntVar(&cfg.Shards, "shards", cfg.Shards, fmt.Sprintf("a new site's shard count: its hosts split into this many shards, each a Raft group whose rounds run on its leader (0: %d; fixed when the site is created)", shard.DefaultShards))
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas per shard, R (0: 3; a shard has min(R, nodes)); fixed when the site is created; a joining node must give its site's or none")
+	f.BoolVar(&cfg.Unsharded, "unsharded", cfg.Unsharded, "make a new site of the old design, one crawl database on every node (to be retired; a data directory of that kind opens as it is without this flag)")
 	f.IntVar(&cfg.Width, "width", cfg.Width, "URLs generated per round")
 	f.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "URLs per host per round at most (k): what a host at --host-delay gets; slower hosts (Crawl-delay) get what they can serve in the same time")
 	f.DurationVar(&cfg.HostDelay, "host-delay", cfg.HostDelay, "minimum gap between requests to one host (robots Crawl-delay wins when larger)")

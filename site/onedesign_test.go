@@ -1,0 +1,171 @@
+package site_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
+	"github.com/meridian-crawler/meridian/shard"
+	"github.com/meridian-crawler/meridian/site"
+)
+
+// TestOneCommandSiteIsSharded: the site `site up` starts with no flags is
+// a sharded site on one node (its /status lists shard.DefaultShards
+// shards, all led here); a second node joins it with --join alone, takes
+// shards and fetches; `site leave` gives them back; the crawl ends
+// exhausted with its coverage and every shard's cash after every round.
+func TestOneCommandSiteIsSharded(t *testing.T) {
+	w := startMultiWeb(t, 24, 10, 4, 36)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg1 := nodeConfig(t, w, root, "n1", "")
+	cfg1.Unsharded = false                  // the default
+	cfg1.HostDelay = 400 * time.Millisecond // a crawl that lasts while n2 joins and leaves
+	n1 := runSite(t, ctx, cfg1)
+	defer n1.stop()
+	var st site.Status
+	if err := getJSON(t, "http://"+n1.s.Addr()+"/status", &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Sharding == nil || st.Sharding.Shards != shard.DefaultShards || st.Sharding.Replicas != site.DefaultReplicas {
+		t.Fatalf("the one-command site's /status sharding %+v, want %d shards of R = %d", st.Sharding, shard.DefaultShards, site.DefaultReplicas)
+	}
+	waitFor(t, 30*time.Second, "n1 to lead every shard", func() bool { return led(n1.s, "n1") == shard.DefaultShards })
+
+	n2 := runSite(t, ctx, nodeConfig(t, w, root, "n2", n1.s.Addr()))
+	defer n2.stop()
+	waitFor(t, 90*time.Second, "n2 to lead shards and fetch", func() bool {
+		return led(n2.s, "n2") > 0 && n2.s.Status().Fetcher.Done > 0
+	})
+	t.Logf("n2 leads %d shards, fetched %d", led(n2.s, "n2"), n2.s.Status().Fetcher.Done)
+	if err := n2.s.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n2.done:
+		if err != nil {
+			t.Fatalf("n2 leaving: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("n2 did not leave")
+	}
+	if in, err := site.ReadInfo(filepath.Join(root, "n2")); err != nil || !in.Left {
+		t.Fatalf("n2's site.json after leaving: %+v, %v", in, err)
+	}
+	// Every shard back on n1 alone.
+	waitFor(t, 60*time.Second, "n1 to hold and lead every shard alone", func() bool {
+		shards := n1.s.Status().Shards
+		if len(shards) != shard.DefaultShards {
+			return false
+		}
+		for _, sh := range shards {
+			if sh.Leader != "n1" || !slices.Equal(sh.Replicas, []string{"n1"}) {
+				return false
+			}
+		}
+		return true
+	})
+	n1.wait(t, ctx)
+
+	rep, err := crawlcheck.CheckData(context.Background(), cfg1.Data, w.truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Coverage.Ratio < 0.99 || rep.Coverage.Targets < 100 {
+		t.Errorf("coverage %.4f of %d targets; missing e.g. %v", rep.Coverage.Ratio, rep.Coverage.Targets, rep.Coverage.Missing)
+	}
+	if p := crawlcheck.Politeness(w.sim.Stats().Snapshot(), cfg1.HostDelay, cfg1.IPDelay, crawlDelays(w.sim.Web(), cfg1.MaxCrawlDelay)); len(p) > 0 {
+		t.Errorf("politeness breaches across the nodes: %v", p)
+	}
+	checks := 0
+	for _, d := range []string{cfg1.Data, filepath.Join(root, "n2")} {
+		files, _ := filepath.Glob(filepath.Join(d, "shards", "*", "stats", "rounds.jsonl"))
+		for _, f := range files {
+			for _, l := range readRoundsFile(t, f) {
+				switch {
+				case l.CashError == nil:
+					t.Errorf("%s round %d: no cash check", f, l.Round)
+				case math.Abs(*l.CashError) > 1e-9:
+					t.Errorf("%s round %d: cash off by %g", f, l.Round, *l.CashError)
+				default:
+					checks++
+				}
+			}
+		}
+	}
+	if checks == 0 {
+		t.Error("no shard round's cash was checked")
+	}
+	byURL, responses := warcPages(t, []string{cfg1.Data, filepath.Join(root, "n2")})
+	if responses[1] == 0 {
+		t.Error("n2 wrote no WARC responses")
+	}
+	for u, fs := range byURL {
+		if len(fs) > 1 {
+			t.Errorf("%s fetched %d times with 2xx", u, len(fs))
+		}
+	}
+}
+
+// led counts the shards s's /status says node leads.
+func led(s *site.Site, node string) int {
+	n := 0
+	for _, sh := range s.Status().Shards {
+		if sh.Leader == node {
+			n++
+		}
+	}
+	return n
+}
+
+// TestUnshardedDataOpensAsItIs: a data directory of the old design (one
+// crawl database on every node, made here with --unsharded as an older
+// version made it without) restarts as it is without the flag, its crawl
+// carried on; --shards on it, and --unsharded on a sharded one, are
+// refused with what to do.
+func TestUnshardedDataOpensAsItIs(t *testing.T) {
+	w := startMultiWeb(t, 10, 6, 2, 37)
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := nodeConfig(t, w, root, "n1", "")
+	cfg.Rounds = 2
+	r := runSite(t, ctx, cfg)
+	r.wait(t, ctx)
+	if _, err := os.Stat(filepath.Join(cfg.Data, "crawldb", "groups")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--unsharded made a sharded data directory: %v", err)
+	}
+	before := len(readRounds(t, cfg.Data))
+
+	bad := cfg
+	bad.Unsharded, bad.Shards, bad.Seeds = false, 4, ""
+	if _, err := site.Start(ctx, bad, nil); !errors.Is(err, site.ErrWrongSite) {
+		t.Errorf("--shards on an unsharded data directory: %v, want ErrWrongSite", err)
+	}
+	again := cfg
+	again.Unsharded, again.Seeds, again.Rounds = false, "", 4
+	r = runSite(t, ctx, again)
+	if st := r.s.Status(); st.Sharding != nil || len(st.Shards) != 0 {
+		t.Errorf("the old data directory reopened sharded: %+v", st.Sharding)
+	}
+	r.wait(t, ctx)
+	if after := len(readRounds(t, cfg.Data)); after <= before {
+		t.Errorf("rounds.jsonl has %d lines after the restart, %d before: the crawl did not go on", after, before)
+	}
+
+	sharded := nodeConfig(t, w, root, "n2", "")
+	sharded.Unsharded, sharded.Rounds = false, 1
+	r = runSite(t, ctx, sharded)
+	r.wait(t, ctx)
+	sharded.Unsharded, sharded.Seeds = true, ""
+	if _, err := site.Start(ctx, sharded, nil); !errors.Is(err, site.ErrWrongSite) {
+		t.Errorf("--unsharded on a sharded data directory: %v, want ErrWrongSite", err)
+	}
+}
