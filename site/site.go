@@ -841,6 +841,12 @@ func (s *Site) ending(ctx, rctx context.Context, leaving bool) *rounds.Finish {
 			s.log.Warn("site: mark the stop in rounds.jsonl", "err", err)
 		}
 	}
+	return s.markStopped(ctx, end)
+}
+
+// markStopped records a stop by a signal for /status (until the node
+// exits) and logs its cause.
+func (s *Site) markStopped(ctx context.Context, end rounds.Finish) *rounds.Finish {
 	s.mu.Lock()
 	s.stopped = &end
 	s.mu.Unlock()
@@ -884,13 +890,7 @@ func (s *Site) shardedEnding(ctx context.Context, stopped, leaving bool) *rounds
 	}
 	if stopped {
 		end.Reason = rounds.EndSignal
-		s.mu.Lock()
-		s.stopped = &end
-		s.mu.Unlock()
-		if cause := context.Cause(ctx); cause != nil {
-			s.log.Info("site: stopping", "cause", cause)
-		}
-		return &end
+		return s.markStopped(ctx, end)
 	}
 	if finished == 0 {
 		return nil // a node that leads no shard: the log of the shards' end says it
