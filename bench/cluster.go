@@ -526,25 +526,47 @@ func (r *clusterRun) removeGroups() error {
 // collect reads what the stopped nodes left and websim's statistics, and
 // fills out.
 func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string) error {
-	byRound := map[uint64]rounds.RoundStats{}
+	// A round's line is written by the node that led its update: once,
+	// unless that node died after writing it and its successor wrote it
+	// again (DuplicateRounds). A site of shards has a line per shard's
+	// round (each shard's in DATA/shards/GROUP/stats), merged by round
+	// number as bench site merges them.
+	type roundKey struct {
+		shard string // "" for the old design's one crawl database
+		round uint64
+	}
+	byRound := map[roundKey]rounds.RoundStats{}
 	led := map[string]int{}
+	sharded := false
 	for _, nd := range r.nodes {
-		stats, err := readRoundStats(filepath.Join(nd.data, "stats", "rounds.jsonl"))
-		if err != nil {
-			return err
+		files := map[string]string{"": filepath.Join(nd.data, "stats", "rounds.jsonl")}
+		shardFiles, _ := filepath.Glob(filepath.Join(nd.data, "shards", "*", "stats", "rounds.jsonl"))
+		for _, f := range shardFiles {
+			files[filepath.Base(filepath.Dir(filepath.Dir(f)))] = f
+			sharded = true
 		}
-		led[nd.name] = len(stats)
-		for _, s := range stats {
-			if _, dup := byRound[s.Round]; dup {
-				out.DuplicateRounds++
-				continue
+		for shard, f := range files {
+			stats, err := readRoundStats(f)
+			if err != nil {
+				return err
 			}
-			byRound[s.Round] = s
+			led[nd.name] += len(stats)
+			for _, s := range stats {
+				k := roundKey{shard, s.Round}
+				if _, dup := byRound[k]; dup {
+					out.DuplicateRounds++
+					continue
+				}
+				byRound[k] = s
+			}
 		}
 	}
 	stats := make([]rounds.RoundStats, 0, len(byRound))
 	for _, s := range byRound {
 		stats = append(stats, s)
+	}
+	if sharded {
+		stats = mergeRounds(stats)
 	}
 	sort.Slice(stats, func(i, j int) bool { return stats[i].Round < stats[j].Round })
 

@@ -225,7 +225,7 @@ func startNodeAt(t *testing.T, ctx context.Context, w *testWeb, dir, id string, 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
+	log := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
 	n.set, err = New(Options{Host: h, Meta: meta, Dir: dir, Locate: w.locate, Logger: log, DeadAfter: testDeadAfter, Client: &http.Client{Timeout: 10 * time.Second},
 		ExpectNodes: w.expect, ReplaceAfter: w.replaceAfter,
 		Crawler: func(sh int) rounds.Options {
@@ -771,11 +771,63 @@ func waitCrawling(t *testing.T, ctx context.Context, w *testWeb, nodes []*testNo
 	})
 }
 
-// testWriter writes log lines to the test's log.
+// testLogs holds each test's log lines until it ends: a test that
+// fails prints its own errors first and then the last maxLogLines of its
+// nodes' logs, so that CI's excerpt of the output (its first lines)
+// shows why it failed; a test that passes prints none. A node logging
+// after its test ended writes to a buffer no one reads, not to a
+// finished test.
+var testLogs sync.Map // *testing.T -> *testLog
+
+// maxLogLines bounds the log lines a failed test prints.
+const maxLogLines = 400
+
+// testLog is one test's buffered log lines.
+type testLog struct {
+	mu    sync.Mutex
+	lines []string
+	cut   int // lines dropped from the front
+}
+
+// testWriter writes log lines to its test's buffer (testLogs).
 type testWriter struct{ t *testing.T }
 
+func newTestWriter(t *testing.T) testWriter {
+	l := &testLog{}
+	if _, loaded := testLogs.LoadOrStore(t, l); !loaded {
+		t.Cleanup(func() {
+			testLogs.Delete(t)
+			if !t.Failed() {
+				return
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if n := len(l.lines) - maxLogLines; n > 0 {
+				l.lines, l.cut = l.lines[n:], l.cut+n
+			}
+			t.Logf("the nodes' log, its last %d lines (%d before them left out):", len(l.lines), l.cut)
+			for _, line := range l.lines {
+				t.Log(line)
+			}
+		})
+	}
+	return testWriter{t}
+}
+
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
+	v, ok := testLogs.Load(w.t)
+	if !ok {
+		return len(p), nil // the test has ended
+	}
+	l := v.(*testLog)
+	l.mu.Lock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	if len(l.lines) > 2*maxLogLines {
+		n := len(l.lines) - maxLogLines
+		l.lines = append(l.lines[:0], l.lines[n:]...)
+		l.cut += n
+	}
+	l.mu.Unlock()
 	return len(p), nil
 }
 
