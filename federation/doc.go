@@ -24,8 +24,9 @@
 //   - termination: the federation's crawl ends when every live site is
 //     idle and nothing is in flight, detected with Mattern's four-counter
 //     method (two consecutive waves of probes, every site passive in both,
-//     batches sent = batches received and unchanged); the coordinator is
-//     the live site with the smallest name.
+//     batches sent = batches received and unchanged: package termwave,
+//     which a sharded site's waves between its shards use too); the
+//     coordinator is the live site with the smallest name.
 //
 // Sites are listed in a federation file (ReadFile), the same at every site.
 package federation

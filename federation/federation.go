@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/route"
+	"github.com/meridian-crawler/meridian/termwave"
 )
 
 // Options configures a site's federation layer.
@@ -97,10 +98,10 @@ type Fed struct {
 	// gate: what this site's own hosts wait for (handback.go).
 	gate atomic.Pointer[gate]
 
-	lastRecv   atomic.Uint64 // the applied index of the last batch received
-	terminated atomic.Bool   // the federation's crawl has ended
-	ended      atomic.Bool   // and this site may stop (the coordinator told the others)
-	waves      []wave        // the coordinator's last waves
+	lastRecv   atomic.Uint64     // the applied index of the last batch received
+	terminated atomic.Bool       // the federation's crawl has ended
+	ended      atomic.Bool       // and this site may stop (the coordinator told the others)
+	waves      termwave.Detector // the coordinator's termination waves
 
 	// name is the sender's name in batches when it is not o.Self: a
 	// shard's view of its site's federation (Fed.Shard); site is then the

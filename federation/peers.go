@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meridian-crawler/meridian/termwave"
 )
 
 // peer is another site as this node sees it.
@@ -403,18 +405,14 @@ func (f *Fed) probeAll(ctx context.Context) {
 		return
 	}
 	if !complete {
-		f.waves = nil
+		f.waves.Reset()
 		return
 	}
 	w := waveOf(states)
-	if len(f.waves) == 0 || f.waves[len(f.waves)-1].key != w.key || f.waves[len(f.waves)-1].quiet != w.quiet {
-		f.log.Debug("federation: termination wave", "quiet", w.quiet, "counters", w.key, "passive", passives(states))
+	if last, ok := f.waves.Last(); !ok || last.Key != w.Key || last.Quiet != w.Quiet {
+		f.log.Debug("federation: termination wave", "quiet", w.Quiet, "counters", w.Key, "passive", passives(states))
 	}
-	f.waves = append(f.waves, w)
-	if len(f.waves) > 2 {
-		f.waves = f.waves[1:]
-	}
-	if len(f.waves) == 2 && f.waves[0].quiet && f.waves[1].quiet && f.waves[0].key == f.waves[1].key {
+	if f.waves.Observe(w) {
 		f.terminated.Store(true)
 		f.log.Info("federation: the federation's crawl has ended: telling the peers", "waves", 2)
 		f.announce(ctx, peers)
@@ -466,34 +464,15 @@ func (f *Fed) publishDown() {
 	f.down.Store(&m)
 }
 
-// wave is one round of the coordinator's termination probes.
-type wave struct {
-	quiet bool   // every live site passive, and every batch sent applied
-	key   string // the counters, to compare consecutive waves
-}
-
-// waveOf sums up the states of the live sites (Mattern's four counters,
-// per pair of sites).
-func waveOf(states map[string]probeMsg) wave {
-	w := wave{quiet: true}
-	names := slices.Sorted(maps.Keys(states))
-	for _, a := range names {
-		sa := states[a]
-		if !sa.Passive {
-			w.quiet = false
-		}
-		for _, b := range names {
-			if a == b {
-				continue
-			}
-			sent, recv := sa.Sent[b], states[b].Recv[a]
-			if sent != recv {
-				w.quiet = false
-			}
-			w.key += fmt.Sprintf("%s>%s:%d/%d;", a, b, sent, recv)
-		}
+// waveOf reads the states of the live sites into a termination wave
+// (termwave: Mattern's four counters, per pair of sites). Each wave is a
+// round of probes, every answer new.
+func waveOf(states map[string]probeMsg) termwave.Wave {
+	ts := make(map[string]termwave.State, len(states))
+	for name, m := range states {
+		ts[name] = termwave.State{Passive: m.Passive, Sent: m.Sent, Recv: m.Recv}
 	}
-	return w
+	return termwave.Read(ts, nil)
 }
 
 // Status is the federation as this node sees it (site status, /status).

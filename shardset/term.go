@@ -11,15 +11,17 @@ import (
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/termwave"
 )
 
 // When a sharded site's crawl ends. A shard is passive when its leader has
 // nothing to generate, no round in flight (the crawler's IdleIndex) and
 // nothing in its outbox. Each node writes the states of the shards it
 // leads into the meta group every stateEvery; the meta group's leader
-// reads them in waves, and the crawl has ended when two consecutive waves
-// find every shard passive with the same counters (batches applied in
-// every shard, outbox entries acked by every shard: Mattern's four
+// reads them in waves (package termwave, which the federation's waves
+// between sites use too), and the crawl has ended when two consecutive
+// waves find every shard passive with the same counters (batches applied
+// in every shard, outbox entries acked by every shard: Mattern's four
 // counters, summed), each node's record written anew between them. It
 // then writes the end mark, which every shard's Router.Finished reads.
 
@@ -67,7 +69,9 @@ func (s *Set) stateLoop(ctx context.Context) {
 	t := time.NewTicker(stateEvery)
 	defer t.Stop()
 	var seq uint64
-	var prev *wave
+	var waves termwave.Detector
+	var prevMeta uint64 // the last wave's meta index (wave.meta), if havePrev
+	havePrev := false
 	for {
 		seq++
 		if err := s.writeState(ctx, seq); err != nil && ctx.Err() == nil {
@@ -79,27 +83,26 @@ func (s *Set) stateLoop(ctx context.Context) {
 			switch {
 			case err != nil:
 				s.log.Debug("shardset: termination wave", "err", err)
-				prev = nil
+				waves.Reset()
+				havePrev = false
 			case s.fed.on.Load():
 				// In a federation, the site is passive towards it; the
 				// federation's waves end the crawl.
-				quiet := w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w)
 				since := w.meta
-				if prev != nil {
-					since = min(since, prev.meta)
+				if havePrev {
+					since = min(since, prevMeta)
 				}
-				s.setQuiet(quiet, w.sent, since)
+				s.setQuiet(waves.Observe(w.Wave), w.sent, since)
 				s.setBacks(w.backs, w.allBacks)
-				prev = &w
-			case w.quiet && prev != nil && prev.quiet && prev.key == w.key && prev.fresher(w):
+				prevMeta, havePrev = w.meta, true
+			case waves.Observe(w.Wave):
 				if err := s.markFinished(ctx); err != nil {
 					s.log.Warn("shardset: mark the end", "err", err)
 				}
-			default:
-				prev = &w
 			}
 		} else {
-			prev = nil
+			waves.Reset()
+			havePrev = false
 			s.setQuiet(false, nil, 0)
 			s.setBacks(nil, true)
 		}
@@ -208,27 +211,17 @@ type backer interface {
 	HandBacks() (map[string]federation.HandBack, error)
 }
 
-// wave is one reading of every node's record.
+// wave is one reading of every node's record: the shards' states as a
+// termination wave (termwave), numbered by each node's record, and what a
+// federated site's probes need of it.
 type wave struct {
-	quiet bool              // every shard reported, passive, nothing pending
-	key   string            // the shards' counters
-	seqs  map[string]uint64 // each node's record number
-	sent  map[string]uint64 // per other site, the shards' acknowledged entries summed
-	meta  uint64            // the least of the nodes' meta indexes (nodeState.Meta)
+	termwave.Wave
+	sent map[string]uint64 // per other site, the shards' acknowledged entries summed
+	meta uint64            // the least of the nodes' meta indexes (nodeState.Meta)
 	// backs merges the shards' hand-backs (shardState.Backs), by site;
 	// allBacks: every shard's state was read.
 	backs    map[string]federation.HandBack
 	allBacks bool
-}
-
-// fresher reports whether every node's record in w was written after p's.
-func (p *wave) fresher(w wave) bool {
-	for n, q := range w.seqs {
-		if ps, ok := p.seqs[n]; ok && q <= ps {
-			return false
-		}
-	}
-	return true
 }
 
 // memberStates calls fn with the state record of every member of the
@@ -255,7 +248,7 @@ func (s *Set) memberStates(members map[string]string, fn func(node string, ns no
 // writes no more records, and a wave that waited for a newer one from it
 // would never end the crawl while it stays a member of the site.
 func (s *Set) readWave() (wave, error) {
-	w := wave{quiet: true, seqs: map[string]uint64{}, sent: map[string]uint64{}, backs: map[string]federation.HandBack{}, allBacks: true}
+	w := wave{sent: map[string]uint64{}, backs: map[string]federation.HandBack{}, allBacks: true}
 	members, err := s.o.Meta.Members()
 	if err != nil {
 		return w, err
@@ -266,9 +259,10 @@ func (s *Set) readWave() (wave, error) {
 			delete(members, id)
 		}
 	}
+	seqs := map[string]uint64{}
 	states := map[int]shardState{}
 	err = s.memberStates(members, func(node string, ns nodeState) error {
-		w.seqs[node] = ns.Seq
+		seqs[node] = ns.Seq
 		if w.meta == 0 || ns.Meta < w.meta {
 			w.meta = ns.Meta
 		}
@@ -282,25 +276,25 @@ func (s *Set) readWave() (wave, error) {
 	if err != nil {
 		return w, err
 	}
-	var key strings.Builder
+	// A shard's batches to the other shards are counted by its outbox
+	// (Pending: none waiting), not per pair: its counters are totals.
+	ts := make(map[string]termwave.State, s.settings.Shards)
 	for sh := range s.settings.Shards {
 		st, ok := states[sh]
-		if !ok || !st.Passive || st.Pending > 0 {
-			w.quiet = false
-		}
 		if !ok {
 			w.allBacks = false
 		}
 		for site, hb := range st.Backs {
 			w.backs[site] = mergeBack(w.backs[site], hb)
 		}
-		fmt.Fprintf(&key, "%d:%d/%d;", sh, st.Recv, st.Acked)
-		for _, site := range slices.Sorted(maps.Keys(st.Sites)) {
-			fmt.Fprintf(&key, "%s=%d;", site, st.Sites[site])
-			w.sent[site] += st.Sites[site]
+		counters := map[string]uint64{"recv": st.Recv, "acked": st.Acked}
+		for site, n := range st.Sites {
+			counters["site/"+site] = n
+			w.sent[site] += n
 		}
+		ts[GroupID(sh)] = termwave.State{Passive: ok && st.Passive && st.Pending == 0, Counters: counters}
 	}
-	w.key = key.String()
+	w.Wave = termwave.Read(ts, seqs)
 	return w, nil
 }
 
