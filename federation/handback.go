@@ -206,6 +206,9 @@ func (f *Fed) sendFetched(ctx context.Context, site string) (last uint64, urls, 
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
+		if l.unplaced {
+			return nil // not placed: routed to no other site yet
+		}
 		if h := strings.TrimPrefix(k, locPrefix); f.heldFor(h, l, site) {
 			held[h] = l
 		}

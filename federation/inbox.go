@@ -90,9 +90,9 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 		return f.putSharded(ctx, sender, b, locs)
 	}
 	res, err := applyInbound(ctx, f.o.DB, sender, b, func(h string) (bool, error) {
-		_, known, err := f.cachedLoc(h)
-		return known, err
-	})
+		_, placed, err := f.cachedLoc(h)
+		return placed, err // a record of the key alone gets the sender's place
+	}, false)
 	if err != nil || res == nil {
 		if err == nil {
 			f.stats.dupBatches.Add(1)
@@ -123,7 +123,7 @@ func (f *Fed) Put(ctx context.Context, from string, b *Batch) error {
 // one command guarded by that record. A batch applied before (a retry)
 // changes nothing: the result is nil. A batch part of which was applied is
 // refused (ErrRefused): the sender learns what from a probe.
-func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, known func(host string) (bool, error)) (*store.Result, error) {
+func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, known func(host string) (bool, error), fromShard bool) (*store.Result, error) {
 	key := inPrefix + from
 	st := db.Store()
 	for attempt := 0; ; attempt++ {
@@ -145,7 +145,7 @@ func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, kn
 		}
 		cmd := store.NewBatch()
 		cmd.Guard(key, old)
-		if err := fillInbound(cmd, key, in, b, known); err != nil {
+		if err := fillInbound(cmd, key, in, b, known, fromShard); err != nil {
 			return nil, err
 		}
 		res, err := db.Apply(ctx, cmd)
@@ -167,8 +167,11 @@ func applyInbound(ctx context.Context, db *crawldb.DB, from string, b *Batch, kn
 
 // fillInbound adds to cmd what applies b on top of in, the inbound
 // record at key: the puts, the fetched-elsewhere records, the locations of
-// hosts not known, and the record moved on to b.Seq.
-func fillInbound(cmd *store.Batch, key string, in inbound, b *Batch, known func(host string) (bool, error)) error {
+// hosts not known (known), and the record moved on to b.Seq. A batch from
+// another shard of this site (fromShard) places on the globe only the
+// hosts it says are on it: the others are recorded by their key alone
+// (a shard outside a federation knows no more), for a Fed to place later.
+func fillInbound(cmd *store.Batch, key string, in inbound, b *Batch, known func(host string) (bool, error), fromShard bool) error {
 	var cash float64
 	for _, p := range b.Puts {
 		cmd.UpsertCash(p.URL, p.Cash, p.Depth)
@@ -181,7 +184,7 @@ func fillInbound(cmd *store.Batch, key string, in inbound, b *Batch, known func(
 		if ok, err := known(h.Host); err != nil {
 			return err
 		} else if !ok {
-			cmd.PutUser(locPrefix+h.Host, encodeLocation(location{key: h.Key, loc: locOf(h)}))
+			cmd.PutUser(locPrefix+h.Host, encodeLocation(location{key: h.Key, loc: locOf(h), unplaced: fromShard && !h.Known}))
 		}
 	}
 	in.Seq, in.Batches, in.URLs = b.Seq, in.Batches+1, in.URLs+uint64(len(b.Puts))
@@ -189,6 +192,24 @@ func fillInbound(cmd *store.Batch, key string, in inbound, b *Batch, known func(
 	in.Virtual += b.Virtual
 	cmd.PutUser(key, in.encode())
 	return nil
+}
+
+// placedIn reports whether st has a record of host that places it (a
+// site's batch replaces a record of the key alone).
+func placedIn(st *store.Store) func(host string) (bool, error) {
+	return func(h string) (bool, error) {
+		l, ok, err := recordOf(st, h)
+		return ok && !l.unplaced, err
+	}
+}
+
+// recordedIn reports whether st has any record of host (a shard's batch
+// replaces none).
+func recordedIn(st *store.Store) func(host string) (bool, error) {
+	return func(h string) (bool, error) {
+		_, ok, err := recordOf(st, h)
+		return ok, err
+	}
 }
 
 // mine checks that the i-th URL u of a batch (a put or a fetched record)

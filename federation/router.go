@@ -20,7 +20,11 @@ import (
 
 // locPrefix keys a host's location in the crawl database's node table:
 // located once (by this site or by the site that sent its URLs), it is
-// never looked up again.
+// never looked up again. It is a site's one record of where a host is:
+// its politeness key (which names its shard, package shard) and its place
+// on the globe (the federation's partitioner). A site of shards outside a
+// federation records the key alone (PutHostKey: not placed); a Fed that
+// needs the place of such a host looks it up then, keeping the key.
 const locPrefix = "fed/loc/"
 
 // maxPutsPerEntry bounds an outbox entry (and so a batch on the wire).
@@ -33,23 +37,35 @@ const locateWorkers = 16
 type location struct {
 	key string
 	loc partition.Location
+	// unplaced: the key alone is known; no GeoIP lookup placed the host
+	// (PutHostKey, or a shard's batch of a host not on the globe).
+	unplaced bool
 }
 
 func (l location) hostLoc(host string) HostLoc {
 	return HostLoc{Host: host, Key: l.key, Lat: l.loc.Lat, Lon: l.loc.Lon, Known: l.loc.Known}
 }
 
+// Flags in a location record's last byte. A record written before
+// locUnplaced existed is placed (its byte is 0 or 1).
+const (
+	locKnown    = 1 << 0
+	locUnplaced = 1 << 1
+)
+
 func encodeLocation(l location) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(l.key)))
 	b = append(b, l.key...)
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(l.loc.Lat))
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(l.loc.Lon))
+	var flags byte
 	if l.loc.Known {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
+		flags |= locKnown
 	}
-	return b
+	if l.unplaced {
+		flags |= locUnplaced
+	}
+	return append(b, flags)
 }
 
 func decodeLocation(b []byte) (location, error) {
@@ -62,8 +78,44 @@ func decodeLocation(b []byte) (location, error) {
 	b = b[n:]
 	l.loc.Lat = math.Float64frombits(binary.BigEndian.Uint64(b))
 	l.loc.Lon = math.Float64frombits(binary.BigEndian.Uint64(b[8:]))
-	l.loc.Known = b[16] == 1
+	if b[16]&^(locKnown|locUnplaced) != 0 {
+		return location{}, fmt.Errorf("federation: host location record with flags %#x", b[16])
+	}
+	l.loc.Known = b[16]&locKnown != 0
+	l.unplaced = b[16]&locUnplaced != 0
 	return l, nil
+}
+
+// recordOf returns host's location record in st, if it has one (placed
+// or not).
+func recordOf(st *store.Store, host string) (location, bool, error) {
+	v, err := st.User(locPrefix + host)
+	if err != nil || v == nil {
+		return location{}, false, err
+	}
+	l, err := decodeLocation(v)
+	if err != nil {
+		return location{}, false, fmt.Errorf("%s%s: %w", locPrefix, host, err)
+	}
+	return l, true, nil
+}
+
+// ReadHostLoc returns host's location as st records it (the site's one
+// record of it: its politeness key, and its place if it was placed), and
+// whether st has one.
+func ReadHostLoc(st *store.Store, host string) (HostLoc, bool, error) {
+	l, ok, err := recordOf(st, host)
+	if err != nil || !ok {
+		return HostLoc{}, false, err
+	}
+	return l.hostLoc(host), true, nil
+}
+
+// PutHostKey records in b host's politeness key, not placed on the globe
+// (a site of shards routing between its shards): a Fed that needs its
+// place looks it up then, and keeps the key.
+func PutHostKey(b *store.Batch, host, key string) {
+	b.PutUser(locPrefix+host, encodeLocation(location{key: key, unplaced: true}))
 }
 
 // locations is the memory of where hosts are.
@@ -79,15 +131,12 @@ func (f *Fed) cachedLoc(host string) (location, bool, error) {
 	if ok {
 		return l, true, nil
 	}
-	v, err := f.st.User(locPrefix + host)
+	l, ok, err := recordOf(f.st, host)
 	if err != nil {
 		return l, false, fmt.Errorf("federation: location of %s: %w", host, err)
 	}
-	if v == nil {
-		return l, false, nil
-	}
-	if l, err = decodeLocation(v); err != nil {
-		return l, false, err
+	if !ok || l.unplaced {
+		return l, false, nil // not placed: located when routed (locateAll)
 	}
 	f.remember(host, l)
 	return l, true, nil
@@ -150,14 +199,21 @@ func (f *Fed) Owners(ctx context.Context, hosts []string) (map[string]string, er
 func (f *Fed) locateAll(ctx context.Context, hosts []string) (map[string]location, error) {
 	locs := make(map[string]location, len(hosts))
 	var todo []string
+	keep := map[string]string{} // hosts recorded with a key alone: that key
 	for _, h := range hosts {
 		l, ok, err := f.cachedLoc(h)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		switch {
+		case ok:
 			locs[h] = l
-		} else {
+		case l.unplaced:
+			// Its shard routed it by this key: placed now, the key
+			// stays (a host's shard never changes).
+			todo = append(todo, h)
+			keep[h] = l.key
+		default:
 			todo = append(todo, h)
 		}
 	}
@@ -188,6 +244,9 @@ func (f *Fed) locateAll(ctx context.Context, hosts []string) (map[string]locatio
 		}
 		b := store.NewBatch()
 		for i, h := range todo {
+			if k, ok := keep[h]; ok {
+				found[i].key = k
+			}
 			locs[h] = found[i]
 			b.PutUser(locPrefix+h, encodeLocation(found[i]))
 			if b.Len() >= 5000 {

@@ -181,7 +181,7 @@ func (f *Fed) putSharded(ctx context.Context, sender string, b *Batch, locs map[
 	}
 	// Every part is applied: the site's record moves on (the cash is
 	// counted in the shards').
-	res, err := applyInbound(ctx, f.o.DB, sender, &Batch{From: sender, To: f.o.Self, Seq: b.Seq, First: b.First}, func(string) (bool, error) { return true, nil })
+	res, err := applyInbound(ctx, f.o.DB, sender, &Batch{From: sender, To: f.o.Self, Seq: b.Seq, First: b.First}, func(string) (bool, error) { return true, nil }, false)
 	if err != nil || res == nil {
 		return err
 	}
@@ -215,10 +215,7 @@ func ApplyPart(ctx context.Context, db *crawldb.DB, from string, part []byte) er
 	}
 	st := db.Store()
 	key, pkey := inPrefix+from, partPrefix+from
-	known := func(h string) (bool, error) {
-		v, err := st.User(locPrefix + h)
-		return v != nil, err
-	}
+	known := placedIn(st) // a part of another site's batch
 	for attempt := 0; ; attempt++ {
 		old, err := st.User(key)
 		if err != nil {
@@ -254,7 +251,7 @@ func ApplyPart(ctx context.Context, db *crawldb.DB, from string, part []byte) er
 		}
 		cmd := store.NewBatch()
 		cmd.Guard(key, old)
-		if err := fillInbound(cmd, key, in, &sub, known); err != nil {
+		if err := fillInbound(cmd, key, in, &sub, known, false); err != nil {
 			return err
 		}
 		cmd.PutUser(pkey, encodePart(b.First, len(b.ends)))

@@ -29,10 +29,7 @@ func ApplyFrame(ctx context.Context, db *crawldb.DB, from string, frame []byte) 
 		return 0, fmt.Errorf("federation: frame from %s: %w: it says it is from %q", from, ErrRejected, b.From)
 	}
 	st := db.Store()
-	if _, err := applyInbound(ctx, db, from, b, func(h string) (bool, error) {
-		v, err := st.User(locPrefix + h)
-		return v != nil, err
-	}); err != nil {
+	if _, err := applyInbound(ctx, db, from, b, recordedIn(st), true); err != nil {
 		return 0, err
 	}
 	return Applied(st, from)

@@ -73,10 +73,7 @@ func (l LocalShard) Deliver(ctx context.Context, to route.Owner, frame []byte) e
 		return fmt.Errorf("federation: deliver to %s: %w: %w", to, ErrRejected, err)
 	}
 	st := l.DB.Store()
-	_, err = applyInbound(ctx, l.DB, l.From, b, func(h string) (bool, error) {
-		v, err := st.User(locPrefix + h)
-		return v != nil, err
-	})
+	_, err = applyInbound(ctx, l.DB, l.From, b, recordedIn(st), true)
 	if err != nil {
 		return fmt.Errorf("federation: deliver to %s: %w", to, err)
 	}

@@ -289,11 +289,10 @@ echo "== federation file: $DIR/federation.json (partitioner $PARTITIONER, grace 
 start_site() {
 	local s=$1 from=()
 	[ "$GEO" = off ] || from=(--fetch-from "${FROM[$s]}")
-	# --unsharded: each site of the old design (one crawl database), as
-	# the script's figures in bench/README are; a site of shards (the
-	# default) once a federation of them is shown to end on this web every
-	# time (issue 36's note: one run in four did not).
-	setsid "$BIN/site" up --unsharded "${from[@]}" --region "$s" --data "$DIR/$s" --listen 127.0.0.1:0 \
+	# Each site is a site of shards (the default: 24 shards on its one
+	# node). bench/README's figures of this script before issue 36 are
+	# of sites of one crawl database (--unsharded).
+	setsid "$BIN/site" up "${from[@]}" --region "$s" --data "$DIR/$s" --listen 127.0.0.1:0 \
 		--federation "$DIR/federation.json" --certs "$DIR/certs" --geoip "$DIR/geoip.mmdb" \
 		--seeds "$DIR/seeds.txt" --dns "$DNS" --allow-private \
 		--host-delay 200ms --ip-delay 20ms --max-crawl-delay 1s --width 2000 --per-host 10 \
@@ -495,20 +494,44 @@ while read -r _ name up down _; do
 	wan_total=$((wan_total + WANBYTES[$name]))
 done < <(grep '^bytes ' "$DIR/wan.log" || true)
 
+# round_files SITE: the site's round statistics: one file for a site of
+# one crawl database, one per shard for a site of shards.
+round_files() {
+	shopt -s nullglob
+	local files=("$DIR/$1"/stats/rounds.jsonl "$DIR/$1"/shards/*/stats/rounds.jsonl)
+	shopt -u nullglob
+	local f
+	for f in "${files[@]}"; do
+		[ ! -s "$f" ] || echo "$f"
+	done
+}
+
 # pages SITE: the pages the site's crawl database holds as fetched, from
 # the progress line the site printed last (when it exited); else the pages
-# fetched in each of its rounds, summed.
+# fetched in each of its rounds (of every shard), summed.
 pages() {
-	local f=$DIR/$1/stats/rounds.jsonl n
+	local n files
 	n=$(sed -n 's/.*| db [0-9]* URLs, frontier [0-9]*, fetched \([0-9]*\) |.*/\1/p' "$DIR/$1.log" 2>/dev/null | tail -1)
 	[ -z "$n" ] || { echo "$n"; return; }
-	[ -s "$f" ] || { echo 0; return; }
+	mapfile -t files < <(round_files "$1")
+	[ ${#files[@]} -gt 0 ] || { echo 0; return; }
 	case $PARSER in
-	python3) python3 -c 'import json, sys; print(sum((json.loads(l).get("by_status") or {}).get("fetched", 0) for l in open(sys.argv[1]) if l.strip()))' "$f" ;;
-	jq) jq -s 'map(.by_status.fetched // 0) | add // 0' "$f" ;;
-	*) awk '{ i = index($0, "\"by_status\":{"); s = substr($0, i); s = substr(s, 1, index(s, "}"));
-		if (match(s, /"fetched":[0-9]+/)) n += substr(s, RSTART + 10, RLENGTH - 10) } END { print n + 0 }' "$f" ;;
+	python3) python3 -c 'import json, sys; print(sum((json.loads(l).get("by_status") or {}).get("fetched", 0) for f in sys.argv[1:] for l in open(f) if l.strip()))' "${files[@]}" ;;
+	jq) jq -s 'map(.by_status.fetched // 0) | add // 0' "${files[@]}" ;;
+	*) cat "${files[@]}" | awk '{ i = index($0, "\"by_status\":{"); s = substr($0, i); s = substr(s, 1, index(s, "}"));
+		if (match(s, /"fetched":[0-9]+/)) n += substr(s, RSTART + 10, RLENGTH - 10) } END { print n + 0 }' ;;
 	esac
+}
+
+# rounds SITE: the rounds the site ran: of a site of shards, the most any
+# one shard ran.
+rounds() {
+	local f n most=0
+	while read -r f; do
+		n=$(wc -l <"$f")
+		[ "$n" -le "$most" ] || most=$n
+	done < <(round_files "$1")
+	echo "$most"
 }
 
 echo "== summary ($DIR)"
@@ -517,8 +540,7 @@ total_pages=0
 for s in "${SITES[@]}"; do
 	p=$(pages "$s")
 	total_pages=$((total_pages + p))
-	r=0
-	[ ! -s "$DIR/$s/stats/rounds.jsonl" ] || r=$(wc -l <"$DIR/$s/stats/rounds.jsonl")
+	r=$(rounds "$s")
 	shopt -s nullglob
 	warcs=("$DIR/$s"/warc/*.warc*)
 	shopt -u nullglob

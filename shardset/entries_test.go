@@ -31,7 +31,9 @@ func TestEntriesFitTheOutbox(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &Router{sh: 1}
-			keys := map[string]string{}
+			// Every other host placed on the globe (in a federation): the
+			// entries carry the place as well as the key.
+			keys := map[string]federation.HostLoc{}
 			var urls []route.Remote
 			pad := make([]byte, tt.suffix)
 			for i := range pad {
@@ -40,7 +42,11 @@ func TestEntriesFitTheOutbox(t *testing.T) {
 			first := 0 // bytes of the URLs an entry of 4,096 would hold
 			for i := 0; i < tt.urls; i++ {
 				h := fmt.Sprintf("h%d.example.test", i%tt.hosts)
-				keys[h] = "key-" + h
+				l := federation.HostLoc{Key: "key-" + h}
+				if i%tt.hosts%2 == 1 {
+					l.Lat, l.Lon, l.Known = 48.85, 2.35, true
+				}
+				keys[h] = l
 				u := route.Remote{URL: fmt.Sprintf("http://%s/p/%d/%s", h, i, pad), Cash: 1 / float64(i+1), Depth: uint32(i % 7)}
 				urls = append(urls, u)
 				if i < 4096 {
@@ -65,9 +71,9 @@ func TestEntriesFitTheOutbox(t *testing.T) {
 				if eb.From != GroupID(1) || eb.To != GroupID(2) {
 					t.Errorf("entry %d: from %q to %q, want %q to %q", i, eb.From, eb.To, GroupID(1), GroupID(2))
 				}
-				located := map[string]string{}
+				located := map[string]federation.HostLoc{}
 				for _, hl := range eb.Hosts {
-					located[hl.Host] = hl.Key
+					located[hl.Host] = hl
 				}
 				for _, p := range eb.Puts {
 					if next >= len(urls) {
@@ -78,8 +84,10 @@ func TestEntriesFitTheOutbox(t *testing.T) {
 						t.Fatalf("entry %d: put %+v, want URL %d %+v", i, p, next, want)
 					}
 					h := crawl.HostOf(p.URL)
-					if located[h] != keys[h] {
-						t.Fatalf("entry %d: host %s has key %q, want %q", i, h, located[h], keys[h])
+					wantLoc := keys[h]
+					wantLoc.Host = h
+					if located[h] != wantLoc {
+						t.Fatalf("entry %d: host %s located %+v, want %+v", i, h, located[h], wantLoc)
 					}
 					next++
 				}

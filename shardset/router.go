@@ -16,9 +16,10 @@ import (
 	"github.com/meridian-crawler/meridian/shard"
 )
 
-// keyPrefix keys a host's politeness key in the crawl database of the
-// shard that routed it (user keys): located once, a host's shard never
-// changes, so an update prepared again routes the same.
+// keyPrefix keyed a host's politeness key in the crawl database of the
+// shard that routed it, before the site's one record of where a host is
+// (federation.ReadHostLoc) held it: read where that record is missing, in
+// data written before, never written.
 const keyPrefix = "shardset/key/"
 
 // outboxOwner names shard t in a shard's outbox.
@@ -46,7 +47,7 @@ type Router struct {
 	db  *crawldb.DB
 
 	mu   sync.Mutex
-	keys map[string]string // host → politeness key, as recorded
+	locs map[string]federation.HostLoc // host → its location record (key, and place in a federation)
 
 	fed *federation.Shard // in a federation (NewFedRouter): other sites' URLs
 }
@@ -54,7 +55,7 @@ type Router struct {
 // NewRouter returns shard sh's router; locate gives a host's politeness
 // key (partition.Key of its addresses).
 func (s *Set) NewRouter(sh int, db *crawldb.DB) *Router {
-	return &Router{set: s, sh: sh, db: db, keys: map[string]string{}}
+	return &Router{set: s, sh: sh, db: db, locs: map[string]federation.HostLoc{}}
 }
 
 // Route keeps this shard's URLs and writes the others into b as outbox
@@ -87,77 +88,91 @@ func (r *Router) Route(ctx context.Context, urls []route.Remote, b *store.Batch)
 func (r *Router) route(ctx context.Context, urls []route.Remote, b *store.Batch) ([]route.Remote, route.Sent, error) {
 	var local []route.Remote
 	by := map[int][]route.Remote{}
-	keys := map[string]string{}
+	locs := map[string]federation.HostLoc{}
 	var sent route.Sent
 	var cash opic.Sum
 	for _, u := range urls {
 		h := crawl.HostOf(u.URL)
-		k, err := r.key(ctx, h, b)
+		l, err := r.loc(ctx, h, b)
 		if err != nil {
 			return nil, route.Sent{}, err
 		}
-		t := shard.Of(k, r.set.settings.Shards)
+		t := shard.Of(l.Key, r.set.settings.Shards)
 		if t == r.sh {
 			local = append(local, u)
 			continue
 		}
-		keys[h] = k
+		locs[h] = l
 		by[t] = append(by[t], u)
 		sent.URLs++
 		cash.Add(u.Cash)
 	}
 	sent.Cash = cash.Value()
 	for _, t := range slices.Sorted(maps.Keys(by)) {
-		for _, e := range r.entries(t, by[t], keys) {
+		for _, e := range r.entries(t, by[t], locs) {
 			b.OutboxEnqueue(outboxOwner(t), e)
 		}
 	}
 	return local, sent, nil
 }
 
-// key returns host's politeness key: recorded, or located now and
-// recorded in b.
-func (r *Router) key(ctx context.Context, host string, b *store.Batch) (string, error) {
+// loc returns host's location record (federation.ReadHostLoc): its
+// politeness key, which names its shard, and in a federation its place,
+// which the federation's routing (run first) recorded; a host with no
+// record is located now and its key recorded in b (federation.PutHostKey).
+// Located once, a host's shard never changes, so an update prepared again
+// routes the same.
+func (r *Router) loc(ctx context.Context, host string, b *store.Batch) (federation.HostLoc, error) {
 	r.mu.Lock()
-	k, ok := r.keys[host]
+	l, ok := r.locs[host]
 	r.mu.Unlock()
 	if ok {
-		return k, nil
+		return l, nil
 	}
-	v, err := r.db.Store().User(keyPrefix + host)
+	st := r.db.Store()
+	l, ok, err := federation.ReadHostLoc(st, host)
 	if err != nil {
-		return "", fmt.Errorf("shardset: key of %s: %w", host, err)
+		return l, fmt.Errorf("shardset: location of %s: %w", host, err)
 	}
-	if v != nil {
-		k = string(v)
-	} else {
-		if k, err = r.set.locate(ctx, host); err != nil {
-			return "", fmt.Errorf("shardset: key of %s: %w", host, err)
+	if !ok {
+		l = federation.HostLoc{Host: host}
+		v, err := st.User(keyPrefix + host) // data written before the one record
+		if err != nil {
+			return l, fmt.Errorf("shardset: key of %s: %w", host, err)
 		}
-		b.PutUser(keyPrefix+host, []byte(k))
+		if v != nil {
+			l.Key = string(v)
+		} else {
+			if l.Key, err = r.set.locate(ctx, host); err != nil {
+				return l, fmt.Errorf("shardset: key of %s: %w", host, err)
+			}
+			federation.PutHostKey(b, host, l.Key)
+		}
 	}
 	r.mu.Lock()
-	if len(r.keys) >= maxKeys {
-		clear(r.keys)
+	if len(r.locs) >= maxKeys {
+		clear(r.locs)
 	}
-	r.keys[host] = k
+	r.locs[host] = l
 	r.mu.Unlock()
-	return k, nil
+	return l, nil
 }
 
 // maxKeys bounds a router's memory of keys.
 const maxKeys = 1 << 20
 
 // entries cuts urls for shard t into encoded outbox entries (federation
-// wire batches) with their hosts' keys, bounded in bytes as well as in
-// URLs (federation.CutEntries), so that an entry always fits the crawl
-// database's limit on one, however many URLs an update sends a shard.
-func (r *Router) entries(t int, urls []route.Remote, keys map[string]string) [][]byte {
+// wire batches) with their hosts' locations (the key, and in a federation
+// the place, so that the shard that takes them records where the host is
+// as this one does, and its federation routes the host as this one), bounded in bytes as well
+// as in URLs (federation.CutEntries), so that an entry always fits the
+// crawl database's limit on one, however many URLs an update sends a shard.
+func (r *Router) entries(t int, urls []route.Remote, locs map[string]federation.HostLoc) [][]byte {
 	puts := make([]federation.Put, len(urls))
 	for i, u := range urls {
 		puts[i] = federation.Put{URL: u.URL, Cash: u.Cash, Depth: u.Depth}
 	}
-	loc := func(h string) (federation.HostLoc, bool) { return federation.HostLoc{Host: h, Key: keys[h]}, true }
+	loc := func(h string) (federation.HostLoc, bool) { l := locs[h]; l.Host = h; return l, true }
 	return federation.CutEntries(GroupID(r.sh), GroupID(t), len(puts), func(i int) string { return puts[i].URL }, 24, loc,
 		func(b *federation.Batch, lo, hi int) { b.Puts = puts[lo:hi] })
 }
