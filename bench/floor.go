@@ -32,6 +32,29 @@ type Floor struct {
 	// Ratio is the crawl's time to exhaustion (first round's start to last
 	// round's end) over S; 0 if the crawl did not run to exhaustion.
 	Ratio float64 `json:"ratio,omitempty"`
+	// Timeline is when the host that sets the floor was fetched (from the
+	// WARC files, when they are scanned; not for an address's floor).
+	Timeline *FloorTimeline `json:"timeline,omitempty"`
+}
+
+// FloorTimeline is when the host that sets the floor was fetched, in
+// seconds from the measured window's start: a crawl ends later than its
+// floor by the time that host started late, the time it had no URL to
+// fetch (its gaps beyond its delay) and the time after its last fetch.
+type FloorTimeline struct {
+	Fetches int     `json:"fetches"` // its responses in the WARC files
+	FirstS  float64 `json:"first_s"` // its first response (WARC-Date: to the second)
+	LastS   float64 `json:"last_s"`  // its last
+	// Gaps, GapS: the pauses between two of its responses longer than
+	// its delay and a second (WARC-Date's resolution), and their time
+	// beyond the delay; LongestS and LongestAtS the longest such excess
+	// and when its pause began.
+	Gaps       int     `json:"gaps"`
+	GapS       float64 `json:"gap_s"`
+	LongestS   float64 `json:"longest_gap_s"`
+	LongestAtS float64 `json:"longest_gap_at_s"`
+	// PerMinute counts its responses in each minute of the window.
+	PerMinute []int `json:"per_minute"`
 }
 
 // PolitenessFloor computes the floor of web w from its truth (URLs counted

@@ -111,9 +111,12 @@ type siteRun struct {
 	dir  string
 	data string
 	web  *synth.Web
-	sim  *simProc
-	site *proc
-	log  *os.File // the site's output (and the in-process logs)
+	// winStart is the measured window's start (the first round's), once
+	// collected: the floor host's timeline counts from it.
+	winStart time.Time
+	sim      *simProc
+	site     *proc
+	log      *os.File // the site's output (and the in-process logs)
 
 	samples []sample
 	started time.Time // the site's start
@@ -317,6 +320,7 @@ func (r *siteRun) collect(ctx context.Context, res *SiteResult, ending string) e
 	}
 	res.Exit = crawlExit(ending, p.said(exhaustedLine), r.cfg.Rounds, len(stats))
 	winStart, winEnd := res.table(stats, r.started)
+	r.winStart = winStart
 
 	// websim's view, before it is stopped.
 	snap, err := fetchSnapshot(ctx, r.sim.admin)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,13 +114,53 @@ func (r *siteRun) check(ctx context.Context, res *SiteResult) error {
 	}
 	res.Floor = &f
 	if r.cfg.ScanWARC {
-		w, err := scanWARC(ctx, filepath.Join(r.data, "warc"))
+		host := ""
+		if !strings.HasPrefix(f.By, "ip ") {
+			host = f.By
+		}
+		w, at, err := scanWARCHost(ctx, filepath.Join(r.data, "warc"), host)
 		if err != nil {
 			return err
 		}
 		res.WARC = &w
+		if host != "" && !r.winStart.IsZero() {
+			f.Timeline = floorTimeline(at, r.winStart, time.Duration(f.DelayS*float64(time.Second)))
+		}
 	}
 	return nil
+}
+
+// floorTimeline sums up when the host that sets the floor was fetched
+// (at: its responses' WARC-Dates, to the second), from the window's start.
+func floorTimeline(at []time.Time, start time.Time, delay time.Duration) *FloorTimeline {
+	if len(at) == 0 {
+		return nil
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	tl := &FloorTimeline{Fetches: len(at), FirstS: at[0].Sub(start).Seconds(), LastS: at[len(at)-1].Sub(start).Seconds()}
+	// WARC-Date is to the second: a gap counts from a second beyond the
+	// delay, and only that excess is idle time.
+	slack := delay + time.Second
+	for i := 1; i < len(at); i++ {
+		d := at[i].Sub(at[i-1])
+		if d <= slack {
+			continue
+		}
+		excess := (d - delay).Seconds()
+		tl.Gaps++
+		tl.GapS += excess
+		if excess > tl.LongestS {
+			tl.LongestS, tl.LongestAtS = excess, at[i-1].Sub(start).Seconds()
+		}
+	}
+	for _, t := range at {
+		m := max(0, int(t.Sub(start)/time.Minute))
+		for len(tl.PerMinute) <= m {
+			tl.PerMinute = append(tl.PerMinute, 0)
+		}
+		tl.PerMinute[m]++
+	}
+	return tl
 }
 
 // compactTruth is crawlcheck.Truth with every string interned and outlinks
@@ -156,10 +198,18 @@ func compactTruth(w *synth.Web) ([]synth.Record, error) {
 
 // scanWARC counts the response records in dir's WARC files by URL.
 func scanWARC(ctx context.Context, dir string) (WARCStats, error) {
+	st, _, err := scanWARCHost(ctx, dir, "")
+	return st, err
+}
+
+// scanWARCHost is scanWARC that also returns the WARC-Dates of host's
+// responses (none for host "").
+func scanWARCHost(ctx context.Context, dir, host string) (WARCStats, []time.Time, error) {
 	var st WARCStats
+	var at []time.Time
 	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	if err != nil {
-		return st, fmt.Errorf("bench: %w", err)
+		return st, nil, fmt.Errorf("bench: %w", err)
 	}
 	open, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz.open")) // left by a site that was killed
 	files = append(files, open...)
@@ -168,10 +218,10 @@ func scanWARC(ctx context.Context, dir string) (WARCStats, error) {
 	byURL := map[string][]int{}
 	for _, path := range files {
 		if err := ctx.Err(); err != nil {
-			return st, fmt.Errorf("bench: scan WARC files: %w", err)
+			return st, nil, fmt.Errorf("bench: scan WARC files: %w", err)
 		}
-		if err := scanWARCFile(path, byURL, &st); err != nil {
-			return st, err
+		if err := scanWARCFile(path, byURL, &st, host, &at); err != nil {
+			return st, nil, err
 		}
 	}
 	st.URLs = len(byURL)
@@ -210,7 +260,7 @@ func scanWARC(ctx context.Context, dir string) (WARCStats, error) {
 	}
 	sort.Strings(examples)
 	st.Examples = examples[:min(len(examples), maxDupExamples)]
-	return st, nil
+	return st, at, nil
 }
 
 // warcOptions make gowarc lenient (a torn or odd record still counts) but
@@ -227,8 +277,9 @@ var warcOptions = []gowarc.WarcRecordOption{
 const truncatedMark = 1000
 
 // scanWARCFile adds the statuses of path's response records to byURL
-// (-1: no HTTP status could be read; truncatedMark added: truncated).
-func scanWARCFile(path string, byURL map[string][]int, st *WARCStats) error {
+// (-1: no HTTP status could be read; truncatedMark added: truncated), and
+// the WARC-Dates of host's responses to at.
+func scanWARCFile(path string, byURL map[string][]int, st *WARCStats, host string, at *[]time.Time) error {
 	rd, err := gowarc.NewWarcFileReader(path, 0, warcOptions...)
 	if err != nil {
 		return fmt.Errorf("bench: open %s: %w", path, err)
@@ -265,6 +316,11 @@ func scanWARCFile(path string, byURL map[string][]int, st *WARCStats) error {
 				code += truncatedMark
 			}
 			byURL[u] = append(byURL[u], code)
+			if pu, err := url.Parse(u); host != "" && err == nil && pu.Hostname() == host {
+				if t, err := time.Parse(time.RFC3339Nano, wr.WarcHeader().Get(gowarc.WarcDate)); err == nil {
+					*at = append(*at, t)
+				}
+			}
 		}
 		rec.Close()
 	}

@@ -65,6 +65,10 @@ func (r SiteResult) Report(cfg SiteConfig) string {
 			p("; time to exhaustion %.1fs = %.2f× the floor", r.WindowS, f.Ratio)
 		}
 		p("\n")
+		if tl := f.Timeline; tl != nil {
+			p("  floor host   %d responses from %.0fs to %.0fs of the window; %.0fs in %d pauses beyond its delay (longest %.0fs, at %.0fs); per minute: %s\n",
+				tl.Fetches, tl.FirstS, tl.LastS, tl.GapS, tl.Gaps, tl.LongestS, tl.LongestAtS, strings.Trim(fmt.Sprint(tl.PerMinute), "[]"))
+		}
 	}
 	for _, s := range r.BreachSample[:min(len(r.BreachSample), 10)] {
 		p("               %s\n", s)

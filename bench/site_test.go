@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -192,5 +193,58 @@ func TestScanWARC(t *testing.T) {
 	}
 	if st.Files < 2 {
 		t.Errorf("files = %d, want several (MaxSize 2048)", st.Files)
+	}
+	for _, tc := range []struct {
+		host string
+		want int
+	}{{"a.test", len(ex)}, {"b.test", 0}, {"", 0}} {
+		_, at, err := scanWARCHost(context.Background(), dir, tc.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(at) != tc.want {
+			t.Errorf("host %q: %d response dates, want %d", tc.host, len(at), tc.want)
+		}
+		for _, d := range at {
+			if time.Since(d) > time.Hour || time.Until(d) > time.Minute {
+				t.Errorf("host %q: response dated %v, not when the test wrote it", tc.host, d)
+				break
+			}
+		}
+	}
+}
+
+// TestFloorTimeline: the floor host's pauses beyond its delay (and the
+// second of WARC-Date's resolution), when it started and ended, and its
+// responses per minute of the window.
+func TestFloorTimeline(t *testing.T) {
+	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(secs ...int) []time.Time {
+		var out []time.Time
+		for _, s := range secs {
+			out = append(out, start.Add(time.Duration(s)*time.Second))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		at    []time.Time
+		delay time.Duration
+		want  *FloorTimeline
+	}{
+		{"none", nil, 2 * time.Second, nil},
+		{"steady at its delay", at(5, 7, 9, 11), 2 * time.Second,
+			&FloorTimeline{Fetches: 4, FirstS: 5, LastS: 11, PerMinute: []int{4}}},
+		{"a second of jitter is no pause", at(5, 8, 10), 2 * time.Second,
+			&FloorTimeline{Fetches: 3, FirstS: 5, LastS: 10, PerMinute: []int{3}}},
+		{"two pauses, out of order", at(70, 5, 7, 17, 19), 2 * time.Second,
+			&FloorTimeline{Fetches: 5, FirstS: 5, LastS: 70, Gaps: 2, GapS: 8 + 49, LongestS: 49, LongestAtS: 19, PerMinute: []int{4, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := floorTimeline(tc.at, start, tc.delay)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("floorTimeline = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -195,8 +195,18 @@ func (f *Fed) Shutdown(ctx context.Context) error {
 }
 
 // Finished reports whether the federation's crawl has ended (see
-// route.Router).
+// route.Ending).
 func (f *Fed) Finished() bool { return f.ended.Load() }
+
+// What a Fed and a shard's sender are to the rounds, besides routers: the
+// rounds use each interface their Router implements, so these say it.
+var (
+	_ route.Inbound  = (*Fed)(nil)
+	_ route.Ending   = (*Fed)(nil)
+	_ route.HandBack = (*Fed)(nil)
+	_ route.Ending   = (*Shard)(nil)
+	_ route.HandBack = (*Shard)(nil)
+)
 
 // CacheStats returns the URL-sent cache's hits and lookups on this node.
 func (f *Fed) CacheStats() (hits, lookups int64) { return f.stats.hits.Load(), f.stats.lookups.Load() }

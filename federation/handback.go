@@ -379,7 +379,7 @@ func (f *Fed) markedHosts() (map[string]bool, error) {
 
 // Waiting reports whether host, this site's, waits for the peer that held
 // it while this site was down to hand back the URLs it fetched of it (see
-// route.Router): generate leaves it in the frontier, and Away drops its
+// route.HandBack): generate leaves it in the frontier, and Away drops its
 // jobs. A host this site never located waits while any peer is waited for.
 // A shard's view (Fed.Shard) waits for the peers its site waits for, and
 // for its own marked hosts.

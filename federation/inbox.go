@@ -238,7 +238,7 @@ func locOf(h HostLoc) partition.Location {
 }
 
 // Inbound returns the cash other sites have sent here so far (see
-// route.Router).
+// route.Inbound).
 func (f *Fed) Inbound() (puts, virtual float64, err error) {
 	err = f.st.UserScan(inPrefix, func(k string, v []byte) error {
 		in, err := decodeInbound(v)

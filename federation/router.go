@@ -355,7 +355,7 @@ func (f *Fed) enqueue(b *store.Batch, owner string, urls []route.Remote, locs ma
 
 // Returned names the hosts, among hosts (this site's frontier), that
 // another site owns as this site sees the federation now, with that site
-// (see route.Router): hosts this site took over while their owner was
+// (see route.HandBack): hosts this site took over while their owner was
 // down, now that it is back. A host never located is this site's.
 func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]route.Owner, error) {
 	var out map[string]route.Owner
@@ -379,7 +379,7 @@ func (f *Fed) Returned(_ context.Context, hosts []string) (map[string]route.Owne
 
 // Away reports whether host is another site's now although this site may
 // hold it (only after a site came back), or is this site's and waits for
-// the site that held it to hand it back (Waiting) (see route.Router).
+// the site that held it to hand it back (Waiting) (see route.HandBack).
 func (f *Fed) Away(host string) bool {
 	if f.Waiting(host) {
 		return true

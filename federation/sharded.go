@@ -451,7 +451,7 @@ func (s *Shard) Route(ctx context.Context, urls []route.Remote, b *store.Batch) 
 func (s *Shard) Finished() bool { return s.site.Finished() }
 
 // Waiting reports whether host, this site's, waits for a hand-back (see
-// route.Router): while a peer that may hold it has not handed it back (the
+// route.HandBack): while a peer that may hold it has not handed it back (the
 // site's gate, fed by the probes), or while URLs of it that this shard
 // generated in a round in flight are marked as fetched elsewhere (the
 // shard's own, looked at by Step).
@@ -462,7 +462,7 @@ func (s *Shard) Waiting(host string) bool { return s.f.Waiting(host) }
 func (s *Shard) Away(host string) bool { return s.f.Away(host) }
 
 // Returned names, among hosts, those the shard held for a site that is
-// back (see route.Router, Fed.Returned).
+// back (see route.HandBack, Fed.Returned).
 func (s *Shard) Returned(ctx context.Context, hosts []string) (map[string]route.Owner, error) {
 	return s.f.Returned(ctx, hosts)
 }

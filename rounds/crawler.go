@@ -162,11 +162,14 @@ type Options struct {
 	// gets its share; 0 → 1.
 	Shards int
 
-	// Router, for a site in a federation, routes the URLs the update
-	// finds to the crawl database that owns them (route.Router.Route):
-	// those of other sites go to their outboxes instead of the frontier,
-	// and the crawl ends only when the federation's does. nil: every URL
-	// is this site's.
+	// Router, for a shard of a site or a site in a federation, routes the
+	// URLs the update finds to the crawl database that owns them
+	// (route.Router): those of other shards and sites go to their
+	// outboxes instead of the frontier. A Router that is also a
+	// route.Inbound has the cash others sent counted in, a route.Ending
+	// ends the crawl only when the whole crawl has ended, a
+	// route.HandBack hands hosts back to their owner. nil: every URL is
+	// this crawl database's.
 	Router route.Router
 
 	// OnRound, if set, receives each round's statistics when it completes,
@@ -175,6 +178,13 @@ type Options struct {
 	OnRound func(RoundStats)
 	Logger  *slog.Logger
 	Now     func() time.Time
+}
+
+// setRouter notes what c's Router is besides a router.
+func (c *Crawler) setRouter() {
+	c.inbound, _ = c.o.Router.(route.Inbound)
+	c.ending, _ = c.o.Router.(route.Ending)
+	c.backs, _ = c.o.Router.(route.HandBack)
 }
 
 // ErrBadOptions is wrapped by Validate's errors.
@@ -312,6 +322,11 @@ type Crawler struct {
 	log     *slog.Logger
 	id      string
 	started time.Time
+	// What the Router is besides (route.Inbound, route.Ending,
+	// route.HandBack: backs), nil where it is not one (setRouter).
+	inbound route.Inbound
+	ending  route.Ending
+	backs   route.HandBack
 
 	// stateMu orders the writers of the round state (generate, a fetch
 	// ending, an update retiring its round, finish): each copies the
@@ -389,6 +404,7 @@ func New(o Options) (*Crawler, error) {
 		phase:  "idle",
 		genDur: map[uint64]time.Duration{},
 	}
+	c.setRouter()
 	c.hosts = newHostStore(c)
 	if c.o.Revisits > 0 {
 		c.links = newLinkStore(c.o.LinkMemory)

@@ -437,10 +437,10 @@ func (l *leader) readFrontier(now time.Time, span time.Duration, tail bool) (fro
 	rd := frontierRead{paces: map[string]hostPace{}}
 	lim := c.limits()
 	b := plan.Budgets{PerHost: lim.perHost, HostDelay: c.o.HostDelay, IPDelay: c.o.IPDelay, Now: now, Span: span, Lead: l.refillLead(), Tail: tail}
-	r := c.o.Router
+	r := c.backs
 	budget := func(host string) int {
 		// A host that waits for another site's hand-back (see
-		// Router.Waiting) gets nothing: its record is not read.
+		// route.HandBack.Waiting) gets nothing: its record is not read.
 		if c.blocked(host) {
 			return 0 // the operator's block (control.Host)
 		}
@@ -475,7 +475,7 @@ const handBackChunk = 2048
 // returned asks the router which hosts of the frontier entries their owner
 // has taken back.
 func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[string]route.Owner, error) {
-	if c.o.Router == nil || len(fr) == 0 {
+	if c.backs == nil || len(fr) == 0 {
 		return nil, nil
 	}
 	var hosts []string
@@ -484,7 +484,7 @@ func (c *Crawler) returned(ctx context.Context, fr []store.FrontierEntry) (map[s
 			hosts = append(hosts, e.Host)
 		}
 	}
-	m, err := c.o.Router.Returned(ctx, hosts)
+	m, err := c.backs.Returned(ctx, hosts)
 	if err != nil {
 		return nil, fmt.Errorf("rounds: generate: hosts taken back: %w", err)
 	}

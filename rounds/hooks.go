@@ -110,7 +110,7 @@ func (n *nodeSide) openPartLocked() *nodePart {
 // part that moved cannot start however late the watch sees the move. In a
 // federation, jobs of hosts their owner has taken back are dropped too.
 func (c *Crawler) skip(j *fetcher.Job) bool {
-	if r := c.o.Router; r != nil && r.Away(j.Host) {
+	if r := c.backs; r != nil && r.Away(j.Host) {
 		return true
 	}
 	if c.o.Solo && !c.db.IsLeader() {

@@ -492,7 +492,7 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		return nil
 	}
 	es := plan.EndState{Active: active, LimitReached: limit, FrontierEmpty: l.frontierEmpty,
-		Retrying: !l.retryAt.IsZero(), Federated: c.o.Router != nil}
+		Retrying: !l.retryAt.IsZero(), Federated: c.ending != nil}
 	if plan.NeedsBackoff(es) {
 		if es.BackingOff, err = c.backingOff(); err != nil {
 			return err
@@ -506,7 +506,7 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 			// In a federation the crawl ends when every site's does:
 			// until then URLs may still arrive here.
 			c.idleIndex.Store(max(l.genIndex, 1))
-			es.FederationDone = c.o.Router.Finished()
+			es.FederationDone = c.ending.Finished()
 		}
 	}
 	switch v := plan.End(es); v {

@@ -72,6 +72,7 @@ func TestUpdateRoutes(t *testing.T) {
 		t.Fatalf("%d local and %d remote targets: the test needs both", wantLocal, wantSent)
 	}
 	c := &Crawler{o: Options{Router: fed, BatchOps: 100}}
+	c.setRouter()
 	newBatch := func() *store.Batch { return store.NewBatch() }
 	prepare := func() (int, [][]byte, float64) {
 		t.Helper()

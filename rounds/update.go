@@ -176,7 +176,7 @@ func (c *Crawler) update(ctx context.Context, round uint64) (RoundStats, error) 
 	s.Virtual = tr.Virtual
 	s.Spent += tr.Spent
 	s.Sent += tr.Sent
-	if r := c.o.Router; r != nil {
+	if r := c.inbound; r != nil {
 		// Cash other sites sent for the virtual page joins it now.
 		puts, virt, err := r.Inbound()
 		if err != nil {
@@ -278,7 +278,7 @@ func (c *Crawler) cashError() (float64, error) {
 	var off float64
 	for attempt := 0; attempt < 5; attempt++ {
 		var before, after float64
-		if r := c.o.Router; r != nil {
+		if r := c.inbound; r != nil {
 			var err error
 			if before, _, err = r.Inbound(); err != nil {
 				return 0, fmt.Errorf("rounds: check cash: %w", err)
@@ -292,7 +292,7 @@ func (c *Crawler) cashError() (float64, error) {
 			return 0, fmt.Errorf("rounds: check cash: %w", err)
 		}
 		cash.Add(s.Virtual)
-		if r := c.o.Router; r != nil {
+		if r := c.inbound; r != nil {
 			after, _, _ = r.Inbound()
 		}
 		in := s.Injected + after + s.VirtualIn - s.Sent

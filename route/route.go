@@ -68,7 +68,10 @@ type Sent struct {
 	Cash float64
 }
 
-// Router is what the rounds need of the routing layer.
+// Router routes the URLs a crawl database does not keep. It does that
+// and nothing else; what else the routing layer tells the rounds is in
+// the small interfaces below, which a Router may also implement (the
+// rounds use each one it does: Inbound, Ending, HandBack).
 type Router interface {
 	// Route keeps, from urls, those of this shard (returned in their
 	// order) and writes the others into b as outbox entries for their
@@ -80,13 +83,31 @@ type Router interface {
 	// URL-sent cache), unless Moved, is not sent again: its cash goes to
 	// its owner's virtual page.
 	Route(ctx context.Context, urls []Remote, b *store.Batch) (local []Remote, sent Sent, err error)
+}
+
+// Inbound counts what others sent a crawl database: a Router whose
+// crawl database receives URLs from others (shards, sites) is one, so
+// that the rounds count that cash in.
+type Inbound interface {
 	// Inbound returns the cash others have sent this crawl database so
 	// far, in all: on URLs (already in it) and for the virtual page (taken
 	// into it by the next update).
 	Inbound() (puts, virtual float64, err error)
-	// Finished reports whether the federation's crawl has ended; asked
-	// while this site has nothing left to do.
+}
+
+// Ending says when a crawl spread over several crawl databases has
+// ended (package termwave): a Router that is one makes the rounds wait
+// for it once their own crawl database has nothing left to do.
+type Ending interface {
+	// Finished reports whether the whole crawl (the site's shards, the
+	// federation's sites) has ended; asked while this crawl database has
+	// nothing left to do.
 	Finished() bool
+}
+
+// HandBack is a federation's hand-back of hosts held for a site that was
+// down (docs/sharding.md, "Site failures").
+type HandBack interface {
 	// Returned names, among hosts (this site's frontier), those this site
 	// held for their owner while it was down and that the owner has taken
 	// back (it is up again), with that owner. Their frontier URLs go to it

@@ -52,6 +52,14 @@ type Router struct {
 	fed *federation.Shard // in a federation (NewFedRouter): other sites' URLs
 }
 
+// A shard's router is all the rounds take of the routing layer (the
+// rounds use each interface their Router implements).
+var (
+	_ route.Inbound  = (*Router)(nil)
+	_ route.Ending   = (*Router)(nil)
+	_ route.HandBack = (*Router)(nil)
+)
+
 // NewRouter returns shard sh's router; locate gives a host's politeness
 // key (partition.Key of its addresses).
 func (s *Set) NewRouter(sh int, db *crawldb.DB) *Router {
