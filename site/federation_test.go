@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/internal/loopport"
 	"github.com/meridian-crawler/meridian/opic"
 	"github.com/meridian-crawler/meridian/partition"
 	"github.com/meridian-crawler/meridian/partition/geoip"
@@ -604,12 +604,10 @@ var _ = fmt.Sprint
 
 // netListen returns a free loopback address.
 func netListen() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	// Below the ephemeral range: a port from ":0" may be taken by any of
+	// CI's other tests between this check and the site's bind
+	// (TestFederationOverWAN failed once on "bind: address already in use").
+	return loopport.Addr()
 }
 
 // testLogger logs a site's warnings and errors to the test's log.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridian-crawler/meridian/internal/loopport"
 )
 
 // repoRoot is the module's root: this package is scripts/scriptstest.
@@ -89,34 +90,15 @@ func needTools(t *testing.T) {
 }
 
 // freePorts returns the first of three consecutive loopback ports that are
-// free now.
+// free now, below the kernel's ephemeral range (package loopport), so that
+// no other test's socket takes one before the script binds it.
 func freePorts(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if base < 1024 || base > 65533 {
-			continue
-		}
-		ok := true
-		for i := 1; i < 3 && ok; i++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
+	base, err := loopport.Free(3)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no three consecutive free loopback ports")
-	return 0
+	return base
 }
 
 // script is one run of scripts/federation.sh.
