@@ -539,12 +539,11 @@ func (r *clusterRun) collect(ctx context.Context, out *ClusterRun, ending string
 	led := map[string]int{}
 	sharded := false
 	for _, nd := range r.nodes {
-		files := map[string]string{"": filepath.Join(nd.data, "stats", "rounds.jsonl")}
-		shardFiles, _ := filepath.Glob(filepath.Join(nd.data, "shards", "*", "stats", "rounds.jsonl"))
-		for _, f := range shardFiles {
-			files[filepath.Base(filepath.Dir(filepath.Dir(f)))] = f
-			sharded = true
+		files, err := roundFiles(nd.data)
+		if err != nil {
+			return err
 		}
+		sharded = sharded || len(files) > 1
 		for shard, f := range files {
 			stats, err := readRoundStats(f)
 			if err != nil {

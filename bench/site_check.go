@@ -316,9 +316,11 @@ func scanWARCFile(path string, byURL map[string][]int, st *WARCStats, host strin
 				code += truncatedMark
 			}
 			byURL[u] = append(byURL[u], code)
-			if pu, err := url.Parse(u); host != "" && err == nil && pu.Hostname() == host {
-				if t, err := time.Parse(time.RFC3339Nano, wr.WarcHeader().Get(gowarc.WarcDate)); err == nil {
-					*at = append(*at, t)
+			if host != "" {
+				if pu, err := url.Parse(u); err == nil && pu.Hostname() == host {
+					if t, err := time.Parse(time.RFC3339Nano, wr.WarcHeader().Get(gowarc.WarcDate)); err == nil {
+						*at = append(*at, t)
+					}
 				}
 			}
 		}

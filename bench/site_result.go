@@ -141,25 +141,37 @@ type SiteResult struct {
 // merged by round number into one line per round, as a site-wide table
 // wants it (mergeRounds).
 func readSiteRounds(data string) ([]rounds.RoundStats, error) {
-	stats, err := readRoundStats(filepath.Join(data, "stats", "rounds.jsonl"))
+	files, err := roundFiles(data)
 	if err != nil {
 		return nil, err
 	}
-	paths, err := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	for _, p := range paths {
+	var stats []rounds.RoundStats
+	for _, p := range files {
 		st, err := readRoundStats(p)
 		if err != nil {
 			return nil, err
 		}
 		stats = append(stats, st...)
 	}
-	if len(paths) == 0 {
+	if len(files) == 1 {
 		return stats, nil
 	}
 	return mergeRounds(stats), nil
+}
+
+// roundFiles returns a node's round statistics files by crawl database:
+// "" for the old design's one (DATA/stats), each shard's by its group
+// (DATA/shards/GROUP/stats). A file may not exist yet.
+func roundFiles(data string) (map[string]string, error) {
+	files := map[string]string{"": filepath.Join(data, "stats", "rounds.jsonl")}
+	paths, err := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	for _, p := range paths {
+		files[filepath.Base(filepath.Dir(filepath.Dir(p)))] = p
+	}
+	return files, nil
 }
 
 // mergeRounds merges the lines of the same round (a sharded site's shards

@@ -204,11 +204,11 @@ func placedIn(st *store.Store) func(host string) (bool, error) {
 }
 
 // recordedIn reports whether st has any record of host (a shard's batch
-// replaces none).
+// replaces none): one read, nothing decoded, on every shard batch's hosts.
 func recordedIn(st *store.Store) func(host string) (bool, error) {
 	return func(h string) (bool, error) {
-		_, ok, err := recordOf(st, h)
-		return ok, err
+		v, err := st.User(locPrefix + h)
+		return v != nil, err
 	}
 }
 

@@ -70,8 +70,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 	defer t.Stop()
 	var seq uint64
 	var waves termwave.Detector
-	var prevMeta uint64 // the last wave's meta index (wave.meta), if havePrev
-	havePrev := false
+	var last *wave // a federated site's last wave, for its meta index
 	for {
 		seq++
 		if err := s.writeState(ctx, seq); err != nil && ctx.Err() == nil {
@@ -84,17 +83,17 @@ func (s *Set) stateLoop(ctx context.Context) {
 			case err != nil:
 				s.log.Debug("shardset: termination wave", "err", err)
 				waves.Reset()
-				havePrev = false
+				last = nil
 			case s.fed.on.Load():
 				// In a federation, the site is passive towards it; the
 				// federation's waves end the crawl.
 				since := w.meta
-				if havePrev {
-					since = min(since, prevMeta)
+				if last != nil {
+					since = min(since, last.meta)
 				}
 				s.setQuiet(waves.Observe(w.Wave), w.sent, since)
 				s.setBacks(w.backs, w.allBacks)
-				prevMeta, havePrev = w.meta, true
+				last = &w
 			case waves.Observe(w.Wave):
 				if err := s.markFinished(ctx); err != nil {
 					s.log.Warn("shardset: mark the end", "err", err)
@@ -102,7 +101,7 @@ func (s *Set) stateLoop(ctx context.Context) {
 			}
 		} else {
 			waves.Reset()
-			havePrev = false
+			last = nil
 			s.setQuiet(false, nil, 0)
 			s.setBacks(nil, true)
 		}
