@@ -2,6 +2,7 @@ package site_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -167,5 +168,52 @@ func TestUnshardedDataOpensAsItIs(t *testing.T) {
 	sharded.Unsharded, sharded.Seeds = true, ""
 	if _, err := site.Start(ctx, sharded, nil); !errors.Is(err, site.ErrWrongSite) {
 		t.Errorf("--unsharded on a sharded data directory: %v, want ErrWrongSite", err)
+	}
+}
+
+// TestRestartRefusesAnotherWeb: a data directory holds the crawl of one
+// web. Restarting it on a websim of another spec, or on a websim when it
+// crawled seeds, would add another web's hosts under the same names: it is
+// refused with ErrWrongSite and the data left as it was; the same websim
+// resumes.
+func TestRestartRefusesAnotherWeb(t *testing.T) {
+	cfg := testConfig(t, "clean")
+	cfg.Unsharded = false
+	cfg.WebsimHosts, cfg.WebsimPages = 8, 3
+	cfg.Rounds, cfg.Shards = 1, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(cfg site.Config) error {
+		s, err := site.Start(ctx, cfg, nil)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.Run(ctx, nil)
+	}
+	if err := run(cfg); err != nil {
+		t.Fatal(err)
+	}
+	in, err := site.ReadInfo(cfg.Data)
+	if err != nil || in.Web == nil || *in.Web != *site.WebsimSpecOf(cfg) {
+		t.Fatalf("site.json records web %+v (err %v), want %+v", in.Web, err, site.WebsimSpecOf(cfg))
+	}
+	other := cfg
+	other.WebsimSeed++
+	if err := run(other); !errors.Is(err, site.ErrWrongSite) {
+		t.Fatalf("restart on another websim seed: %v, want ErrWrongSite", err)
+	}
+	if err := run(cfg); err != nil { // the same web resumes
+		t.Fatalf("restart on the same websim: %v", err)
+	}
+	// As a crawl of seeds records it: no websim.
+	in, _ = site.ReadInfo(cfg.Data)
+	in.Websim, in.Web = "", nil
+	b, _ := json.Marshal(in)
+	if err := os.WriteFile(site.InfoPath(cfg.Data), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(cfg); !errors.Is(err, site.ErrWrongSite) {
+		t.Fatalf("a websim on a crawl of seeds: %v, want ErrWrongSite", err)
 	}
 }

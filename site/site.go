@@ -65,12 +65,43 @@ type Info struct {
 	Certs   string    `json:"certs,omitempty"`
 	Started time.Time `json:"started"`
 	Websim  string    `json:"websim,omitempty"` // the in-process websim's admin address
+	// Web is the in-process websim's web when the node crawls one (nil:
+	// seeds, a joined site, or a node of an older version): a restart
+	// that would start another web on the same data is refused.
+	Web *WebsimSpec `json:"web,omitempty"`
 	// Joined: the node joined a site (it did not bootstrap it); Settings
 	// are the site's crawl settings it took then.
 	Joined   bool      `json:"joined,omitempty"`
 	Settings *Settings `json:"settings,omitempty"`
 	// Left: the node left its site (`site leave`); it cannot run again.
 	Left bool `json:"left,omitempty"`
+}
+
+// WebsimSpec is what makes an in-process websim's web: the same spec gives
+// the same web, byte for byte.
+type WebsimSpec struct {
+	Profile string `json:"profile"`
+	Hosts   int    `json:"hosts"`
+	Pages   int    `json:"pages"`
+	Seed    uint64 `json:"seed"`
+	IPs     int    `json:"ips"`
+}
+
+// WebsimSpecOf is the websim spec c asks for (nil: no websim).
+func WebsimSpecOf(c Config) *WebsimSpec {
+	if c.Websim == "" || c.Websim == "off" {
+		return nil
+	}
+	return &WebsimSpec{Profile: c.Websim, Hosts: c.WebsimHosts, Pages: c.WebsimPages, Seed: c.WebsimSeed, IPs: c.WebsimIPs}
+}
+
+// Apply sets c's websim settings to w's.
+func (w WebsimSpec) Apply(c *Config) {
+	c.Websim, c.WebsimHosts, c.WebsimPages, c.WebsimSeed, c.WebsimIPs = w.Profile, w.Hosts, w.Pages, w.Seed, w.IPs
+}
+
+func (w WebsimSpec) String() string {
+	return fmt.Sprintf("--websim %s --websim-hosts %d --websim-pages %d --websim-seed %d --websim-ips %d", w.Profile, w.Hosts, w.Pages, w.Seed, w.IPs)
 }
 
 // InfoPath is where a node keeps its Info.
@@ -395,6 +426,7 @@ func (s *Site) finishStart(prev Info, raftAddr string) error {
 		Certs: certsPath(cfg.Certs), RaftAddr: raftAddr, Started: s.started, Joined: s.joined, Settings: &st}
 	if s.sim != nil {
 		s.info.Websim = s.sim.AdminAddr()
+		s.info.Web = WebsimSpecOf(cfg)
 	}
 	if err := writeInfo(cfg.Data, s.info); err != nil {
 		return err
@@ -465,6 +497,11 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 	hasState = err == nil && len(entries) > 0
 	if entries, err := os.ReadDir(filepath.Join(cfg.Data, "crawldb", "raftlog")); err == nil && len(entries) > 0 {
 		hasState = true // a sharded node's
+	}
+	if hasState && prev.Node != "" && !prev.Joined {
+		if err := checkWeb(cfg, prev); err != nil {
+			return prev, hasState, err
+		}
 	}
 	if hasState && isSharded(cfg.Data) && cfg.Unsharded {
 		return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a sharded site: leave --unsharded out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
@@ -608,6 +645,24 @@ func (s *Site) askSiteInfo(ctx context.Context, addr string) (SiteInfo, error) {
 		return in, errors.New("the answer is not a Meridian site's")
 	}
 	return in, nil
+}
+
+// checkWeb refuses to start an in-process websim on a data directory that
+// holds a crawl of another web: seeds of its own (the websim's hosts would
+// join that crawl under the same names), or a websim of another spec (the
+// same host names, other pages).
+func checkWeb(cfg *Config, prev Info) error {
+	want := WebsimSpecOf(*cfg)
+	if want == nil {
+		return nil
+	}
+	if prev.Websim == "" {
+		return fmt.Errorf("%w: data directory %s holds a crawl of seeds, not of an in-process websim: run it with --websim off (`site up` leaves the websim out by itself when neither --websim nor --seeds is given), or start the websim on an empty --data", ErrWrongSite, cfg.Data)
+	}
+	if prev.Web != nil && *prev.Web != *want {
+		return fmt.Errorf("%w: data directory %s holds a crawl of the websim of %s, not %s: leave the --websim flags out (`site up` takes them from the data directory), or start another web on an empty --data", ErrWrongSite, cfg.Data, prev.Web, want)
+	}
+	return nil
 }
 
 func (s *Site) startWebsim(prev Info) ([]string, error) {

@@ -37,6 +37,7 @@ import (
 	"github.com/meridian-crawler/meridian/shard"
 	"github.com/meridian-crawler/meridian/site"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -66,6 +67,16 @@ func newRoot(stdout, stderr io.Writer, up upFunc) *cobra.Command {
 	root.AddCommand(controlCmds(os.Stdin, stdout)...)
 	root.AddCommand(warcIndexCmd(stdout, stderr))
 	return root
+}
+
+// changedAny reports whether any of the named flags was given.
+func changedAny(fs *pflag.FlagSet, names ...string) bool {
+	for _, n := range names {
+		if fs.Changed(n) {
+			return true
+		}
+	}
+	return false
 }
 
 func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
@@ -108,6 +119,16 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 				}
 			}
 			cfg.WebsimSeed = uint64(websimSeed)
+			// A restart crawls the web it crawled: the recorded websim,
+			// or none for a crawl of seeds (site.New refuses a mix).
+			if prev, err := site.ReadInfo(cfg.Data); err == nil && prev.Node != "" && !prev.Joined && cfg.Seeds == "" {
+				switch {
+				case prev.Websim == "" && !fs.Changed("websim"):
+					cfg.Websim = "off"
+				case prev.Web != nil && !changedAny(fs, "websim", "websim-hosts", "websim-pages", "websim-seed", "websim-ips"):
+					prev.Web.Apply(&cfg)
+				}
+			}
 			if urlRules != "" {
 				b, err := os.ReadFile(urlRules)
 				if err != nil {

@@ -342,3 +342,40 @@ func TestPageRequisitesFlag(t *testing.T) {
 		t.Errorf("no flag: page requisites %v, %v; want off", cfg.PageRequisites, err)
 	}
 }
+
+// TestRestartKeepsItsWeb: a node restarted on its data directory crawls
+// the web it crawled: a crawl of seeds gets no websim, a websim crawl the
+// recorded websim, unless flags say otherwise (site.New then judges them).
+func TestRestartKeepsItsWeb(t *testing.T) {
+	web := &site.WebsimSpec{Profile: "hostile", Hosts: 300, Pages: 7, Seed: 11, IPs: 4}
+	tests := []struct {
+		name  string
+		info  site.Info
+		args  []string
+		want  string // websim profile up gets
+		hosts int
+	}{
+		{"seeds crawl, no flags", site.Info{Node: "local-1"}, nil, "off", 200},
+		{"seeds crawl, --websim given", site.Info{Node: "local-1"}, []string{"--websim", "clean"}, "clean", 200},
+		{"websim crawl, no flags", site.Info{Node: "local-1", Websim: "127.0.0.1:1", Web: web}, nil, "hostile", 300},
+		{"websim crawl, a websim flag given", site.Info{Node: "local-1", Websim: "127.0.0.1:1", Web: web}, []string{"--websim-seed", "2"}, "realistic", 200},
+		{"websim crawl of an older version", site.Info{Node: "local-1", Websim: "127.0.0.1:1"}, nil, "realistic", 200},
+		{"joined node", site.Info{Node: "local-2", Joined: true}, nil, "realistic", 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, _ := json.Marshal(tc.info)
+			if err := os.WriteFile(site.InfoPath(dir), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := capture(t, append([]string{"up", "--data", dir}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Websim != tc.want || cfg.WebsimHosts != tc.hosts {
+				t.Errorf("websim %q with %d hosts, want %q with %d", cfg.Websim, cfg.WebsimHosts, tc.want, tc.hosts)
+			}
+		})
+	}
+}
