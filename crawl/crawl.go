@@ -56,6 +56,13 @@ type HostRecord struct {
 	// robots.UnreachableLimit the last good copy (Robots, RobotsStatus)
 	// applies again, or nothing is disallowed without one.
 	RobotsUnreachableSince time.Time
+
+	// SitemapsPending: robots.txt, kept in Robots, names sitemaps that
+	// were not all fetched when the record was saved. A fetcher that
+	// takes the record (a restart, another node) fetches them from the
+	// kept robots.txt, so that a kill between the robots.txt record and
+	// the sitemaps' results loses none of their URLs.
+	SitemapsPending bool
 }
 
 // MaxRobotsBytes bounds the robots.txt body kept per host.

@@ -632,3 +632,128 @@ func TestHandoverAbort(t *testing.T) {
 		t.Errorf("a request after the abort: %s", describe(r))
 	}
 }
+
+// eventHosts is a HostStore that logs each save of one host beside the
+// sitemap results a hook adds to the same log, in order.
+type eventHosts struct {
+	*memHosts
+	host string
+	mu   sync.Mutex
+	log  []string
+}
+
+func (h *eventHosts) SaveHost(name string, rec crawl.HostRecord) {
+	h.memHosts.SaveHost(name, rec)
+	if name == h.host && rec.RobotsStatus != 0 {
+		h.add(fmt.Sprintf("save pending=%v", rec.SitemapsPending))
+	}
+}
+
+func (h *eventHosts) add(e string) {
+	h.mu.Lock()
+	h.log = append(h.log, e)
+	h.mu.Unlock()
+}
+
+func (h *eventHosts) events() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.log)
+}
+
+// TestSitemapsPendingSurvive: a host's record is saved with its robots.txt
+// before the sitemaps robots.txt names are fetched, and says so
+// (SitemapsPending) until the last sitemap's result has gone to OnResult;
+// a fetcher that takes a record saying so (a node killed in between, or a
+// host moved) fetches those sitemaps from the kept robots.txt without
+// asking for robots.txt again, so that the sitemaps' URLs are not lost.
+func TestSitemapsPendingSurvive(t *testing.T) {
+	var port int
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := strings.Cut(r.Host, ":")
+		mu.Lock()
+		seen = append(seen, host+r.URL.Path)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/robots.txt":
+			fmt.Fprintf(w, "User-agent: *\nAllow: /\nSitemap: http://%s:%d/s.xml\n", host, port)
+		case "/s.xml":
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://%s:%d/only-in-sitemap</loc></url></urlset>`, host, port)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			w.Write([]byte("ok"))
+		}
+	}))
+	defer srv.Close()
+	port = int(netip.MustParseAddrPort(srv.Listener.Addr().String()).Port())
+	saw := func(hp string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, s := range seen {
+			if s == hp {
+				n++
+			}
+		}
+		return n
+	}
+	url := func(host, path string) string { return fmt.Sprintf("http://%s:%d%s", host, port, path) }
+
+	// b.test: this fetcher fetches robots.txt, then the sitemap.
+	hosts := &eventHosts{memHosts: newMemHosts(), host: "b.test"}
+	// a.test: stored as a node killed after saving its robots.txt and
+	// before its sitemap's result left it.
+	robotsA := fmt.Sprintf("User-agent: *\nAllow: /\nSitemap: %s\n", url("a.test", "/s.xml"))
+	hosts.m["a.test"] = crawl.HostRecord{Robots: []byte(robotsA), RobotsStatus: 200, RobotsExpiry: time.Now().Add(time.Hour), SitemapsPending: true}
+	c := &hoResults{}
+	sitemapLinks := map[string][]string{}
+	var smu sync.Mutex
+	onResult := func(r *Result) {
+		if r.Kind == KindSitemap {
+			smu.Lock()
+			sitemapLinks[r.Host] = r.Links
+			smu.Unlock()
+			if r.Host == "b.test" {
+				hosts.add("sitemap result")
+			}
+		}
+		c.onResult(r)
+	}
+	f, err := New(Options{Workers: 4, HostDelay: time.Millisecond, AllowPrivate: true, Resolver: testTLDResolver(t),
+		OnResult: onResult, Hosts: hosts, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHo(t, f)
+	f.Submit([]Job{{URL: url("a.test", "/1"), Host: "a.test"}, {URL: url("b.test", "/1"), Host: "b.test"}})
+	waitIdle(t, f, c, 2)
+
+	if n := saw("a.test/robots.txt"); n != 0 {
+		t.Errorf("a.test's stored robots.txt fetched %d times, want never", n)
+	}
+	if n := saw("a.test/s.xml"); n != 1 {
+		t.Errorf("a.test's pending sitemap fetched %d times, want once (from the stored robots.txt)", n)
+	}
+	smu.Lock()
+	for _, h := range []string{"a.test", "b.test"} {
+		if want := url(h, "/only-in-sitemap"); !slices.Contains(sitemapLinks[h], want) {
+			t.Errorf("%s's sitemap result links %v, want %s", h, sitemapLinks[h], want)
+		}
+	}
+	smu.Unlock()
+	for _, h := range []string{"a.test", "b.test"} {
+		if rec, _, _ := hosts.LoadHost(h); rec.SitemapsPending || rec.RobotsStatus != 200 {
+			t.Errorf("%s's record after its sitemaps: pending %v, robots status %d", h, rec.SitemapsPending, rec.RobotsStatus)
+		}
+	}
+	// b.test: saved pending with its robots.txt, the sitemap's result,
+	// then saved done.
+	ev := hosts.events()
+	want := []string{"save pending=true", "sitemap result", "save pending=false"}
+	if i := slices.Index(ev, want[0]); i < 0 || len(ev) < i+3 || !slices.Equal(ev[i:i+3], want) {
+		t.Errorf("b.test's saves and sitemap result in order %v, want %v in a row", ev, want)
+	}
+}

@@ -682,6 +682,12 @@ func (s *scheduler) complete(t *task) {
 		}
 		s.f.c.internal.Add(-1)
 		s.countOutcome(h, t.outcome, now)
+		if len(h.sitemaps) == 0 && h.rec.SitemapsPending {
+			// The last of them: its result went to OnResult before
+			// this completion.
+			h.rec.SitemapsPending = false
+			s.save(h)
+		}
 	case taskPage:
 		h.next = later(h.next, t.end.Add(s.gap(h)))
 		s.countOutcome(h, t.outcome, now)
@@ -760,6 +766,11 @@ func (s *scheduler) applySetup(h *host, t *task, now time.Time) {
 				h.policy = t.policy
 				h.delay = s.hostDelay(h.rec.CrawlDelay)
 				s.f.c.robotsDB.Add(1)
+				if h.rec.SitemapsPending && h.jobs.len() > 0 {
+					// Saved before its sitemaps were all fetched (a
+					// kill, a move): fetch them from the kept copy.
+					s.queueSitemaps(h, h.jobs.peek().Round)
+				}
 			}
 		}
 	}
@@ -1010,6 +1021,11 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 		h.rec.RobotsExpiry = now.Add(robots.Lifetime(t.cacheControl, floor, s.o.RobotsTTL))
 		h.rec.Failures, h.rec.BackoffUntil = 0, time.Time{}
 	}
+	// The record says whether the sitemaps it names are still to fetch
+	// (crawl.HostRecord.SitemapsPending): saved with robots.txt, it may
+	// be durable before their results are.
+	s.queueSitemaps(h, t.job.Round)
+	h.rec.SitemapsPending = len(h.sitemaps) > 0
 	s.save(h)
 	h.jobs.filter(func(j *Job) bool {
 		if p.Allowed(urlnorm.PathQuery(j.URL)) {
@@ -1018,7 +1034,6 @@ func (s *scheduler) applyRobots(h *host, t *task, now time.Time) {
 		s.answer(*j, crawl.StatusRobotsDenied, false, "", now)
 		return false
 	})
-	s.queueSitemaps(h, t.job.Round)
 }
 
 // queueSitemaps queues the same-host sitemaps robots.txt names, for a job

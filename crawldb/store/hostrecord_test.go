@@ -12,7 +12,8 @@ import (
 // TestHostRecordEncoding: a host record survives its encoding; one without
 // RobotsUnreachableSince is stored byte for byte as before the field
 // existed (version 1), so records written by older versions decode; one
-// with it is version 2; a cut or extended value is refused.
+// with it is version 2; one with SitemapsPending version 3; a cut or
+// extended value, an unknown version or flag is refused.
 func TestHostRecordEncoding(t *testing.T) {
 	at := func(s string) time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Add(mustDur(s)) }
 	full := HostRecord{
@@ -31,6 +32,8 @@ func TestHostRecordEncoding(t *testing.T) {
 		{"full", full, hostVersion},
 		{"unreachable with a last good copy", unreachable, hostVersion2},
 		{"unreachable without a copy", HostRecord{RobotsUnreachableSince: at("-48h"), Failures: 1, BackoffUntil: at("5s")}, hostVersion2},
+		{"sitemaps pending", HostRecord{Robots: []byte("Sitemap: /s.xml\n"), RobotsStatus: 200, SitemapsPending: true}, hostVersion3},
+		{"sitemaps pending, unreachable", HostRecord{RobotsUnreachableSince: at("-1h"), SitemapsPending: true}, hostVersion3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,8 +70,13 @@ func TestHostRecordEncoding(t *testing.T) {
 	if b := appendHost(nil, &want); !bytes.Equal(b, old) {
 		t.Errorf("encoded as %x, want the old %x", b, old)
 	}
-	if _, err := decodeHost(append([]byte{3}, old[1:]...)); err == nil {
-		t.Error("version 3 decoded")
+	if _, err := decodeHost(append([]byte{4}, old[1:]...)); err == nil {
+		t.Error("version 4 decoded")
+	}
+	v3 := appendHost(nil, &HostRecord{SitemapsPending: true})
+	v3[len(v3)-1] = 2 // a flag no version defines
+	if _, err := decodeHost(v3); err == nil {
+		t.Error("a version 3 value with an unknown flag decoded")
 	}
 }
 

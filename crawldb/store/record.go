@@ -230,13 +230,18 @@ func (d *decoder) time() time.Time {
 }
 
 // Host record encodings: version 1 is a record whose
-// RobotsUnreachableSince is zero, byte for byte as before that field
-// existed; version 2 appends RobotsUnreachableSince (appendTime). Both are
-// decoded.
+// RobotsUnreachableSince is zero and SitemapsPending false, byte for byte
+// as before those fields existed; version 2 appends
+// RobotsUnreachableSince (appendTime); version 3 appends it and a flags
+// uvarint (bit 0: SitemapsPending). All are decoded.
 const (
 	hostVersion  = 1
 	hostVersion2 = 2
+	hostVersion3 = 3
 )
+
+// hostSitemapsPending is version 3's flag bit of SitemapsPending.
+const hostSitemapsPending = 1
 
 // appendHost appends the stored encoding of h to dst:
 //
@@ -249,10 +254,14 @@ const (
 //	IPsExpiry      varint Unix ms
 //	BackoffUntil   varint Unix ms
 //	Failures       uvarint
-//	RobotsUnreachableSince  varint Unix ms (version 2 only)
+//	RobotsUnreachableSince  varint Unix ms (versions 2 and 3)
+//	flags          uvarint (version 3 only; bit 0: SitemapsPending)
 func appendHost(dst []byte, h *HostRecord) []byte {
 	v := byte(hostVersion)
-	if !h.RobotsUnreachableSince.IsZero() {
+	switch {
+	case h.SitemapsPending:
+		v = hostVersion3
+	case !h.RobotsUnreachableSince.IsZero():
 		v = hostVersion2
 	}
 	dst = append(dst, v)
@@ -268,15 +277,18 @@ func appendHost(dst []byte, h *HostRecord) []byte {
 	dst = appendTime(dst, h.IPsExpiry)
 	dst = appendTime(dst, h.BackoffUntil)
 	dst = binary.AppendUvarint(dst, uint64(h.Failures))
-	if v == hostVersion2 {
+	if v >= hostVersion2 {
 		dst = appendTime(dst, h.RobotsUnreachableSince)
+	}
+	if v == hostVersion3 {
+		dst = binary.AppendUvarint(dst, hostSitemapsPending)
 	}
 	return dst
 }
 
 func decodeHost(b []byte) (HostRecord, error) {
 	var h HostRecord
-	if len(b) < 1 || b[0] != hostVersion && b[0] != hostVersion2 {
+	if len(b) < 1 || b[0] < hostVersion || b[0] > hostVersion3 {
 		return h, errBadValue
 	}
 	d := decoder{b: b[1:]}
@@ -300,8 +312,15 @@ func decodeHost(b []byte) (HostRecord, error) {
 	h.IPsExpiry = d.time()
 	h.BackoffUntil = d.time()
 	h.Failures = uint32(d.uvarint())
-	if b[0] == hostVersion2 {
+	if b[0] >= hostVersion2 {
 		h.RobotsUnreachableSince = d.time()
+	}
+	if b[0] == hostVersion3 {
+		flags := d.uvarint()
+		if flags&^hostSitemapsPending != 0 {
+			return h, errBadValue
+		}
+		h.SitemapsPending = flags&hostSitemapsPending != 0
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return h, errBadValue
