@@ -38,7 +38,7 @@ func TestNearDupsRealistic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := s.DB().Store()
+	st := crawlcheck.Stores(s.Stores())
 	sc, err := crawlcheck.ScoreCrawl(truth, st)
 	if err != nil {
 		t.Fatal(err)

@@ -80,7 +80,9 @@ func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config 
 	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
 	cfg.FailTimeout = 1500 * time.Millisecond
 	cfg.CheckCash = true
-	// The old design, as testConfig's; a joining node takes its site's.
+	// The old design (part-moving: nodes_test.go is its tests, retired
+	// with it); the one design's multi-node tests clear it. A joining
+	// node takes its site's.
 	cfg.Unsharded = join == ""
 	if w.certs != "" {
 		cfg.Certs = w.certs

@@ -178,7 +178,6 @@ func TestUnshardedDataOpensAsItIs(t *testing.T) {
 // resumes.
 func TestRestartRefusesAnotherWeb(t *testing.T) {
 	cfg := testConfig(t, "clean")
-	cfg.Unsharded = false
 	cfg.WebsimHosts, cfg.WebsimPages = 8, 3
 	cfg.Rounds, cfg.Shards = 1, 2
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -81,7 +81,7 @@ func checkFarm(t *testing.T, cfg site.Config, s *site.Site) {
 	if farmPages <= synth.FarmFanout {
 		t.Errorf("the subdomain farm gave %d pages: the crawl did not go into it", farmPages)
 	}
-	if fin := s.Crawler().Status().Finished; fin == nil || fin.Reason != rounds.EndBudget || !strings.Contains(fin.String(), "--pld-budget") {
+	if fin := s.Status().Rounds.Finished; fin == nil || fin.Reason != rounds.EndBudget || !strings.Contains(fin.String(), "--pld-budget") {
 		t.Errorf("the crawl ended %+v, want at its budgets, naming --pld-budget", fin)
 	}
 	truth, err := crawlcheck.Truth(s.Websim().Web())
@@ -94,7 +94,7 @@ func checkFarm(t *testing.T, cfg site.Config, s *site.Site) {
 			plain = append(plain, r)
 		}
 	}
-	cov, err := crawlcheck.Check(plain, s.DB().Store())
+	cov, err := crawlcheck.Check(plain, crawlcheck.Stores(s.Stores()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func TestCrawlWgetWARCRequisites(t *testing.T) {
 	// what its style sheets reference, @imports deep) at 0, those only
 	// the linked pages need at 1, --max-depth.
 	depth1 := []string{"about.html", "contact.html", "/js/lib.js", "/img/photo.jpg", "/img/photo-800.jpg", "/img/photo-1600.jpg", "/img/map.png"}
-	err = s.DB().Store().ScanURLs(func(r store.URLRecord) error {
+	err = crawlcheck.Stores(s.Stores()).ScanURLs(func(r store.URLRecord) error {
 		wantDepth := uint32(0)
 		for _, sfx := range depth1 {
 			if strings.HasSuffix(r.URL, sfx) {

@@ -2,6 +2,7 @@ package site_test
 
 import (
 	"context"
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"net/url"
 	"regexp"
 	"testing"
@@ -36,7 +37,7 @@ func TestCrawlURLRules(t *testing.T) {
 	}
 	refused := regexp.MustCompile(`/p/[0-9]*5\.html$`)
 	var fetched, kept int
-	err = s.DB().Store().ScanURLs(func(r store.URLRecord) error {
+	err = crawlcheck.Stores(s.Stores()).ScanURLs(func(r store.URLRecord) error {
 		u, err := url.Parse(r.URL)
 		if err != nil {
 			return err
