@@ -22,7 +22,9 @@ import (
 // TestCrawlSaysWhyItStopped: a crawl cut by its round limit, by its host
 // budget or by a signal says so, with the URLs it left, in the log, on the
 // progress writer, in /status (and its summary) and on the last line of
-// rounds.jsonl; only the crawl that ran out of URLs says "crawl exhausted".
+// each shard's rounds.jsonl (with what that shard left); only the crawl
+// that ran out of URLs says "crawl exhausted". A site of shards' end
+// counts the rounds of its busiest shard (--rounds counts each shard's).
 func TestCrawlSaysWhyItStopped(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -40,7 +42,7 @@ func TestCrawlSaysWhyItStopped(t *testing.T) {
 		{name: "host budget", reason: rounds.EndBudget, set: func(c *site.Config) { c.HostBudget = 2 },
 			progress: "the %d URLs left in the frontier are all of hosts that have used their page budget (--host-budget)",
 			summary:  "the %d URLs left in the frontier are all of hosts that used their page budget (--host-budget)"},
-		{name: "signal", reason: rounds.EndSignal, set: func(c *site.Config) { c.Width = 20 }, stopAfter: 1,
+		{name: "signal", reason: rounds.EndSignal, set: func(c *site.Config) { c.Width = 8 }, stopAfter: 4,
 			progress: "crawl stopped by a signal after %d rounds: %d URLs left unfetched in the frontier",
 			summary:  "rounds    stopping (signal) after %d rounds; %d URLs left unfetched in the frontier"},
 		{name: "exhausted", reason: rounds.EndExhausted, set: func(c *site.Config) {},
@@ -50,11 +52,6 @@ func TestCrawlSaysWhyItStopped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, "realistic")
 			cfg.WebsimHosts, cfg.WebsimPages = 12, 6
-			// Still the old design: a site of shards does not yet say
-			// why its crawl ended as one crawl (its /status has no
-			// Rounds.Finished summed over the shards, its shards'
-			// rounds.jsonl each mark their own end).
-			cfg.Unsharded = true
 			tc.set(&cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -90,6 +87,13 @@ func TestCrawlSaysWhyItStopped(t *testing.T) {
 			if err := getJSON(t, "http://"+s.Addr()+"/status", &st); err != nil {
 				t.Fatal(err)
 			}
+			// A site of shards: the rounds its busiest shard did (each
+			// shard's own rounds.jsonl, --rounds counting each shard's).
+			byShard := readShardRounds(t, cfg.Data)
+			most := uint64(0)
+			for _, ls := range byShard {
+				most = max(most, uint64(len(ls)))
+			}
 			end := st.Rounds.Finished
 			if tc.reason == rounds.EndSignal {
 				if end != nil {
@@ -97,15 +101,15 @@ func TestCrawlSaysWhyItStopped(t *testing.T) {
 				}
 				end = st.Stopped
 			}
-			if end == nil || end.Reason != tc.reason || end.Frontier != left || end.Rounds != st.Rounds.Done {
-				t.Fatalf("/status says the crawl ended %+v (stopped %+v); want %s with %d URLs left after %d rounds", st.Rounds.Finished, st.Stopped, tc.reason, left, st.Rounds.Done)
+			if end == nil || end.Reason != tc.reason || end.Frontier != left || end.Rounds != most {
+				t.Fatalf("/status says the crawl ended %+v (stopped %+v); want %s with %d URLs left after %d rounds", st.Rounds.Finished, st.Stopped, tc.reason, left, most)
 			}
 			args := []any{left}
 			if tc.reason == rounds.EndSignal {
-				args = []any{st.Rounds.Done, left}
+				args = []any{most, left}
 			}
 			if tc.reason == rounds.EndExhausted {
-				args = []any{st.Rounds.Done}
+				args = []any{most}
 			}
 			var sum strings.Builder
 			if err := st.WriteSummary(&sum); err != nil {
@@ -120,7 +124,7 @@ func TestCrawlSaysWhyItStopped(t *testing.T) {
 			if want := fmt.Sprintf(tc.progress, args[:strings.Count(tc.progress, "%d")]...); !strings.Contains(out, want) {
 				t.Errorf("progress lacks %q:\n%s", want, out)
 			}
-			if want := fmt.Sprintf("reason=%s rounds=%d frontier=%d", tc.reason, st.Rounds.Done, left); !strings.Contains(log, want) {
+			if want := fmt.Sprintf("reason=%s rounds=%d frontier=%d", tc.reason, most, left); !strings.Contains(log, want) {
 				t.Errorf("log lacks %q:\n%s", want, log)
 			}
 			exhausted := tc.reason == rounds.EndExhausted
@@ -128,19 +132,41 @@ func TestCrawlSaysWhyItStopped(t *testing.T) {
 				t.Errorf("a crawl ended for %s says \"crawl exhausted\" %v:\n%s\n%s", tc.reason, !exhausted, out, log)
 			}
 
-			// rounds.jsonl: one line a round, the last one marked.
-			lines := readRounds(t, cfg.Data)
-			if len(lines) == 0 || uint64(len(lines)) != st.Rounds.Done {
-				t.Fatalf("%d lines in rounds.jsonl, %d rounds done", len(lines), st.Rounds.Done)
+			// Each shard's rounds.jsonl: one line a round, its last one
+			// marked with the shard's end and what the shard left (a
+			// shard that did no round has nothing to mark); the shards'
+			// rounds add up to /status's.
+			stores := s.Stores()
+			if len(stores) != cfg.Shards {
+				t.Fatalf("the node holds %d shards' stores, want %d", len(stores), cfg.Shards)
 			}
-			for _, l := range lines[:len(lines)-1] {
-				if l.End != nil {
-					t.Errorf("round %d, not the last, is marked as the end: %+v", l.Round, l.End)
+			total := uint64(0)
+			for sh, lines := range byShard {
+				total += uint64(len(lines))
+				if len(lines) == 0 {
+					continue
+				}
+				for _, l := range lines[:len(lines)-1] {
+					if l.End != nil {
+						t.Errorf("%s round %d, not the last, is marked as the end: %+v", sh, l.Round, l.End)
+					}
+				}
+				last := lines[len(lines)-1]
+				if e := last.End; e == nil || e.Rounds != uint64(len(lines)) {
+					t.Errorf("%s: the last line of rounds.jsonl: round %d, end %+v; want its end after %d rounds", sh, last.Round, e, len(lines))
+					continue
+				}
+				if tc.reason == rounds.EndSignal && last.End.Reason != rounds.EndSignal {
+					t.Errorf("%s: the last line of rounds.jsonl ends %+v, want a signal's", sh, last.End)
+				}
+				var i int
+				fmt.Sscanf(sh, "s%d", &i)
+				if got, want := last.End.Frontier, stores[i].Counts().Frontier; got != want {
+					t.Errorf("%s: its end says %d URLs left, its store %d", sh, got, want)
 				}
 			}
-			last := lines[len(lines)-1]
-			if e := last.End; e == nil || e.Reason != tc.reason || e.Frontier != left || e.Rounds != st.Rounds.Done {
-				t.Errorf("the last line of rounds.jsonl: round %d, end %+v; want %s with %d URLs left after %d rounds", last.Round, e, tc.reason, left, st.Rounds.Done)
+			if total != st.Rounds.Done {
+				t.Errorf("the shards' rounds.jsonl: %d rounds; /status: %d rounds done", total, st.Rounds.Done)
 			}
 		})
 	}

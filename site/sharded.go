@@ -254,6 +254,9 @@ func (s *Site) shardedStatus() Status {
 	}
 	s.mu.Lock()
 	st.Stopped = s.stopped
+	if s.finished != nil {
+		st.Rounds.Finished = s.finished // the crawl's end, over its shards
+	}
 	s.mu.Unlock()
 	if s.sim != nil {
 		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"

@@ -183,6 +183,9 @@ type Site struct {
 	stopRun context.CancelFunc
 	leaving bool
 	stopped *rounds.Finish // why this node stopped (a signal), once it has
+	// finished: why a site of shards' crawl ended, as this node saw it
+	// end (shardedEnding), for /status's Rounds.Finished.
+	finished *rounds.Finish
 	// leaveErr: a sharded node's leave failed (Run returns it).
 	leaveErr error
 
@@ -922,13 +925,30 @@ func (s *Site) shardedEnding(ctx context.Context, stopped, leaving bool) *rounds
 	}
 	end := rounds.Finish{Reason: rounds.EndExhausted, At: time.Now()}
 	finished := 0
+	// A site of one node stopped by a signal: each shard marks the last
+	// line of its rounds.jsonl with its own stop, as a one-node site of
+	// the old design marks its one; a node of several does not, since
+	// the others crawl on.
+	markStop := false
+	if stopped {
+		members, err := s.db.Members()
+		markStop = err == nil && len(members) < 2
+	}
 	for sh, c := range s.set.Leading() {
 		st := c.Status()
 		end.Rounds = max(end.Rounds, st.Done)
+		var shardEnd rounds.Finish
 		if db := s.host.Lookup(shardset.GroupID(sh)); db != nil {
 			cs := db.Store().Counts()
-			end.Frontier += cs.Frontier
-			end.InFlight += cs.ByStatus[store.StatusGenerated]
+			shardEnd.Frontier, shardEnd.InFlight = cs.Frontier, cs.ByStatus[store.StatusGenerated]
+			end.Frontier += shardEnd.Frontier
+			end.InFlight += shardEnd.InFlight
+		}
+		if markStop && st.Finished == nil {
+			shardEnd.Reason, shardEnd.At, shardEnd.Rounds = rounds.EndSignal, end.At, st.Done
+			if err := c.MarkEnd(shardEnd); err != nil {
+				s.log.Warn("site: mark the stop in a shard's rounds.jsonl", "shard", sh, "err", err)
+			}
 		}
 		f := st.Finished
 		if f == nil {
@@ -953,6 +973,9 @@ func (s *Site) shardedEnding(ctx context.Context, stopped, leaving bool) *rounds
 	if end.Reason == rounds.EndExhausted {
 		end.Frontier, end.InFlight = 0, 0
 	}
+	s.mu.Lock()
+	s.finished = &end
+	s.mu.Unlock()
 	return &end
 }
 

@@ -416,3 +416,15 @@ func frontierOf(s *site.Site) uint64 {
 	}
 	return n
 }
+
+// readShardRounds reads each shard's rounds.jsonl under data, by shard
+// directory name (s000, ...).
+func readShardRounds(t *testing.T, data string) map[string][]rounds.RoundStats {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(data, "shards", "*", "stats", "rounds.jsonl"))
+	out := map[string][]rounds.RoundStats{}
+	for _, f := range files {
+		out[filepath.Base(filepath.Dir(filepath.Dir(f)))] = readRoundsFile(t, f)
+	}
+	return out
+}

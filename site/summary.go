@@ -29,16 +29,18 @@ func (st Status) WriteSummary(w io.Writer) error {
 	}
 	p("site %s, node %s (%s), pid %d, up %s\n", st.Region, node, st.Role, st.PID, roundDur(st.Uptime))
 
+	// An end's rounds are its own count: a site of shards', those of its
+	// busiest shard (--rounds counts each shard's), not the sum Done is.
 	r := st.Rounds
 	switch {
 	case r.Finished != nil && r.Finished.Reason == rounds.EndRounds:
-		p("rounds    stopped at the round limit (--rounds) after %d rounds; %d URLs left unfetched in the frontier\n", r.Done, r.Finished.Frontier)
+		p("rounds    stopped at the round limit (--rounds) after %d rounds; %d URLs left unfetched in the frontier\n", r.Finished.Rounds, r.Finished.Frontier)
 	case r.Finished != nil && r.Finished.Reason == rounds.EndBudget:
-		p("rounds    stopped after %d rounds: %s\n", r.Done, r.Finished.BudgetLeft(false))
+		p("rounds    stopped after %d rounds: %s\n", r.Finished.Rounds, r.Finished.BudgetLeft(false))
 	case r.Finished != nil:
-		p("rounds    finished after %d rounds (%s)\n", r.Done, r.Finished.Reason)
+		p("rounds    finished after %d rounds (%s)\n", r.Finished.Rounds, r.Finished.Reason)
 	case st.Stopped != nil:
-		p("rounds    stopping (%s) after %d rounds; %d URLs left unfetched in the frontier, %d in rounds in flight\n", st.Stopped.Reason, r.Done, st.Stopped.Frontier, st.Stopped.InFlight)
+		p("rounds    stopping (%s) after %d rounds; %d URLs left unfetched in the frontier, %d in rounds in flight\n", st.Stopped.Reason, st.Stopped.Rounds, st.Stopped.Frontier, st.Stopped.InFlight)
 	default:
 		p("rounds    %d done, phase %s", r.Done, st.Phase)
 		if len(r.Active) > 0 {

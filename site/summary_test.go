@@ -27,7 +27,7 @@ func TestWriteSummary(t *testing.T) {
 	withFed.Federation = &federation.Status{Partitioner: "consistent", SentURLs: 1234, RecvURLs: 567, Outbox: 2, CacheRate: 0.75, CacheLookup: 400,
 		Peers: []federation.PeerStatus{{Name: "us", State: "up", Sent: 9, Recv: 8, BytesOut: 4096}, {Name: "asia", State: "suspect", Silent: 3, LastErr: "timeout"}}}
 	finished := base
-	finished.Rounds.Finished = &rounds.Finish{Reason: "exhausted"}
+	finished.Rounds.Finished = &rounds.Finish{Reason: "exhausted", Rounds: 5}
 	cut := base
 	cut.Rounds.Finished = &rounds.Finish{Reason: rounds.EndRounds, Rounds: 5, Frontier: 158}
 	budget := base
