@@ -58,8 +58,8 @@ type Dashboard struct {
 	Federation *DashFed `json:"federation,omitempty"`
 	// Sharded is a sharded node's shards and the site's nodes (absent on a
 	// site without --shards). On such a node CrawlDB, OPIC and Round are
-	// those of the shards it leads, and Rounds is empty (each shard runs
-	// its own rounds).
+	// those of the shards it leads, and Rounds are the last rounds of
+	// those shards to end, each with its shard.
 	Sharded *DashSharded `json:"sharded,omitempty"`
 }
 
@@ -132,12 +132,15 @@ type Sample struct {
 // RoundBar is one round on the timeline: each phase's start and end (Unix
 // milliseconds; End 0 while the phase runs, Start 0 if it has not begun).
 type RoundBar struct {
-	Round    uint64 `json:"round"`
-	Generate Span   `json:"generate"`
-	Fetch    Span   `json:"fetch"`
-	Update   Span   `json:"update"`
-	Pages    int64  `json:"pages"` // fetched in the round (once finished)
-	Done     bool   `json:"done"`
+	Round uint64 `json:"round"`
+	// Shard is the shard whose round it is, on a site of shards (each
+	// runs its own rounds); absent on a site of the old design.
+	Shard    *int  `json:"shard,omitempty"`
+	Generate Span  `json:"generate"`
+	Fetch    Span  `json:"fetch"`
+	Update   Span  `json:"update"`
+	Pages    int64 `json:"pages"` // fetched in the round (once finished)
+	Done     bool  `json:"done"`
 }
 
 // Span is a phase's time on the timeline.
@@ -444,8 +447,9 @@ func (d *dashState) latest() Sample {
 	return d.samples[len(d.samples)-1]
 }
 
-// round records a finished round (the rounds' OnRound, on the leader).
-func (d *dashState) round(st rounds.RoundStats) {
+// round records a finished round (the rounds' OnRound, on the leader) of
+// shard sh (-1: a site of the old design).
+func (d *dashState) round(sh int, st rounds.RoundStats) {
 	gen := st.Started.Add(seconds(st.GenerateSeconds))
 	bar := RoundBar{Round: st.Round, Done: true, Pages: st.Fetched,
 		Generate: Span{st.Started.UnixMilli(), gen.UnixMilli()},
@@ -453,6 +457,9 @@ func (d *dashState) round(st rounds.RoundStats) {
 		Update:   Span{st.Ended.Add(-seconds(st.UpdateSeconds)).UnixMilli(), st.Ended.UnixMilli()}}
 	if bar.Fetch.End < bar.Fetch.Start {
 		bar.Fetch.End = bar.Fetch.Start
+	}
+	if sh >= 0 {
+		bar.Shard = &sh
 	}
 	var troubled []DashHost
 	for h, f := range st.Troubled {
@@ -573,6 +580,7 @@ func (s *Site) Dashboard() Dashboard {
 			d.Rate = d.Series[n-1]
 		}
 		d.Hosts.Troubled = slices.Clone(s.dash.troubled)
+		d.Rounds = slices.Clone(s.dash.rounds) // the shards' last rounds to end
 		return d
 	}
 	if hosts, ips, ok := s.crawler.Busiest(dashTop, now); ok {

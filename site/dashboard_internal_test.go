@@ -104,7 +104,7 @@ func TestDashboardRefetchFigures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var d dashState
 			for _, r := range tt.rounds {
-				d.round(r)
+				d.round(-1, r)
 			}
 			if got := d.refetches(); got != tt.want {
 				t.Errorf("figures %+v, want %+v", got, tt.want)

@@ -43,9 +43,6 @@ const readRate = `(() => { const e = document.getElementById('pages-s'); return 
 func TestDashboardInChromium(t *testing.T) {
 	cfg := testConfig(t, "realistic")
 	cfg.WebsimHosts, cfg.WebsimPages = 50, 16
-	// Still the old design: a site of shards' dashboard has no rounds
-	// timeline yet (TestShardedDashboard checks what it shows).
-	cfg.Unsharded = true
 	cfg.HostDelay, cfg.MaxCrawlDelay = 80*time.Millisecond, 250*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -102,24 +99,50 @@ func TestDashboardInChromium(t *testing.T) {
 	p := b.polls()
 	waitFor(t, 20*time.Second, "two more dashboard updates", func() bool { return b.polls() >= p+2 })
 
-	ls := readRounds(t, cfg.Data)
+	// Every shard's rounds: the timeline has a bar per phase of the last
+	// 60 to end (as each shard's rounds.jsonl dates them), each named by
+	// its shard and round; rounds that ended within a few milliseconds
+	// of each other may be told apart in either order at the 60th.
+	byShard := readShardRounds(t, cfg.Data)
+	type endedRound struct {
+		name  string
+		ended time.Time
+	}
+	var ls []endedRound
+	for sh, rs := range byShard {
+		var i int
+		fmt.Sscanf(sh, "s%d", &i)
+		for _, r := range rs {
+			ls = append(ls, endedRound{fmt.Sprintf("%d/%d", i, r.Round), r.Ended})
+		}
+	}
 	if len(ls) < 2 {
 		t.Fatalf("%d rounds: too few to check a timeline", len(ls))
 	}
-	var want []string
-	for _, r := range ls[max(0, len(ls)-60):] {
+	slices.SortStableFunc(ls, func(a, b endedRound) int { return a.ended.Compare(b.ended) })
+	all := map[string]bool{}
+	for _, r := range ls {
 		for _, ph := range []string{"generate", "fetch", "update"} {
-			want = append(want, fmt.Sprintf("%d/%s", r.Round, ph))
+			all[r.name+"/"+ph] = true
 		}
 	}
-	got, err := eval[[]string](b, `Array.from(document.querySelectorAll('rect.phase')).map(r => r.dataset.round + '/' + r.dataset.phase)`)
+	got, err := eval[[]string](b, `Array.from(document.querySelectorAll('rect.phase')).map(r => r.dataset.shard + '/' + r.dataset.round + '/' + r.dataset.phase)`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(want)
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("timeline bars %v, want one per phase of the finished rounds %v", got, want)
+	wantBars := 3 * min(len(ls), 60)
+	for _, g := range got {
+		if !all[g] {
+			t.Errorf("timeline bar %s is no phase of a finished round", g)
+		}
+	}
+	newest := ls[len(ls)-1].name + "/update"
+	if len(got) != wantBars || !slices.Contains(got, newest) {
+		t.Errorf("%d timeline bars (the newest round's update %s among them: %v), want %d", len(got), newest, slices.Contains(got, newest), wantBars)
+	}
+	labels, err := eval[[]string](b, `Array.from(document.querySelectorAll('#chart-rounds text.tick')).map(t => t.textContent).filter(s => /^s\d+ r\d+$/.test(s))`)
+	if err != nil || len(labels) == 0 {
+		t.Errorf("the timeline's rows are not named s<shard> r<round>: %v, %v", labels, err)
 	}
 	t.Logf("%d rounds; %d timeline bars", len(ls), len(got))
 
@@ -408,8 +431,9 @@ func shardCounts(t *testing.T, data string) map[int][3]uint64 {
 // The page's shards table has one row per shard of dashboard.json, in
 // order, each with the shard's leader, replicas, frontier and fetched
 // pages as the JSON has them; the nodes table lists the node; no
-// partial-view note (the node holds every shard); the rounds timeline is
-// hidden (each shard runs its own rounds); and the page logs no error.
+// partial-view note (the node holds every shard); the rounds timeline
+// shows the shards' rounds (TestDashboardInChromium checks its bars); and
+// the page logs no error.
 //
 // The site-wide view (dashboard.json's sharded.site, /status?site=1 and
 // its summary, the page's site-wide table) lists the four shards, each
@@ -539,8 +563,8 @@ func TestShardedDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(hidden, []bool{false, true, true, false}) {
-		t.Errorf("hidden shards panel, partial note, rounds panel, site-wide panel: %v, want false, true, true, false", hidden)
+	if !slices.Equal(hidden, []bool{false, true, false, false}) {
+		t.Errorf("hidden shards panel, partial note, rounds panel, site-wide panel: %v, want false, true, false, false", hidden)
 	}
 	srows := pageSiteRows(t, b, 4)
 	for i, r := range sv.Rows {

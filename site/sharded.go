@@ -153,6 +153,7 @@ func (s *Site) startSharded(ctx context.Context, ss shardedStart) error {
 			o.Width = max(cfg.Width/st.Shards, 1)
 			o.Controls, o.Shards = meta.Store(), st.Shards // the operator's controls are the site's
 			o.Logger = log.With("part", "rounds", "node", cfg.Node, "shard", sh)
+			o.OnRound = func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(sh, st) }
 			return o
 		},
 		Router: func(sh int, db *crawldb.DB) (route.Router, error) {
@@ -254,9 +255,6 @@ func (s *Site) shardedStatus() Status {
 	}
 	s.mu.Lock()
 	st.Stopped = s.stopped
-	if s.finished != nil {
-		st.Rounds.Finished = s.finished // the crawl's end, over its shards
-	}
 	s.mu.Unlock()
 	if s.sim != nil {
 		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"
@@ -287,6 +285,9 @@ func (s *Site) Rounds() rounds.Status {
 	if out.Phase == "" {
 		out.Phase = "idle"
 	}
+	s.mu.Lock()
+	out.Finished = s.finished // the crawl's end, over its shards (shardedEnding)
+	s.mu.Unlock()
 	return out
 }
 

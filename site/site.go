@@ -1162,7 +1162,7 @@ func (s *Site) crawlerOptions(cfg *Config, res *dnscache.Resolver) rounds.Option
 			return ips, err
 		},
 		FailTimeout: cfg.FailTimeout, CheckCash: cfg.CheckCash,
-		OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(st) },
+		OnRound: func(st rounds.RoundStats) { s.metrics.round(st); s.dash.round(-1, st) },
 	}
 }
 

@@ -251,7 +251,7 @@
     const svg = $('chart-rounds');
     const rounds = arr(d.rounds);
     const rowH = Math.max(6, Math.min(30, Math.floor(300 / Math.max(1, rounds.length))));
-    const m = { l: 46, r: 60, t: 22, b: 20 };
+    const m = { l: rounds.some((r) => r.shard != null) ? 70 : 46, r: 60, t: 22, b: 20 };
     const h = m.t + Math.max(1, rounds.length) * rowH + m.b;
     const w = sizeSVG(svg, h);
     const left = m.l, right = w - m.r, top = m.t, bottom = h - m.b;
@@ -273,7 +273,9 @@
       const y = top + i * rowH + 1;
       const labelled = rowH >= 12; // thin rows: every fifth round only
       if (labelled || i % 5 === 0 || i === rounds.length - 1) {
-        label(svg, left - 5, y + rowH * 0.6 + 1, 'r' + r.round, { class: 'tick', 'text-anchor': 'end' });
+        // A site of shards: each shard's own rounds, named s<shard> r<round>.
+        const name = (r.shard != null ? 's' + r.shard + ' ' : '') + 'r' + r.round;
+        label(svg, left - 5, y + rowH * 0.6 + 1, name, { class: 'tick', 'text-anchor': 'end' });
       }
       PHASES.forEach((p, k) => {
         const s = r[p] || {};
@@ -284,10 +286,10 @@
         const bar = el('rect', {
           x: x.toFixed(1), y: (y + k * shift).toFixed(1),
           width: Math.max(1.5, X(end) - x).toFixed(1), height: barH.toFixed(1),
-          class: 'phase', 'data-round': String(r.round), 'data-phase': p,
+          class: 'phase', 'data-round': String(r.round), 'data-phase': p, 'data-shard': r.shard != null ? String(r.shard) : '',
         }, svg);
         const title = el('title', {}, bar);
-        title.textContent = `round ${r.round} ${p}: ${fmtDur((end - start) / 1000)}${s.end ? '' : ' (running)'}`;
+        title.textContent = `${r.shard != null ? 'shard ' + r.shard + ' ' : ''}round ${r.round} ${p}: ${fmtDur((end - start) / 1000)}${s.end ? '' : ' (running)'}`;
       });
       if (r.done && labelled) {
         label(svg, right + 5, y + rowH * 0.6 + 1, fmtShort(r.pages) + ' p', { class: 'tick' });
@@ -498,7 +500,6 @@
   // null on a site without shards: the panel stays hidden).
   function drawShards(sh) {
     $('shards-panel').hidden = !sh;
-    $('rounds-panel').hidden = !!sh; // each shard runs its own rounds
     if (!sh) return;
     const rows = arr(sh.rows);
     setText('shards-sub', `(${fmtInt(sh.held)} of the site's ${fmtInt(sh.shards)} held here; target R = ${fmtInt(sh.replicas)})`);
