@@ -333,7 +333,7 @@ func TestCrawlHostile(t *testing.T) {
 	// Still the old design: on a site of shards each shard counts
 	// --pld-budget for the hosts it holds, and a domain's hosts spread
 	// over shards (the farm got the budget once per shard).
-	cfg.Unsharded = true
+	cfg.Unsharded, cfg.Shards = true, 0
 	cfg.MaxDepth, cfg.HostBudget, cfg.MaxRedirects = 12, 120, 5
 	cfg.PLDBudget = hostilePLDBudget(t, cfg)
 	cfg.MaxBody = 256 << 10
