@@ -100,6 +100,7 @@ func (w WebsimSpec) Apply(c *Config) {
 	c.Websim, c.WebsimHosts, c.WebsimPages, c.WebsimSeed, c.WebsimIPs = w.Profile, w.Hosts, w.Pages, w.Seed, w.IPs
 }
 
+// String is the spec as `site up`'s flags say it.
 func (w WebsimSpec) String() string {
 	return fmt.Sprintf("--websim %s --websim-hosts %d --websim-pages %d --websim-seed %d --websim-ips %d", w.Profile, w.Hosts, w.Pages, w.Seed, w.IPs)
 }
