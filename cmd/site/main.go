@@ -110,7 +110,8 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 			}
 			// A node restarted on its data directory keeps its region and
 			// its status address unless told otherwise.
-			if prev, err := site.ReadInfo(cfg.Data); err == nil {
+			prev, prevErr := site.ReadInfo(cfg.Data)
+			if prevErr == nil {
 				if !fs.Changed("region") && prev.Region != "" {
 					cfg.Region = prev.Region
 				}
@@ -121,7 +122,7 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 			cfg.WebsimSeed = uint64(websimSeed)
 			// A restart crawls the web it crawled: the recorded websim,
 			// or none for a crawl of seeds (site.New refuses a mix).
-			if prev, err := site.ReadInfo(cfg.Data); err == nil && prev.Node != "" && !prev.Joined && cfg.Seeds == "" {
+			if prevErr == nil && prev.Node != "" && !prev.Joined && cfg.Seeds == "" {
 				switch {
 				case prev.Websim == "" && !fs.Changed("websim"):
 					cfg.Websim = "off"

@@ -245,7 +245,7 @@ const hostSitemapsPending = 1
 
 // appendHost appends the stored encoding of h to dst:
 //
-//	version        byte (hostVersion or hostVersion2)
+//	version        byte (hostVersion, hostVersion2 or hostVersion3)
 //	Robots         uvarint length, bytes
 //	RobotsStatus   uvarint
 //	RobotsExpiry   varint Unix ms (0: zero time)
