@@ -331,11 +331,6 @@ func (r *clusterRun) nodeArgs(name, data string, join *clusterNode) []string {
 	if c.Shards > 0 && join == nil {
 		args = append(args, "--shards", strconv.Itoa(c.Shards))
 	}
-	if c.Shards == 0 && c.Replicas == 0 && join == nil && !hasShardFlags(c.SiteFlags) {
-		// No --shards, no --replicas: the old design's site (one crawl
-		// database on every node), whose figures bench/README keeps.
-		args = append(args, "--unsharded")
-	}
 	if join != nil {
 		return append(args, "--join", join.listen)
 	}

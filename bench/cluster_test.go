@@ -61,9 +61,9 @@ func raceEnabled() bool {
 // TestRunClusterSmoke crawls a tiny clean web to exhaustion with a site
 // of one node, then of two, each node its own `site up` process: every
 // node exits 0 by itself, both crawls fetch the same pages, politely, and
-// in the two-node run both nodes fetch and bytes cross between them. It
-// runs the old design (no shard flags) and a site of shards, whose
-// rounds bench cluster reads from every shard's statistics.
+// in the two-node run both nodes fetch and bytes cross between them. Its
+// site is of 4 shards, whose rounds bench cluster reads from every
+// shard's statistics.
 func TestRunClusterSmoke(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
@@ -74,7 +74,7 @@ func TestRunClusterSmoke(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		shards int
-	}{{"unsharded", 0}, {"4 shards", 4}} {
+	}{{"4 shards", 4}} {
 		t.Run(tc.name, func(t *testing.T) { runClusterSmoke(t, ctx, siteBin, simBin, tc.shards) })
 	}
 }

@@ -449,23 +449,7 @@ func (r *fedRun) nodeArgs(region, data, listen string) []string {
 	if c.NoSync {
 		args = append(args, "--no-sync")
 	}
-	if !hasShardFlags(c.SiteFlags) {
-		// The figures of bench/README are of the old design's sites; the
-		// one design's are with --shards in SiteFlags.
-		args = append(args, "--unsharded")
-	}
 	return args
-}
-
-// hasShardFlags reports whether flags give --shards or --replicas.
-func hasShardFlags(flags []string) bool {
-	for _, f := range flags {
-		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
-		if strings.HasPrefix(f, "-") && (name == "shards" || name == "replicas") {
-			return true
-		}
-	}
-	return false
 }
 
 // fetchFrom is, in a geographic run, the flag that makes the i-th site (or

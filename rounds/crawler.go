@@ -90,10 +90,6 @@ type Options struct {
 	// address on a site of several nodes (IPDelay > 0); nil → the addresses
 	// in the host records only.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// Report sends this node's report to the site's leader (the site's
-	// transport between nodes) and returns the leader's answer, Heard's.
-	// nil: a node alone reports to itself only.
-	Report func(ctx context.Context, r NodeReport) (ReportReply, error)
 	// FailTimeout: a node not heard of for this long is dead and its parts
 	// go to other nodes; 0 → 3 s.
 	FailTimeout time.Duration
@@ -127,15 +123,6 @@ type Options struct {
 	// liveness: its state record is fresh); a Solo leader does not wait
 	// for the release of a node it says is dead. nil: every node may.
 	NodeAlive func(id string) bool
-	// ExpectNodes, above 1, holds the crawl's first round until the
-	// crawl database has this many members that have reported to the
-	// leader (or ExpectWait has passed since it began to lead), so that
-	// nodes started together share the first rounds instead of the
-	// first node fetching them alone while the others join. A leader
-	// that takes over a crawl already under way does not wait.
-	ExpectNodes int
-	// ExpectWait bounds the wait for ExpectNodes; 0 → 5 min.
-	ExpectWait time.Duration
 	// StageEvery is how long a node keeps a part's results before it
 	// stages them although the part is not done: what a node that dies
 	// loses (and another fetches again) at most; 0 → 2 s.
@@ -212,7 +199,7 @@ func (o *Options) Validate() error {
 		{"Width", int64(o.Width)}, {"PerHost", int64(o.PerHost)}, {"HostBudget", int64(o.HostBudget)},
 		{"PLDBudget", int64(o.PLDBudget)}, {"MaxRetries", int64(o.MaxRetries)}, {"MaxRedirects", int64(o.MaxRedirects)},
 		{"BatchOps", int64(o.BatchOps)}, {"Workers", int64(o.Workers)}, {"MemoryBudget", o.MemoryBudget},
-		{"LinkMemory", o.LinkMemory}, {"ExpectNodes", int64(o.ExpectNodes)}, {"Shards", int64(o.Shards)},
+		{"LinkMemory", o.LinkMemory}, {"Shards", int64(o.Shards)},
 	} {
 		if f.v < 0 {
 			bad("%s %d: want ≥ 0 (0: its default)", f.name, f.v)
@@ -224,7 +211,7 @@ func (o *Options) Validate() error {
 	}{
 		{"HostDelay", o.HostDelay}, {"MaxCrawlDelay", o.MaxCrawlDelay}, {"IPDelay", o.IPDelay},
 		{"FailTimeout", o.FailTimeout}, {"ReportEvery", o.ReportEvery}, {"Fence", o.Fence},
-		{"ReleaseWait", o.ReleaseWait}, {"StageEvery", o.StageEvery}, {"ExpectWait", o.ExpectWait},
+		{"ReleaseWait", o.ReleaseWait}, {"StageEvery", o.StageEvery},
 	} {
 		if f.v < 0 {
 			bad("%s %v: want ≥ 0 (0: its default)", f.name, f.v)
@@ -287,9 +274,6 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.StageEvery <= 0 {
 		o.StageEvery = 2 * time.Second
-	}
-	if o.ExpectWait <= 0 {
-		o.ExpectWait = 5 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -2,81 +2,16 @@ package rounds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/meridian-crawler/meridian/rounds/plan"
 )
 
-// Draining: a node that stops hands its parts back cleanly.
+// Handing over: a Solo leader whose shard moves to another node stages
+// everything it holds before the transfer (HandOver).
 
-// Drain stops this node's share of the site cleanly: it takes no new part,
-// pauses its fetcher, waits (up to 5 s) for the requests in flight, stages
-// every result it has and reports when its parts' hosts are free, so the
-// leader gives them to other nodes at once; then it waits (up to twice the
-// fail timeout) until they are gone. It gives up waiting when no leader
-// takes its reports (the whole site is stopping): its parts then move when
-// a leader finds it dead, and what it staged is kept.
-func (c *Crawler) Drain(ctx context.Context, f Fetcher) error {
-	n := c.node
-	n.pauseMu.Lock()
-	n.draining.Store(true)
-	if p, ok := f.(pauser); ok {
-		p.Pause(true)
-	}
-	n.pauseMu.Unlock()
-	deadline := c.o.Now().Add(5 * time.Second)
-	for f.Stats().InFlight > 0 && c.o.Now().Before(deadline) {
-		if !sleepCtx(ctx, 20*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
-	deadline = c.o.Now().Add(2 * c.o.FailTimeout)
-	for {
-		err := n.stage(ctx, true)
-		if err == nil && n.unstaged() == 0 {
-			break
-		}
-		if c.o.Now().After(deadline) {
-			return fmt.Errorf("rounds: drain: results not staged in time: %v", err)
-		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
-	n.handedBack.Store(true)
-	deadline = c.o.Now().Add(2 * c.o.FailTimeout)
-	for c.o.Now().Before(deadline) {
-		r := n.report(f)
-		var err error
-		if c.db.IsLeader() {
-			_, err = c.heard(r)
-		} else if c.o.Report != nil {
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err = c.o.Report(rctx, r)
-			cancel()
-		}
-		if r.Parts == 0 {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("rounds: drain: no leader takes this node's report: %w", err)
-		}
-		if err := n.watch(ctx, f); err != nil {
-			var fin finished
-			if errors.As(err, &fin) {
-				return nil
-			}
-			return err
-		}
-		if !sleepCtx(ctx, c.o.ReportEvery/2) {
-			return ctx.Err()
-		}
-	}
-	return fmt.Errorf("rounds: drain: parts still held after %v", 2*c.o.FailTimeout)
-}
-
+// unstaged counts the results this node holds and has not staged.
 func (n *nodeSide) unstaged() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()

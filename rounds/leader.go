@@ -36,9 +36,6 @@ type leader struct {
 	// members: the site's nodes this leader has seen among the members
 	members map[string]bool
 	start   time.Time
-	// expectDone: the hold for Options.ExpectNodes is over (or never
-	// was); expectSaid: the hold has been logged.
-	expectDone, expectSaid bool
 
 	// refreshed: the applied index and active rounds the last refresh
 	// saw (see refresh).
@@ -488,9 +485,6 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 		c.idleIndex.Store(0)
 		return nil
 	}
-	if active == 0 && s.Next <= 1 && l.holdForNodes(nodes, now) {
-		return nil
-	}
 	es := plan.EndState{Active: active, LimitReached: limit, FrontierEmpty: l.frontierEmpty,
 		Retrying: !l.retryAt.IsZero(), Federated: c.ending != nil}
 	if plan.NeedsBackoff(es) {
@@ -556,38 +550,6 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	return nil
 }
 
-// holdForNodes reports whether the crawl's first round waits for more
-// nodes (Options.ExpectNodes): fewer members than expected have reported,
-// and ExpectWait has not passed since this leader started.
-func (l *leader) holdForNodes(nodes []plan.Node, now time.Time) bool {
-	o := &l.c.o
-	if o.ExpectNodes <= 1 || l.expectDone {
-		return false
-	}
-	l.mu.Lock()
-	ready := 0
-	for _, n := range nodes {
-		if _, ok := l.reports[n.ID]; (ok || n.ID == l.c.id) && n.Alive {
-			ready++
-		}
-	}
-	l.mu.Unlock()
-	switch {
-	case ready >= o.ExpectNodes:
-		l.c.log.Info("rounds: the expected nodes are here: the crawl starts", "nodes", ready, "waited", now.Sub(l.start).Round(time.Millisecond))
-	case now.Sub(l.start) >= o.ExpectWait:
-		l.c.log.Warn("rounds: the expected nodes did not all come in time: crawling with those here", "expect", o.ExpectNodes, "nodes", ready, "waited", o.ExpectWait)
-	default:
-		if !l.expectSaid {
-			l.expectSaid = true
-			l.c.log.Info("rounds: the first round waits for the expected nodes", "expect", o.ExpectNodes, "nodes", ready, "at most", o.ExpectWait)
-		}
-		return true
-	}
-	l.expectDone = true
-	return false
-}
-
 // stepTick is how often the leader steps when nothing wakes it.
 const stepTick = 100 * time.Millisecond
 
@@ -623,7 +585,6 @@ func (l *leader) nodes(now time.Time) ([]plan.Node, error) {
 		// wait for a step); in a Solo crawl no other node takes work.
 		n := plan.Node{ID: id, Alive: lead.Alive(id, l.det.Alive(id, now))}
 		if r, ok := l.reports[id]; ok {
-			n.Draining, n.Keeps = r.Draining, r.Draining && !r.HandedBack
 			n.Load = int(r.Queued + r.InFlight)
 		}
 		out = append(out, n)
@@ -933,7 +894,8 @@ func (l *leader) awaitRelease(now time.Time) bool {
 	return false
 }
 
-// reassign gives the parts of nodes that are dead or stopping to others.
+// reassign gives the parts of nodes that are dead (a Solo crawl's former
+// leaders, once released or fenced) to those that take work.
 func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time) error {
 	c := l.c
 	var held []plan.Held
@@ -945,7 +907,6 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 		// runs out: the fence.
 		lastSeen[n.ID] = lead.LastSeen(n.ID, l.det.LastSeen(n.ID))
 	}
-	reports := l.reports
 	takes, alive := map[string]bool{}, map[string]bool{}
 	for _, n := range nodes {
 		takes[n.ID], alive[n.ID] = n.TakesWork(), n.Alive
@@ -955,20 +916,7 @@ func (l *leader) reassign(ctx context.Context, nodes []plan.Node, now time.Time)
 			if p.done || p.owner.Node == "" {
 				continue
 			}
-			h := plan.Held{Round: round, ID: p.id, Node: p.owner.Node, Hosts: p.hosts, URLs: p.urls}
-			if r, ok := reports[p.owner.Node]; ok && r.Draining && alive[p.owner.Node] && r.HandedBack {
-				// From the part's free time; a part it never took may
-				// share hosts with one it fetched: the latest of them.
-				t, ok := r.FreeAt[partRef{round, p.id}.String()]
-				if !ok {
-					t = r.At
-					for _, f := range r.FreeAt {
-						t = later(t, f)
-					}
-				}
-				h.FreeAt = t
-			}
-			held = append(held, h)
+			held = append(held, plan.Held{Round: round, ID: p.id, Node: p.owner.Node, Hosts: p.hosts, URLs: p.urls})
 		}
 	}
 	l.mu.Unlock()

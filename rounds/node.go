@@ -84,13 +84,11 @@ type nodeSide struct {
 	// recovered holds, per round, the results its write-ahead segment had
 	// at this start and that no take has used yet: every part taken again
 	// after a restart stages them instead of fetching their URLs again.
-	recovered  map[uint64]*recoveredRound
-	epochs     uint64            // takes so far: the last take's epoch
-	late       int64             // page results dropped since the last done marker: their take was over
-	orphans    []*fetcher.Result // sitemap results that came with no part open
-	failed     error             // a write-ahead segment write failed
-	draining   atomic.Bool
-	handedBack atomic.Bool // draining, and every result staged (see NodeReport)
+	recovered map[uint64]*recoveredRound
+	epochs    uint64            // takes so far: the last take's epoch
+	late      int64             // page results dropped since the last done marker: their take was over
+	orphans   []*fetcher.Result // sitemap results that came with no part open
+	failed    error             // a write-ahead segment write failed
 	// pauseMu orders the changes of the fetcher's pause (the report
 	// loop's pause, a resume, a hand-over's and a drain's pause), so that
 	// a resume decided before a hand-over began cannot undo its pause.

@@ -22,7 +22,7 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"zero fields", func(o *Options) {}, nil},
 		{"set fields", func(o *Options) {
-			o.Width, o.PerHost, o.Damping, o.Revisits, o.HostDelay, o.ExpectNodes = 100, 2, 1, -1, time.Second, 3
+			o.Width, o.PerHost, o.Damping, o.Revisits, o.HostDelay = 100, 2, 1, -1, time.Second
 		}, nil},
 		{"no DB, no Dir", func(o *Options) { o.DB, o.Dir = nil, "" }, []string{"no DB", "no Dir"}},
 		{"negative width", func(o *Options) { o.Width = -1 }, []string{"Width -1"}},

@@ -12,9 +12,9 @@ import (
 
 // Reports to the leader.
 
-// NodeReport is what a node tells the site's leader every ReportEvery: that
-// it is alive, how much work it holds, and, when it stops, when the hosts
-// of the parts it hands back are free.
+// NodeReport is what this node tells itself, as the crawl database's leader,
+// every ReportEvery: that it is alive, how much work it holds, and what its
+// hosts' requests took.
 type NodeReport struct {
 	ID       string    `json:"id"`
 	At       time.Time `json:"at"`
@@ -25,13 +25,6 @@ type NodeReport struct {
 	Parts    int       `json:"parts"`    // parts held
 	Hosts    int       `json:"hosts"`    // hosts of the parts held
 	Unstaged int       `json:"unstaged"` // results not staged yet
-	Draining bool      `json:"draining,omitempty"`
-	// HandedBack: draining, the node has staged every result it had and
-	// starts no request: its parts may go to other nodes, each from its
-	// FreeAt (per part, "round/id": when its hosts may be fetched by
-	// another node).
-	HandedBack bool                 `json:"handed_back,omitempty"`
-	FreeAt     map[string]time.Time `json:"free_at,omitempty"`
 	// Took is, per host whose answered requests since the last report took
 	// a millisecond or more on average, that mean in microseconds: the
 	// leader learns from it what a host's requests take (its round trips,
@@ -98,7 +91,7 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 	c := n.c
 	now := c.o.Now()
 	st := f.Stats()
-	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load(), Draining: n.draining.Load(), HandedBack: n.handedBack.Load()}
+	r := NodeReport{ID: c.id, At: now, Queued: st.Queued, InFlight: st.InFlight, Done: n.done.Load()}
 	r.Rate = n.rate.observe(now, r.Done)
 	r.Took = n.takeTook()
 	parts := n.heldParts()
@@ -115,12 +108,6 @@ func (n *nodeSide) report(f Fetcher) NodeReport {
 		}
 		r.Parts++
 		r.Hosts += len(p.hosts)
-		if r.HandedBack {
-			if r.FreeAt == nil {
-				r.FreeAt = map[string]time.Time{}
-			}
-			r.FreeAt[p.ref.String()] = n.freeAt(p, now)
-		}
 	}
 	return r
 }
@@ -146,12 +133,8 @@ func (n *nodeSide) reportLoop(ctx context.Context, f Fetcher) {
 			reply, err = c.heard(r)
 		} else if c.o.Solo {
 			err = errSoloFollower
-		} else if c.o.Report != nil {
-			rctx, cancel := context.WithTimeout(ctx, 2*c.o.ReportEvery)
-			reply, err = c.o.Report(rctx, r)
-			cancel()
 		} else {
-			err = errors.New("rounds: no way to reach the leader")
+			err = errors.New("rounds: this node does not lead its crawl database")
 		}
 		now := c.o.Now()
 		if err == nil {
@@ -233,7 +216,6 @@ func (n *nodeSide) pauseState() plan.NodeState {
 	c := n.c
 	return plan.NodeState{
 		Paused:   n.paused.Load(),
-		Draining: n.draining.Load(),
 		Handing:  n.handing.Load(),
 		Solo:     c.o.Solo,
 		Leads:    c.db.IsLeader(),

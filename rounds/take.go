@@ -33,7 +33,7 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) (err error) {
 		// parts after its takes and revokes.
 		if err == nil {
 			after := n.watchKey()
-			key.parts, key.draining = after.parts, after.draining
+			key.parts = after.parts
 			n.watched.saw(key, c.o.Now())
 		}
 	}()
@@ -126,7 +126,7 @@ func (n *nodeSide) watch(ctx context.Context, f Fetcher) (err error) {
 				lp = nil
 				retake[ref] = true
 			}
-			if mine && lp == nil && !n.draining.Load() {
+			if mine && lp == nil {
 				if err := n.take(ctx, f, ref, w.owner, w.o, retake[ref]); err != nil {
 					return err
 				}
@@ -333,9 +333,8 @@ func (c *Crawler) stagedURLs(ref partRef) (map[string]bool, error) {
 // watchKey is what decides whether a watch can find anything new: the
 // replica's applied index, the parts held, and whether the node drains.
 type watchKey struct {
-	index    uint64
-	parts    int
-	draining bool
+	index uint64
+	parts int
 }
 
 // watchIdle bounds how long a periodic scan (a node's watch, a leader's
@@ -366,5 +365,5 @@ func (n *nodeSide) watchKey() watchKey {
 	n.mu.Lock()
 	parts := len(n.parts)
 	n.mu.Unlock()
-	return watchKey{index: n.c.st.AppliedIndex(), parts: parts, draining: n.draining.Load()}
+	return watchKey{index: n.c.st.AppliedIndex(), parts: parts}
 }

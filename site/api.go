@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/meridian-crawler/meridian/certs"
 	"github.com/meridian-crawler/meridian/crawldb"
-	"github.com/meridian-crawler/meridian/rounds"
 )
 
 // apiClientTimeout bounds one call to another node's API (the crawl
@@ -114,51 +112,12 @@ func (s *Site) apiHandler() http.Handler {
 	})
 	// Deliveries between the shards of a sharded site.
 	mux.Handle("/shardset/", ready(func(w http.ResponseWriter, r *http.Request) {
-		if s.set == nil {
-			http.Error(w, "site: not a sharded site", http.StatusNotFound)
-			return
-		}
 		s.set.Handler().ServeHTTP(w, r)
 	}))
 	// A sharded node's rows for another node's site-wide view.
 	mux.HandleFunc("GET /site/shards", ready(func(w http.ResponseWriter, r *http.Request) {
-		if s.set == nil {
-			http.Error(w, "site: not a sharded site", http.StatusNotFound)
-			return
-		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(s.localRows())
-	}))
-	mux.HandleFunc("POST /site/report", ready(func(w http.ResponseWriter, r *http.Request) {
-		if s.crawler == nil {
-			http.Error(w, "site: a sharded site's nodes do not report", http.StatusNotFound)
-			return
-		}
-		var rep rounds.NodeReport
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rep); err != nil || rep.ID == "" {
-			http.Error(w, "site: report: want a JSON node report with an id", http.StatusBadRequest)
-			return
-		}
-		reply, err := s.crawler.Heard(rep)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(reply)
-	}))
-	mux.HandleFunc("GET /site/nodes", ready(func(w http.ResponseWriter, r *http.Request) {
-		if s.crawler == nil {
-			http.Error(w, "site: a sharded site: see /status's shards", http.StatusNotFound)
-			return
-		}
-		v := s.crawler.Nodes()
-		if v == nil {
-			http.Error(w, rounds.ErrNotLeader.Error(), http.StatusMisdirectedRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(v)
 	}))
 	mux.HandleFunc("GET /site/federation/state", ready(func(w http.ResponseWriter, r *http.Request) {
 		if s.fed == nil {

@@ -156,11 +156,6 @@ type Config struct {
 	// min(R, nodes) replicas). A node that joins with --replicas set must
 	// give its site's.
 	Replicas int
-	// Unsharded makes a new site of the old design: one crawl database
-	// that every node replicates, parts of each round moved between
-	// nodes. Kept only until that design is retired (issue 36); a data
-	// directory of that kind opens as it is without it.
-	Unsharded bool
 	// FetchFrom are the local addresses the fetcher's connections (HTTP
 	// and DNS) leave from, each host's always from the same one of its
 	// family (fetcher.Options.LocalAddrs); every one must be the
@@ -224,9 +219,6 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 || c.Replicas > shardset.MaxReplicas {
 		bad("--replicas must be in [1, %d] (0: 3), got %d", shardset.MaxReplicas, c.Replicas)
-	}
-	if c.Unsharded && (c.Shards > 0 || c.Replicas > 0) {
-		bad("--unsharded makes a site of one crawl database on every node: leave --shards and --replicas out")
 	}
 	if c.ExpectNodes < 0 || c.ExpectNodes > 1000 {
 		bad("--expect-nodes must be in [0, 1000], got %d", c.ExpectNodes)

@@ -151,16 +151,6 @@ func (s *Site) inject(ctx context.Context, body []byte, forwarded bool) (InjectR
 // injector returns the crawler on this node that injects (one that leads),
 // else the node API address of a node that does.
 func (s *Site) injector() (*rounds.Crawler, string, error) {
-	if s.set == nil {
-		if s.db.IsLeader() {
-			return s.crawler, "", nil
-		}
-		addr, err := s.db.LeaderAPI()
-		if err != nil || addr == "" {
-			return nil, "", fmt.Errorf("site: inject: the crawl database has no leader now: %v", err)
-		}
-		return nil, addr, nil
-	}
 	lead := s.set.Leading()
 	if len(lead) > 0 {
 		return lead[slices.Min(keysOf(lead))], "", nil

@@ -509,9 +509,7 @@ func (s *Site) dashSampler(ctx context.Context) {
 	now := time.Now()
 	for {
 		s.dash.sample(s.fetch.Stats(), now, s.cfg.Workers)
-		if s.set != nil {
-			s.dash.sampleShards(s.set.Status(), now)
-		}
+		s.dash.sampleShards(s.set.Status(), now)
 		select {
 		case <-ctx.Done():
 			return
@@ -562,106 +560,84 @@ func (s *Site) Dashboard() Dashboard {
 	if ctl := s.controlsStatus(); ctl != nil {
 		d.Controls = ctl
 	}
-	if top, err := s.db.Store().Frontier(store.FrontierQuery{Width: dashTop, PerHost: 1}); err == nil {
-		for _, e := range top {
-			d.OPIC.Top = append(d.OPIC.Top, DashURL{URL: e.URL, Cash: e.Score})
+	// The top of the frontiers and the busiest hosts and addresses of the
+	// shards led here, merged.
+	var hosts, ips []rounds.Busy
+	busyOK := true
+	for sh, cr := range s.set.Leading() {
+		if db := s.host.Lookup(shardset.GroupID(sh)); db != nil {
+			if top, err := db.Store().Frontier(store.FrontierQuery{Width: dashTop, PerHost: 1}); err == nil {
+				for _, e := range top {
+					d.OPIC.Top = append(d.OPIC.Top, DashURL{URL: e.URL, Cash: e.Score})
+				}
+			}
 		}
+		h, i, ok := cr.Busiest(dashTop, now)
+		hosts, ips, busyOK = append(hosts, h...), append(ips, i...), busyOK && ok
 	}
-	if s.crawler == nil {
-		// A sharded node: its shards and the site's nodes; the fetcher's
-		// rate and the hosts troubled in the shards' last rounds. (No
-		// busiest hosts: each shard's crawler has its own.)
-		d.Sharded = s.dashSharded()
-		d.Hosts.Total = s.fetch.Stats().Hosts
-		s.dash.mu.Lock()
-		defer s.dash.mu.Unlock()
-		d.Series = slices.Clone(s.dash.samples)
-		if n := len(d.Series); n > 0 {
-			d.Rate = d.Series[n-1]
-		}
-		d.Hosts.Troubled = slices.Clone(s.dash.troubled)
-		d.Rounds = slices.Clone(s.dash.rounds) // the shards' last rounds to end
-		return d
-	}
-	if hosts, ips, ok := s.crawler.Busiest(dashTop, now); ok {
-		for _, h := range hosts {
+	slices.SortFunc(d.OPIC.Top, func(a, b DashURL) int { return cmp.Compare(b.Cash, a.Cash) })
+	d.OPIC.Top = d.OPIC.Top[:min(len(d.OPIC.Top), dashTop)]
+	byUntil := func(a, b rounds.Busy) int { return b.Until.Compare(a.Until) }
+	slices.SortFunc(hosts, byUntil)
+	slices.SortFunc(ips, byUntil)
+	if busyOK {
+		for _, h := range hosts[:min(len(hosts), dashTop)] {
 			d.Hosts.Slowest = append(d.Hosts.Slowest, DashHost{Host: h.Name, Delay: h.Delay.Seconds(), BusyS: h.Until.Sub(now).Seconds()})
 		}
-		for _, ip := range ips {
+		for _, ip := range ips[:min(len(ips), dashTop)] {
 			d.Hosts.IPs = append(d.Hosts.IPs, DashIP{IP: ip.Name, Hosts: ip.Hosts, BusyS: ip.Until.Sub(now).Seconds()})
 		}
-		s.dash.mu.Lock()
-		s.dash.slowest, s.dash.ips = d.Hosts.Slowest, d.Hosts.IPs
-		s.dash.mu.Unlock()
-	} else { // a generate holds them: the last poll's lists
-		s.dash.mu.Lock()
-		d.Hosts.Slowest, d.Hosts.IPs = s.dash.slowest, s.dash.ips
-		s.dash.mu.Unlock()
 	}
+	// Its shards and the site's nodes; the fetcher's rate and the hosts
+	// troubled in the shards' last rounds.
+	d.Sharded = s.dashSharded()
 	d.Hosts.Total = s.fetch.Stats().Hosts
-	views := s.nodes()
-	var fs *federation.Status
-	if s.fed != nil {
-		st := s.fed.Status()
-		fs = &st
-	}
-
 	s.dash.mu.Lock()
 	defer s.dash.mu.Unlock()
+	if busyOK {
+		s.dash.slowest, s.dash.ips = d.Hosts.Slowest, d.Hosts.IPs
+	} else { // a generate holds them: the last poll's lists
+		d.Hosts.Slowest, d.Hosts.IPs = s.dash.slowest, s.dash.ips
+	}
 	d.Series = slices.Clone(s.dash.samples)
 	if n := len(d.Series); n > 0 {
 		d.Rate = d.Series[n-1]
 	}
-	d.Rounds = slices.Clone(s.dash.rounds)
 	d.Hosts.Troubled = slices.Clone(s.dash.troubled)
-	// Rounds in flight, after the finished ones.
-	for _, a := range rs.Active {
-		if len(d.Rounds) > 0 && d.Rounds[len(d.Rounds)-1].Round >= a.Round {
-			continue
-		}
-		bar := RoundBar{Round: a.Round, Generate: Span{a.Started.UnixMilli(), a.Started.UnixMilli()}, Fetch: Span{Start: a.Started.UnixMilli()}}
-		if !a.Fetched.IsZero() {
-			bar.Fetch.End = a.Fetched.UnixMilli()
-			bar.Update.Start = a.Fetched.UnixMilli()
-		}
-		d.Rounds = append(d.Rounds, bar)
+	d.Rounds = slices.Clone(s.dash.rounds) // the shards' last rounds to end
+	if s.fed != nil {
+		d.Federation = s.dashFed(s.fed.Status(), now)
 	}
-	if len(d.Rounds) > dashRounds {
-		d.Rounds = d.Rounds[len(d.Rounds)-dashRounds:]
-	}
-	// Rates since the last poll (kept if it was too recent to tell).
+	return d
+}
+
+// dashFed is the dashboard's federation panel from the federation's
+// status: the sites and this site's links to them, with the URLs sent
+// and received per second since the last poll (kept if it was too recent
+// to tell). s.dash.mu is held.
+func (s *Site) dashFed(fs federation.Status, now time.Time) *DashFed {
 	dt := now.Sub(s.dash.polledAt).Seconds()
 	fresh := s.dash.polledAt.IsZero() || dt >= sampleEvery.Seconds()/2
 	if s.dash.peerRate == nil {
 		s.dash.peerURLs, s.dash.peerRate = map[string][2]uint64{}, map[string][2]float64{}
 	}
-	for _, v := range views {
-		n := DashNode{ID: v.ID, Role: v.Role, Alive: v.Alive}
-		if r := v.Report; r != nil {
-			n.Hosts, n.InFlight, n.Pages = r.Hosts, r.InFlight, r.Rate
-		}
-		d.Nodes = append(d.Nodes, n)
-	}
-	if fs != nil {
-		f := &DashFed{Partitioner: fs.Partitioner, Outbox: fs.Outbox, CacheRate: fs.CacheRate,
-			Sites: []DashSite{{Name: fs.Site, Lat: fs.Lat, Lon: fs.Lon, State: "self", Self: true}}}
-		for _, p := range fs.Peers {
-			f.Sites = append(f.Sites, DashSite{Name: p.Name, Lat: p.Lat, Lon: p.Lon, State: p.State})
-			if fresh {
-				if prev, ok := s.dash.peerURLs[p.Name]; ok && !s.dash.polledAt.IsZero() {
-					s.dash.peerRate[p.Name] = [2]float64{float64(p.SentURLs-prev[0]) / dt, float64(p.RecvURLs-prev[1]) / dt}
-				}
-				s.dash.peerURLs[p.Name] = [2]uint64{p.SentURLs, p.RecvURLs}
+	f := &DashFed{Partitioner: fs.Partitioner, Outbox: fs.Outbox, CacheRate: fs.CacheRate,
+		Sites: []DashSite{{Name: fs.Site, Lat: fs.Lat, Lon: fs.Lon, State: "self", Self: true}}}
+	for _, p := range fs.Peers {
+		f.Sites = append(f.Sites, DashSite{Name: p.Name, Lat: p.Lat, Lon: p.Lon, State: p.State})
+		if fresh {
+			if prev, ok := s.dash.peerURLs[p.Name]; ok && !s.dash.polledAt.IsZero() {
+				s.dash.peerRate[p.Name] = [2]float64{float64(p.SentURLs-prev[0]) / dt, float64(p.RecvURLs-prev[1]) / dt}
 			}
-			r := s.dash.peerRate[p.Name]
-			f.Links = append(f.Links, DashLink{From: fs.Site, To: p.Name, SentS: r[0], RecvS: r[1], Sent: p.SentURLs, Recv: p.RecvURLs, Outbox: p.Outbox, State: p.State})
+			s.dash.peerURLs[p.Name] = [2]uint64{p.SentURLs, p.RecvURLs}
 		}
-		d.Federation = f
+		r := s.dash.peerRate[p.Name]
+		f.Links = append(f.Links, DashLink{From: fs.Site, To: p.Name, SentS: r[0], RecvS: r[1], Sent: p.SentURLs, Recv: p.RecvURLs, Outbox: p.Outbox, State: p.State})
 	}
 	if fresh {
 		s.dash.polledAt = now
 	}
-	return d
+	return f
 }
 
 // dashSharded is the shards this node holds and the site's nodes (the

@@ -363,7 +363,6 @@ func startShardedNode(t *testing.T, ctx context.Context) (s *site.Site, cfg site
 	w := startMultiWeb(t, 12, 8, 3, 5)
 	cfg = nodeConfig(t, w, t.TempDir(), "n1", "")
 	cfg.Shards, cfg.Replicas = 4, 1
-	cfg.Unsharded = false
 	s, err := site.Start(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -454,13 +453,30 @@ func TestShardedDashboard(t *testing.T) {
 		d = site.Dashboard{}
 		return getJSON(t, base+"/dashboard.json", &d) == nil && d.Sharded != nil && len(d.Sharded.Rows) == 4
 	})
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("run: %v", err)
+	// While it crawls: the top of the shards' frontiers and the hosts
+	// their rounds keep busy the longest, merged over the shards.
+	topSeen, busySeen := false, false
+	var runErr error
+wait:
+	for {
+		select {
+		case runErr = <-ran:
+			break wait
+		case <-ctx.Done():
+			t.Fatal("the crawl did not end")
+		case <-time.After(50 * time.Millisecond):
 		}
-	case <-ctx.Done():
-		t.Fatal("the crawl did not end")
+		d = site.Dashboard{}
+		if getJSON(t, base+"/dashboard.json", &d) == nil {
+			topSeen = topSeen || len(d.OPIC.Top) > 0 && d.OPIC.Top[0].Cash > 0
+			busySeen = busySeen || len(d.Hosts.Slowest) > 0
+		}
+	}
+	if runErr != nil {
+		t.Fatalf("run: %v", runErr)
+	}
+	if !topSeen || !busySeen {
+		t.Errorf("while crawling, the dashboard showed top URLs %v and busiest hosts %v: want both, from the shards", topSeen, busySeen)
 	}
 	p := b.polls()
 	waitFor(t, 20*time.Second, "two more dashboard updates", func() bool { return b.polls() >= p+2 })
@@ -756,7 +772,6 @@ func TestShardedDashboardNodeDown(t *testing.T) {
 	defer cancel()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 2
-	cfg1.Unsharded = false
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
 	n1, err := site.Start(ctx, cfg1, nil)
 	if err != nil {
@@ -877,7 +892,6 @@ func TestShardedDashboardPartialInChromium(t *testing.T) {
 	defer cancel()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
 	cfg1.Shards, cfg1.Replicas = 4, 1
-	cfg1.Unsharded = false
 	cfg1.HostDelay = 2 * time.Second // a crawl that lasts while the site grows
 	n1, err := site.Start(ctx, cfg1, nil)
 	if err != nil {

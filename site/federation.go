@@ -58,13 +58,7 @@ func (s *Site) startFederationOf(res *dnscache.Resolver, seeds []string, sharded
 		Resolve: res.Settled,
 		GeoIP:   s.geo, Seeds: seeds, LeaderState: s.leaderFedState, Rounds: func() (route.Rounds, error) { return roundsInFlight(s.db) },
 		Sharded: sharded,
-		Idle: func() uint64 {
-			if c := s.crawlerReady.Load(); c != nil {
-				return c.IdleIndex()
-			}
-			return 0
-		},
-		Logger: s.log.With("part", "federation"),
+		Logger:  s.log.With("part", "federation"),
 	})
 	if err != nil {
 		return err

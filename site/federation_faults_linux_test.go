@@ -200,7 +200,6 @@ func TestFederationSiteReturns(t *testing.T) {
 	cfgs, nodes, _ := startFedNodes(t, w, faultGrace, func(c *site.Config) {
 		if c.Region == sharded || c.Region == back {
 			c.Shards, c.Replicas = 4, 1
-			c.Unsharded = false
 		}
 	})
 	file = readFedFile(t, cfgs[0].Federation)

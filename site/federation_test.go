@@ -215,7 +215,6 @@ func TestFederationSharded(t *testing.T) {
 				cfg := fedConfig(w, root, fedFile, s.Name)
 				if c.shards[i] > 0 {
 					cfg.Shards, cfg.Replicas = c.shards[i], 1
-					cfg.Unsharded = false
 				}
 				cfgs = append(cfgs, cfg)
 			}

@@ -5,13 +5,10 @@ package site_test
 import (
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -122,135 +119,3 @@ func waitNodesEnd(t *testing.T, nodes map[string]*node) {
 		}
 	}
 }
-
-// TestNodesKilled crawls a realistic web with three nodes, each its own
-// process on real TCP. A follower is SIGKILLed mid-fetch: its parts go to
-// the others within 10 s; it restarts, rejoins and takes work again. Then
-// the leader is SIGKILLed mid-round: another node leads and finishes the
-// round; the old leader restarts and takes work again. The crawl ends on
-// every node by itself, with full coverage, no politeness breach, OPIC's
-// cash conserved after every round, and no URL fetched twice but those in
-// flight on the killed nodes.
-func TestNodesKilled(t *testing.T) {
-	w := startMultiWeb(t, 60, 16, 6, 33)
-	root := t.TempDir()
-	cfg1 := nodeConfig(t, w, root, "n1", "")
-	cfg1.NoSync = false
-	nodes := startNodes(t, w, root, cfg1, func(cfg *site.Config) { cfg.NoSync = false })
-	leader := func() string {
-		for name, n := range nodes {
-			if st, ok := n.status(t); ok && st.Role == "leader" {
-				return name
-			}
-		}
-		return ""
-	}
-	// 1. A follower, mid-fetch.
-	var victim string
-	waitFor(t, 60*time.Second, "a follower fetching", func() bool {
-		for name, n := range nodes {
-			st, ok := n.status(t)
-			if ok && st.Role == "follower" && st.Rounds.Parts > 0 && st.Fetcher.InFlight > 0 && st.Fetcher.Done > 20 {
-				victim = name
-				return true
-			}
-		}
-		return false
-	})
-	killedAt := time.Now()
-	nodes[victim].kill(t)
-	kills := []kill{{node: victim, at: killedAt}}
-	var moved time.Time
-	waitFor(t, 30*time.Second, "the killed follower's parts to move", func() bool {
-		l := leader()
-		if l == "" {
-			return false
-		}
-		st, ok := nodes[l].status(t)
-		if !ok || st.Rounds.Replanned == "" {
-			return false
-		}
-		moved, _ = time.Parse("2006-01-02T15:04:05.000Z07:00", st.Rounds.Replanned)
-		return moved.After(killedAt)
-	})
-	t.Logf("follower %s killed; its parts moved %v later", victim, moved.Sub(killedAt).Round(time.Millisecond))
-	if d := moved.Sub(killedAt); d > 10*time.Second {
-		t.Errorf("the killed follower's parts moved after %v, want within 10 s", d)
-	}
-	cfg := nodes[victim].cfg
-	cfg.Join = ""
-	nodes[victim] = startNode(t, cfg)
-	waitFor(t, 60*time.Second, victim+" to take work again", func() bool {
-		st, ok := nodes[victim].status(t)
-		return ok && st.Fetcher.Done > 0
-	})
-
-	// 2. The leader, mid-round.
-	old := ""
-	var round uint64
-	var inFlight []uint64 // rounds the leader may retire just before it dies
-	waitFor(t, 60*time.Second, "the leader in a fetch phase", func() bool {
-		old = leader()
-		if old == "" {
-			return false
-		}
-		st, ok := nodes[old].status(t)
-		if ok && st.Phase == rounds.PhaseFetch && len(st.Rounds.Active) > 0 {
-			round = st.Rounds.Active[0].Round
-			for _, a := range st.Rounds.Active {
-				inFlight = append(inFlight, a.Round)
-			}
-			// And the rounds it has retired without writing their line
-			// yet (the line follows the cash check's scan): those after
-			// the last line it wrote.
-			lined := uint64(0)
-			if l := st.Rounds.Last; l != nil {
-				lined = l.Round
-			}
-			for r := lined + 1; r < st.Rounds.Next; r++ {
-				if !slices.Contains(inFlight, r) {
-					inFlight = append(inFlight, r)
-				}
-			}
-			return true
-		}
-		return false
-	})
-	kills = append(kills, kill{node: old, at: time.Now(), rounds: inFlight})
-	nodes[old].kill(t)
-	t.Logf("leader %s killed in round %d", old, round)
-	waitFor(t, 60*time.Second, "a new leader to finish round "+itoa(round), func() bool {
-		for name, n := range nodes {
-			if name == old {
-				continue
-			}
-			if st, ok := n.status(t); ok && st.Role == "leader" && st.Rounds.Done >= round && !activeHas(st.Rounds.Active, round) {
-				return true
-			}
-		}
-		return false
-	})
-	cfg = nodes[old].cfg
-	cfg.Join = ""
-	nodes[old] = startNode(t, cfg)
-	waitFor(t, 60*time.Second, old+" to take work again", func() bool {
-		st, ok := nodes[old].status(t)
-		return ok && st.Fetcher.Done > 0
-	})
-
-	// Every node ends by itself.
-	waitNodesEnd(t, nodes)
-	dirs := []string{filepath.Join(root, "n1"), filepath.Join(root, "n2"), filepath.Join(root, "n3")}
-	checkMultiCrawl(t, w, cfg1, dirs, kills)
-}
-
-func activeHas(as []rounds.Active, round uint64) bool {
-	for _, a := range as {
-		if a.Round == round {
-			return true
-		}
-	}
-	return false
-}
-
-func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"github.com/meridian-crawler/meridian/certs"
-	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/rounds"
 	"github.com/meridian-crawler/meridian/shard"
@@ -80,10 +79,11 @@ func nodeConfig(t *testing.T, w *multiWeb, root, name, join string) site.Config 
 	cfg.Backoff, cfg.BackoffMax = 200*time.Millisecond, 2*time.Second
 	cfg.FailTimeout = 1500 * time.Millisecond
 	cfg.CheckCash = true
-	// The old design (part-moving: nodes_test.go is its tests, retired
-	// with it); the one design's multi-node tests clear it. A joining
-	// node takes its site's.
-	cfg.Unsharded = join == ""
+	// A site of 4 shards (R = 3), as testConfig's; a joining node takes
+	// its site's.
+	if join == "" {
+		cfg.Shards = 4
+	}
 	if w.certs != "" {
 		cfg.Certs = w.certs
 		issueNodeCert(w.certs, cfg.Region, name)
@@ -192,20 +192,31 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 		}
 	}
 	t.Logf("%d URLs fetched twice with 2xx across the nodes, %d of them first by a node killed before it staged them", twice, excused)
-	// OPIC's invariant after every round, on whichever node led it.
-	seen := map[uint64]bool{}
+	// OPIC's invariant after every round of every shard, on whichever
+	// node led it; every shard's rounds, each on some node.
+	seen := map[string]map[uint64]bool{} // shard → rounds
 	for _, d := range dirs {
-		for _, l := range readRounds(t, d) {
-			seen[l.Round] = true
-			if l.Unanswered > 0 {
-				t.Errorf("round %d (led by %s): %d URLs without a result at its update", l.Round, l.Leader, l.Unanswered)
+		files, _ := filepath.Glob(filepath.Join(d, "shards", "*", "stats", "rounds.jsonl"))
+		for _, f := range files {
+			sh := filepath.Base(filepath.Dir(filepath.Dir(f)))
+			if seen[sh] == nil {
+				seen[sh] = map[uint64]bool{}
 			}
-			if l.CashError == nil {
-				t.Errorf("round %d (led by %s): no cash check", l.Round, l.Leader)
-			} else if math.Abs(*l.CashError) > 1e-9 {
-				t.Errorf("round %d (led by %s): cash off by %g of what was injected", l.Round, l.Leader, *l.CashError)
+			for _, l := range readRoundsFile(t, f) {
+				seen[sh][l.Round] = true
+				if l.Unanswered > 0 {
+					t.Errorf("shard %s round %d (led by %s): %d URLs without a result at its update", sh, l.Round, l.Leader, l.Unanswered)
+				}
+				if l.CashError == nil {
+					t.Errorf("shard %s round %d (led by %s): no cash check", sh, l.Round, l.Leader)
+				} else if math.Abs(*l.CashError) > 1e-9 {
+					t.Errorf("shard %s round %d (led by %s): cash off by %g of what was injected", sh, l.Round, l.Leader, *l.CashError)
+				}
 			}
 		}
+	}
+	if len(seen) != cfg.Shards {
+		t.Errorf("rounds of %d shards in the nodes' statistics, want %d", len(seen), cfg.Shards)
 	}
 	excusedRounds := map[uint64]bool{}
 	for _, k := range kills {
@@ -213,30 +224,36 @@ func checkMultiCrawl(t *testing.T, w *multiWeb, cfg site.Config, dirs []string, 
 			excusedRounds[r] = true
 		}
 	}
-	last := uint64(0)
-	for r := range seen {
-		last = max(last, r)
-	}
-	for r := uint64(1); r <= last; r++ {
-		if !seen[r] && excusedRounds[r] {
-			t.Logf("round %d is in no node's rounds.jsonl: its leader was killed while it was in flight", r)
-		} else if !seen[r] {
-			t.Errorf("round %d is in no node's rounds.jsonl (rounds %v)", r, keys(seen))
+	for sh, rs := range seen {
+		last := uint64(0)
+		for r := range rs {
+			last = max(last, r)
+		}
+		for r := uint64(1); r <= last; r++ {
+			if !rs[r] && !excusedRounds[r] {
+				t.Errorf("shard %s: round %d is in no node's rounds.jsonl (rounds %v)", sh, r, keys(rs))
+			}
 		}
 	}
-	st, err := crawldb.OpenStore(filepath.Join(dirs[0], "crawldb"), store.Options{})
+	// Every shard's crawl ended exhausted.
+	sh, err := store.OpenShared(filepath.Join(dirs[0], "crawldb", "store"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	state, err := rounds.ReadState(st)
-	if err != nil {
-		t.Fatal(err)
+	defer sh.Close()
+	for g := range seen {
+		st, err := sh.Store(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state, err := rounds.ReadState(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state.Finished == nil || state.Finished.Reason != "exhausted" {
+			t.Errorf("shard %s's state does not say its crawl is exhausted: %+v", g, state.Finished)
+		}
 	}
-	if state.Finished == nil || state.Finished.Reason != "exhausted" {
-		t.Errorf("the site's state does not say the crawl is exhausted: %+v", state.Finished)
-	}
-	checkConservation(t, st, rounds.Status{Virtual: state.Virtual, Injected: state.Injected, Spent: state.Spent})
 }
 
 // warcPages reads the WARC files of the nodes whose data directories are
@@ -271,9 +288,9 @@ func keys(m map[uint64]bool) []uint64 {
 	return out
 }
 
-// TestNodesLeaveAndStop crawls with three nodes in this process: one
-// leaves the site mid-crawl, a follower and then the leader are stopped (as
-// by SIGTERM) and started again. Nothing is lost: the crawl ends with full
+// TestNodesLeaveAndStop crawls with three nodes in this process (4
+// shards, R = 3): one leaves the site mid-crawl, a follower of the meta
+// group and then its leader are stopped (as by SIGTERM) and started again. Nothing is lost: the crawl ends with full
 // coverage, no URL fetched twice and no politeness breach.
 func TestNodesLeaveAndStop(t *testing.T) {
 	w := startMultiWeb(t, 50, 12, 6, 21)
@@ -310,10 +327,10 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	cfg3 := nodeConfig(t, w, root, "n3", n1.s.Addr())
 	n3 := start(cfg3)
 
-	// Wait until n2 and n3 hold work and n2 has fetched some (every node
-	// must have written WARC records), then take n2 out of the site.
-	waitFor(t, 60*time.Second, "n2 and n3 to hold parts, n2 to fetch", func() bool {
-		return n2.s.Crawler().Status().Parts > 0 && n3.s.Crawler().Status().Parts > 0 && n2.s.Status().Fetcher.Done > 0
+	// Wait until n2 and n3 lead shards and n2 has fetched some (every
+	// node must have written WARC records), then take n2 out of the site.
+	waitFor(t, 60*time.Second, "n2 and n3 to lead shards, n2 to fetch", func() bool {
+		return led(n2.s, "n2") > 0 && led(n3.s, "n3") > 0 && n2.s.Status().Fetcher.Done > 0
 	})
 	resp, err := nodeAPIClient(t, w, "eu", "n2").Post("https://"+n2.s.APIAddr()+"/site/leave", "text/plain", nil)
 	if err != nil {
@@ -339,8 +356,8 @@ func TestNodesLeaveAndStop(t *testing.T) {
 		t.Errorf("starting a node that left: %v, want ErrLeft", err)
 	}
 
-	// Stop n3 (as SIGTERM does) while it holds work, and start it again.
-	waitFor(t, 60*time.Second, "n3 to hold parts", func() bool { return n3.s.Crawler().Status().Parts > 0 })
+	// Stop n3 (as SIGTERM does) while it leads shards, and start it again.
+	waitFor(t, 60*time.Second, "n3 to lead shards", func() bool { return led(n3.s, "n3") > 0 })
 	n3.stop()
 	if err := <-n3.done; err != nil {
 		t.Fatalf("n3 stopping: %v", err)
@@ -348,16 +365,16 @@ func TestNodesLeaveAndStop(t *testing.T) {
 	cfg3.Join = "" // it has its state: it restarts as a member
 	n3 = start(cfg3)
 
-	// Stop the leader the same way: it hands the lead to n3 first.
-	waitFor(t, 60*time.Second, "n1 to lead and hold parts", func() bool {
-		st := n1.s.Crawler().Status()
-		return st.Leading && st.Parts > 0
+	// Stop the meta group's leader the same way, while it leads shards
+	// (with n2 gone, n3 alone is no quorum of the groups until n1 is
+	// back).
+	waitFor(t, 60*time.Second, "n1 to lead the site and shards", func() bool {
+		return n1.s.DB().IsLeader() && led(n1.s, "n1") > 0
 	})
 	n1.stop()
 	if err := <-n1.done; err != nil {
 		t.Fatalf("n1 stopping: %v", err)
 	}
-	waitFor(t, 30*time.Second, "n3 to lead", func() bool { return n3.s.Crawler().Status().Leading })
 	cfg1.Seeds = "" // seeded already
 	n1 = start(cfg1)
 
@@ -425,12 +442,11 @@ func TestJoinRefused(t *testing.T) {
 			c.Data = filepath.Join(root, "another-n1")
 			return c
 		}, site.ErrWrongSite, `already has a node named "n1"`},
-		{"--replicas for a site that is not sharded", func() site.Config {
+		{"--replicas other than the site's", func() site.Config {
 			c := nodeConfig(t, w, root, "x3", n1.Addr())
-			c.Replicas = 3
-			c.Unsharded = false
+			c.Replicas = 1
 			return c
-		}, site.ErrWrongSite, "is not sharded (one crawl database on every node): leave --replicas out"},
+		}, site.ErrWrongSite, "has --replicas 3, not 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg()
@@ -453,35 +469,10 @@ func TestJoinRefused(t *testing.T) {
 	if err != nil || len(m) != 1 || m["n1"] == "" {
 		t.Fatalf("members after the refused joins: %v, %v", m, err)
 	}
-	// A restart of a node of a site that is not sharded cannot make it
-	// one: its data directory is left as it is.
 	n1.Close()
-	for _, flag := range []string{"--shards", "--replicas"} {
-		cfg := nodeConfig(t, w, root, "n1", "")
-		if flag == "--shards" {
-			cfg.Shards = 4
-			cfg.Unsharded = false
-		} else {
-			cfg.Replicas = 1
-			cfg.Unsharded = false
-		}
-		before := listDir(t, cfg.Data)
-		s, err := site.Start(ctx, cfg, nil)
-		if err == nil {
-			s.Close()
-			t.Fatalf("restart with %s started", flag)
-		}
-		if !errors.Is(err, site.ErrWrongSite) || !strings.Contains(err.Error(), "not sharded") {
-			t.Errorf("restart with %s: %q, want ErrWrongSite saying the site is not sharded", flag, err)
-		}
-		if after := listDir(t, cfg.Data); after != before {
-			t.Errorf("restart with %s changed the data directory", flag)
-		}
-	}
-	// --replicas alone creates a sharded site, of the default shard count.
+	// --replicas alone creates a site of the default shard count.
 	cfg := nodeConfig(t, w, root, "r1", "")
-	cfg.Replicas = 1
-	cfg.Unsharded = false
+	cfg.Shards, cfg.Replicas = 0, 1
 	s, err := site.Start(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -535,11 +526,11 @@ func logEvents(t *testing.T, name, path string) {
 	t.Logf("--- %s's log (events):\n%s", name, strings.Join(keep, "\n"))
 }
 
-// TestExpectNodesUnsharded: a node started with --expect-nodes 2 fetches
-// nothing until a second node has joined and reported, and then both
-// share the crawl, which ends as TestNodesLeaveAndStop's does (coverage,
-// politeness, every page once, cash conserved every round).
-func TestExpectNodesUnsharded(t *testing.T) {
+// TestNodesExpected: a node started with --expect-nodes 2 fetches nothing
+// until a second node has joined and the shards are placed on both, and
+// then both share the crawl, which ends as TestNodesLeaveAndStop's does
+// (coverage, politeness, every page once, cash conserved every round).
+func TestNodesExpected(t *testing.T) {
 	w := startMultiWeb(t, 30, 6, 6, 41)
 	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -548,7 +539,7 @@ func TestExpectNodesUnsharded(t *testing.T) {
 	cfg1.ExpectNodes = 2
 	n1 := runSite(t, ctx, cfg1)
 	defer n1.stop()
-	waitFor(t, 30*time.Second, "n1 to lead", func() bool { return n1.s.Crawler().Status().Leading })
+	waitFor(t, 30*time.Second, "n1 to lead every shard", func() bool { return led(n1.s, "n1") == 4 })
 	// Long enough for a leader that does not wait to start its first
 	// round and its robots.txt requests (stepTick is 100 ms).
 	time.Sleep(1500 * time.Millisecond)

@@ -27,7 +27,7 @@ func TestOneCommandSiteIsSharded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg1 := nodeConfig(t, w, root, "n1", "")
-	cfg1.Unsharded = false                  // the default
+	cfg1.Shards = 0                         // the one-command site's
 	cfg1.HostDelay = 400 * time.Millisecond // a crawl that lasts while n2 joins and leaves
 	n1 := runSite(t, ctx, cfg1)
 	defer n1.stop()
@@ -124,51 +124,6 @@ func led(s *site.Site, node string) int {
 		}
 	}
 	return n
-}
-
-// TestUnshardedDataOpensAsItIs: a data directory of the old design (one
-// crawl database on every node, made here with --unsharded as an older
-// version made it without) restarts as it is without the flag, its crawl
-// carried on; --shards on it, and --unsharded on a sharded one, are
-// refused with what to do.
-func TestUnshardedDataOpensAsItIs(t *testing.T) {
-	w := startMultiWeb(t, 10, 6, 2, 37)
-	root := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg := nodeConfig(t, w, root, "n1", "")
-	cfg.Rounds = 2
-	r := runSite(t, ctx, cfg)
-	r.wait(t, ctx)
-	if _, err := os.Stat(filepath.Join(cfg.Data, "crawldb", "groups")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("--unsharded made a sharded data directory: %v", err)
-	}
-	before := len(readRounds(t, cfg.Data))
-
-	bad := cfg
-	bad.Unsharded, bad.Shards, bad.Seeds = false, 4, ""
-	if _, err := site.Start(ctx, bad, nil); !errors.Is(err, site.ErrWrongSite) {
-		t.Errorf("--shards on an unsharded data directory: %v, want ErrWrongSite", err)
-	}
-	again := cfg
-	again.Unsharded, again.Seeds, again.Rounds = false, "", 4
-	r = runSite(t, ctx, again)
-	if st := r.s.Status(); st.Sharding != nil || len(st.Shards) != 0 {
-		t.Errorf("the old data directory reopened sharded: %+v", st.Sharding)
-	}
-	r.wait(t, ctx)
-	if after := len(readRounds(t, cfg.Data)); after <= before {
-		t.Errorf("rounds.jsonl has %d lines after the restart, %d before: the crawl did not go on", after, before)
-	}
-
-	sharded := nodeConfig(t, w, root, "n2", "")
-	sharded.Unsharded, sharded.Rounds = false, 1
-	r = runSite(t, ctx, sharded)
-	r.wait(t, ctx)
-	sharded.Unsharded, sharded.Seeds = true, ""
-	if _, err := site.Start(ctx, sharded, nil); !errors.Is(err, site.ErrWrongSite) {
-		t.Errorf("--unsharded on a sharded data directory: %v, want ErrWrongSite", err)
-	}
 }
 
 // TestRestartRefusesAnotherWeb: a data directory holds the crawl of one

@@ -262,13 +262,9 @@ func (s *Site) shardedStatus() Status {
 	return st
 }
 
-// Rounds is the crawl's status on this node: its crawler's on a node of
-// the old design, or the sum over the shards it leads (rounds done and
-// cash summed, the newest round).
+// Rounds is the crawl's status on this node: the sum over the shards it
+// leads (rounds done and cash summed, the newest round).
 func (s *Site) Rounds() rounds.Status {
-	if s.set == nil {
-		return s.crawler.Status()
-	}
 	var out rounds.Status
 	for _, c := range s.set.Leading() {
 		st := c.Status()
@@ -291,12 +287,9 @@ func (s *Site) Rounds() rounds.Status {
 	return out
 }
 
-// counts are the crawl database's counts, or on a sharded node those of
-// the shards it leads.
+// counts are the crawl database counts of the shards this node leads,
+// summed.
 func (s *Site) counts() store.Counts {
-	if s.set == nil {
-		return s.db.Store().Counts()
-	}
 	out := store.Counts{ByStatus: map[store.Status]uint64{}}
 	for sh := range s.set.Leading() {
 		db := s.host.Lookup(shardset.GroupID(sh))
@@ -316,14 +309,9 @@ func (s *Site) counts() store.Counts {
 	return out
 }
 
-// Stores are the crawl databases this node holds a replica of, for
-// reading: the site's one store on a node of the old design, or each
-// shard's of which the node holds a replica (in shard order). A URL is in
-// one of them only.
+// Stores are the crawl databases of the shards this node holds a replica
+// of, for reading (in shard order). A URL is in one of them only.
 func (s *Site) Stores() []*store.Store {
-	if s.set == nil {
-		return []*store.Store{s.db.Store()}
-	}
 	var out []*store.Store
 	for sh := range s.cfg.Shards {
 		if db := s.host.Lookup(shardset.GroupID(sh)); db != nil {

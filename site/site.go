@@ -31,7 +31,6 @@ import (
 	"github.com/meridian-crawler/meridian/fetcher/warcfile"
 	"github.com/meridian-crawler/meridian/partition/geoip"
 	"github.com/meridian-crawler/meridian/rounds"
-	"github.com/meridian-crawler/meridian/route"
 	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/websim"
 	"github.com/meridian-crawler/meridian/websim/synth"
@@ -75,6 +74,9 @@ type Info struct {
 	Settings *Settings `json:"settings,omitempty"`
 	// Left: the node left its site (`site leave`); it cannot run again.
 	Left bool `json:"left,omitempty"`
+	// Migrated: when the node's data directory, of the old design, was
+	// migrated into a site of one shard (migrate.go).
+	Migrated time.Time `json:"migrated,omitzero"`
 }
 
 // WebsimSpec is what makes an in-process websim's web: the same spec gives
@@ -136,16 +138,14 @@ func writeInfo(data string, in Info) error {
 
 // Site is one running node of a site.
 type Site struct {
-	cfg     Config
-	log     *slog.Logger
-	db      *crawldb.DB
-	crawler *rounds.Crawler
-	// unsharded: the node is one of a site of the old design (one crawl
-	// database on every node, parts moved between nodes): its data
-	// directory holds one, or it joined one, or --unsharded made one.
-	unsharded bool
-	host      *crawldb.Host // a sharded node's replicas (nil: not sharded)
-	set       *shardset.Set // a sharded node's shards (nil: not sharded)
+	cfg Config
+	log *slog.Logger
+	db  *crawldb.DB // the site's meta group (its members, settings and placement)
+	// migrating: the data directory is of the old design (or its
+	// migration did not finish): start migrates it (migrate.go).
+	migrating bool
+	host      *crawldb.Host // the node's replicas of the site's groups
+	set       *shardset.Set // the node's shards
 	// norm and scope normalise and filter URLs as the fetcher does (the
 	// seeds an operator injects).
 	norm    *urlnorm.Normalizer
@@ -173,10 +173,9 @@ type Site struct {
 	view       siteCache // a sharded site's last site-wide view (siteview.go)
 	client     *http.Client
 
-	fed          *federation.Fed // nil: not in a federation
-	fedLn        net.Listener
-	geo          *geoip.DB
-	crawlerReady atomic.Pointer[rounds.Crawler]
+	fed   *federation.Fed // nil: not in a federation
+	fedLn net.Listener
+	geo   *geoip.DB
 
 	ready   atomic.Bool // Start is done: every field is set (for the HTTP handlers)
 	mu      sync.Mutex
@@ -331,92 +330,27 @@ func start(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer
 	if !hasState {
 		join = s.joinAPI
 	}
+	if s.migrating {
+		if err := s.migrateUnsharded(ctx, raftAddr); err != nil {
+			return nil, err
+		}
+		prev.Migrated = time.Now().UTC()
+		prev.RaftAddr = raftAddr
+		if err := writeInfo(cfg.Data, prev); err != nil {
+			return nil, err
+		}
+		hasState, join = false, ""
+	}
+	if !prev.Migrated.IsZero() && !hasState {
+		cfg.Shards, s.cfg.Shards = 1, 1 // a migrated site is of one shard
+	}
 	advertise := s.apiLn.Addr().String()
 	if cfg.Advertise != "" {
 		advertise = cfg.Advertise
 	}
-	// Sharded: every new site (--unsharded aside), and a node of one that
-	// joins or restarts. A data directory of the old design (one crawl
-	// database on every node) opens as it is, and a node that joins such
-	// a site takes its design (s.unsharded, set by check).
-	if !s.unsharded {
-		s.joined = prev.Joined || cfg.Join != "" && !hasState
-		if err := s.startSharded(ctx, shardedStart{prev: prev, hasState: hasState, join: join, raftAddr: raftAddr,
-			advertise: advertise, tls: dbTLS, seeds: seeds, norm: norm, scope: scope}); err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	s.db, err = crawldb.Open(ctx, crawldb.Options{
-		Dir: filepath.Join(cfg.Data, "crawldb"), NodeID: cfg.Node, RaftAddr: raftAddr, RaftAdvertise: cfg.RaftAdvertise,
-		AdvertiseAPI: advertise, Join: join, TLS: dbTLS,
-		NoSync: cfg.NoSync, Logger: slog.New(quietHandler{log.Handler()}).With("part", "crawldb"),
-	})
-	if err != nil {
-		if errors.Is(err, crawldb.ErrJoinRefused) {
-			return nil, fmt.Errorf("%w: %w", ErrWrongSite, err)
-		}
-		return nil, fmt.Errorf("site: open crawl database: %w", err)
-	}
-	s.mu.Lock()
-	s.dbReady = s.db
-	s.mu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = s.db.WaitLeader(wctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("site: crawl database has no leader: %w", err)
-	}
-
-	if seeds, err = s.readSeeds(seeds, norm, scope); err != nil {
-		return nil, err
-	}
-	res, err := dnscache.New(dnscache.Options{Server: cfg.DNS, LocalAddrs: cfg.FetchFrom})
-	if err != nil {
-		return nil, fmt.Errorf("site: resolver: %w", err)
-	}
-	var router route.Router
-	if cfg.Federation != "" {
-		if err := s.startFederation(res, seeds); err != nil {
-			return nil, err
-		}
-		if seeds, err = s.ownSeeds(ctx, seeds); err != nil {
-			return nil, err
-		}
-		router = s.fed
-	}
-	o := s.crawlerOptions(&cfg, res)
-	o.DB, o.Dir, o.NodeID = s.db, cfg.Data, cfg.Node
-	o.Report, o.ExpectNodes, o.Seeds, o.Router = s.report, cfg.ExpectNodes, seeds, router
-	o.Logger = log.With("part", "rounds", "node", cfg.Node)
-	s.crawler, err = rounds.New(o)
-	if err != nil {
-		return nil, err
-	}
-	s.crawlerReady.Store(s.crawler)
-	// A node joins only once no round's results are kept on this node alone.
-	s.db.SetJoinGate(s.crawler.GrowthGate)
-	s.warc, err = warcfile.Open(warcfile.Options{Dir: filepath.Join(cfg.Data, "warc"), Prefix: "meridian-" + cfg.Node, MaxSize: cfg.WARCSize, Software: "meridian", Index: true, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("site: warc: %w", err)
-	}
-	fo, err := fetcherOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
-	fo.Resolver, fo.WARC, fo.Hosts, fo.Normalizer, fo.Scope = res, s.warc, s.crawler.Hosts(), norm, scope
-	fo.Seen, fo.OnResult, fo.Skip, fo.Logger = s.crawler.Seen, s.crawler.OnResult, s.crawler.Skip(), log.With("part", "fetcher")
-	fo.Override = s.crawler.HostOverride
-	if err := s.nearDups(&fo); err != nil {
-		return nil, err
-	}
-	s.fetch, err = fetcher.New(fo)
-	if err != nil {
-		return nil, fmt.Errorf("site: fetcher: %w", err)
-	}
-	s.metrics.attach(s)
 	s.joined = prev.Joined || cfg.Join != "" && !hasState
-	if err := s.finishStart(prev, raftAddr); err != nil {
+	if err := s.startSharded(ctx, shardedStart{prev: prev, hasState: hasState, join: join, raftAddr: raftAddr,
+		advertise: advertise, tls: dbTLS, seeds: seeds, norm: norm, scope: scope}); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -427,7 +361,7 @@ func (s *Site) finishStart(prev Info, raftAddr string) error {
 	cfg := s.cfg
 	st := SettingsOf(cfg)
 	s.info = Info{Region: cfg.Region, Node: cfg.Node, PID: os.Getpid(), Listen: s.ln.Addr().String(), API: s.apiLn.Addr().String(),
-		Certs: certsPath(cfg.Certs), RaftAddr: raftAddr, Started: s.started, Joined: s.joined, Settings: &st}
+		Certs: certsPath(cfg.Certs), RaftAddr: raftAddr, Started: s.started, Joined: s.joined, Settings: &st, Migrated: prev.Migrated}
 	if s.sim != nil {
 		s.info.Websim = s.sim.AdminAddr()
 		s.info.Web = WebsimSpecOf(cfg)
@@ -507,20 +441,14 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 			return prev, hasState, err
 		}
 	}
-	if hasState && isSharded(cfg.Data) && cfg.Unsharded {
-		return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a sharded site: leave --unsharded out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
-	}
-	if hasState && !isSharded(cfg.Data) {
-		if cfg.Shards > 0 || cfg.Replicas > 0 {
-			return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of a site that is not sharded (one crawl database on every node): --shards and --replicas apply when a site is created; leave them out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
+	if needsMigration(cfg.Data, prev) {
+		if cfg.Shards > 1 {
+			return prev, hasState, fmt.Errorf("%w: data directory %s holds a node of the old design, which migrates into a site of one shard: leave --shards out, or start a new site with an empty --data", ErrWrongSite, cfg.Data)
 		}
-		s.unsharded = true
-		s.log.Warn("site: the data directory holds a node of the old, unsharded design (one crawl database on every node): it opens as it is; a new site (an empty --data) is sharded", "data", cfg.Data)
+		s.migrating = true
+		return prev, true, nil
 	}
 	if cfg.Join == "" || hasState {
-		if !hasState {
-			s.unsharded = cfg.Unsharded
-		}
 		return prev, hasState, nil
 	}
 	// A new node joining: ask the site first.
@@ -540,22 +468,14 @@ func (s *Site) check(ctx context.Context) (prev Info, hasState bool, err error) 
 		return prev, false, fmt.Errorf("%w: the node at %s does not say its API address (an older version?)", ErrNoSite, cfg.Join)
 	}
 	s.joinAPI = in.API
-	if in.Settings != nil && cfg.Replicas != 0 && in.Settings.Shards == 0 {
-		return prev, false, fmt.Errorf("%w: the site at %s is not sharded (one crawl database on every node): leave --replicas out", ErrWrongSite, cfg.Join)
+	if in.Settings == nil || in.Settings.Shards == 0 {
+		return prev, false, fmt.Errorf("%w: the site at %s is of the old design (one crawl database on every node), which this version does not run: restart its node with this version (its data migrates into a site of one shard), then join it", ErrWrongSite, cfg.Join)
 	}
-	if in.Settings != nil && cfg.Replicas != 0 && in.Settings.Shards > 0 && in.Settings.Replicas != cfg.Replicas {
+	if cfg.Replicas != 0 && in.Settings.Replicas != cfg.Replicas {
 		return prev, false, fmt.Errorf("%w: the site at %s has --replicas %d, not %d (a joining node takes its site's: leave --replicas out)", ErrWrongSite, cfg.Join, in.Settings.Replicas, cfg.Replicas)
 	}
-	if cfg.Unsharded && in.Settings != nil && in.Settings.Shards > 0 {
-		return prev, false, fmt.Errorf("%w: the site at %s is sharded: leave --unsharded out", ErrWrongSite, cfg.Join)
-	}
-	// A joining node takes its site's design: an old site (no settings,
-	// or no shards in them) is unsharded.
-	s.unsharded = in.Settings == nil || in.Settings.Shards == 0
-	if in.Settings != nil {
-		in.Settings.Apply(cfg)
-		s.log.Info("site: joining with the site's crawl settings", "site", cfg.Join, "host_delay", cfg.HostDelay, "ip_delay", cfg.IPDelay, "width", cfg.Width)
-	}
+	in.Settings.Apply(cfg)
+	s.log.Info("site: joining with the site's crawl settings", "site", cfg.Join, "host_delay", cfg.HostDelay, "ip_delay", cfg.IPDelay, "width", cfg.Width)
 	cfg.Websim = "off"
 	return prev, false, nil
 }
@@ -756,45 +676,13 @@ func (s *Site) Node() string { return s.cfg.Node }
 // Websim is the in-process websim, if any.
 func (s *Site) Websim() *websim.Server { return s.sim }
 
-// Crawler is the node's rounds.
-func (s *Site) Crawler() *rounds.Crawler { return s.crawler }
-
-// DB is the node's crawl database.
+// DB is the node's replica of the site's meta group (its members,
+// settings and placement; the operator's controls).
 func (s *Site) DB() *crawldb.DB { return s.db }
 
-// report sends a node report to the site's leader.
-func (s *Site) report(ctx context.Context, r rounds.NodeReport) (rounds.ReportReply, error) {
-	var reply rounds.ReportReply
-	addr, err := s.db.LeaderAPI()
-	if err != nil {
-		return reply, err
-	}
-	body, _ := json.Marshal(r)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.apiURL(addr, "/site/report"), bytes.NewReader(body))
-	if err != nil {
-		return reply, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.nodeClient.Do(req)
-	if err != nil {
-		return reply, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return reply, fmt.Errorf("site: report to %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&reply); err != nil {
-		return reply, fmt.Errorf("site: report to %s: %w", addr, err)
-	}
-	return reply, nil
-}
-
 // Run crawls until ctx is done, the site's crawl ends, or the node leaves
-// (none of which is an error). A node of a site of several that is stopped
-// hands its work back first: as the leader it hands the lead to another
-// node, then it stages what it fetched and tells the leader when its hosts
-// are free, so the others take them at once.
+// (none of which is an error): it runs the shards this node leads
+// (shardset.Set.Run) and the fetcher they share.
 func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	fctx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
 	fetchDone := make(chan error, 1)
@@ -815,92 +703,32 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.dashSampler(pctx) }() // owner: Run
-	if s.set != nil {
-		err := s.set.Run(rctx)
-		stopped := rctx.Err() != nil // by a signal or a leave, not by the crawl's end
-		s.mu.Lock()
-		if s.leaveErr != nil && err == nil {
-			err = s.leaveErr
-		}
-		s.mu.Unlock()
-		stopProgress()
-		wg.Wait()
-		stopRun()
-		stopFetch()
-		if ferr := <-fetchDone; ferr != nil && !errors.Is(ferr, context.Canceled) && err == nil {
-			err = ferr
-		}
-		if progress != nil {
-			s.printProgress(progress, time.Now(), nil)
-		}
-		if err == nil {
-			s.mu.Lock()
-			leaving := s.leaving
-			s.mu.Unlock()
-			if end := s.shardedEnding(ctx, stopped, leaving); end != nil {
-				s.reportEnd(*end, progress)
-			}
-		}
-		return err
+	err := s.set.Run(rctx)
+	stopped := rctx.Err() != nil // by a signal or a leave, not by the crawl's end
+	s.mu.Lock()
+	if s.leaveErr != nil && err == nil {
+		err = s.leaveErr
 	}
-	err := s.crawler.Run(rctx, s.fetch, s.cfg.Rounds)
+	s.mu.Unlock()
 	stopProgress()
 	wg.Wait()
 	stopRun()
-	s.mu.Lock()
-	leaving := s.leaving
-	s.mu.Unlock()
-	var end *rounds.Finish
-	if err == nil || errors.Is(err, rounds.ErrExhausted) {
-		end = s.ending(ctx, rctx, leaving)
-	}
-	if err == nil && rctx.Err() != nil {
-		if herr := s.handOff(leaving); herr != nil {
-			s.log.Warn("site: hand work back", "err", herr)
-			if leaving {
-				err = herr
-			}
-		}
-	}
 	stopFetch()
 	if ferr := <-fetchDone; ferr != nil && !errors.Is(ferr, context.Canceled) && err == nil {
 		err = ferr
 	}
-	if errors.Is(err, rounds.ErrExhausted) {
-		err = nil
-	}
 	if progress != nil {
 		s.printProgress(progress, time.Now(), nil)
 	}
-	if end != nil && err == nil {
-		s.reportEnd(*end, progress)
-	}
-	return err
-}
-
-// ending says why Run's crawl stopped, once it has: the site's crawl
-// ended (exhausted, its round limit, its budget: the round state says
-// which and what it left), or this node was stopped (a signal; a node
-// that leaves is not a crawl that stops: nil). A one-node site stopped by
-// a signal marks the last line of its rounds.jsonl; a node of several
-// does not, since the others crawl on. /status shows a stop until the
-// node exits.
-func (s *Site) ending(ctx, rctx context.Context, leaving bool) *rounds.Finish {
-	rs := s.crawler.Status()
-	if f := rs.Finished; f != nil && f.At.After(s.started) {
-		return f
-	}
-	if rctx.Err() == nil || leaving {
-		return nil
-	}
-	c := s.db.Store().Counts()
-	end := rounds.Finish{Reason: rounds.EndSignal, At: time.Now(), Rounds: rs.Done, Frontier: c.Frontier, InFlight: c.ByStatus[store.StatusGenerated]}
-	if members, err := s.db.Members(); err == nil && len(members) < 2 {
-		if err := s.crawler.MarkEnd(end); err != nil {
-			s.log.Warn("site: mark the stop in rounds.jsonl", "err", err)
+	if err == nil {
+		s.mu.Lock()
+		leaving := s.leaving
+		s.mu.Unlock()
+		if end := s.shardedEnding(ctx, stopped, leaving); end != nil {
+			s.reportEnd(*end, progress)
 		}
 	}
-	return s.markStopped(ctx, end)
+	return err
 }
 
 // markStopped records a stop by a signal for /status (until the node
@@ -1003,42 +831,8 @@ func (s *Site) reportEnd(end rounds.Finish, progress io.Writer) {
 	}
 }
 
-// handOff gives this node's work back to the site when it stops (and,
-// leaving, takes it out of the site).
-func (s *Site) handOff(leaving bool) error {
-	members, err := s.db.Members()
-	if err != nil || len(members) < 2 {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// No new request from here on: this node's hosts are about to go to
-	// others (Drain waits for the requests in flight).
-	s.fetch.Pause(true)
-	if s.db.IsLeader() {
-		if err := s.db.TransferLeadership(ctx); err != nil {
-			s.log.Warn("site: hand the lead over", "err", err)
-		}
-	}
-	if err := s.crawler.Drain(ctx, s.fetch); err != nil {
-		s.log.Warn("site: drain", "err", err)
-	}
-	if !leaving {
-		return nil
-	}
-	if err := s.db.Leave(ctx); err != nil {
-		return fmt.Errorf("site: leave: %w", err)
-	}
-	s.info.Left = true
-	if err := writeInfo(s.cfg.Data, s.info); err != nil {
-		return err
-	}
-	s.log.Info("site: node left the site", "node", s.cfg.Node)
-	return nil
-}
-
-// Leave makes the node leave its site: it stops, hands its work back and
-// is removed from the site's crawl database group. Run returns when done.
+// Leave makes the node leave its site: its replicas move to the other
+// nodes, it is removed from the meta group, and Run returns when done.
 func (s *Site) Leave() error {
 	members, err := s.db.Members()
 	if err != nil {
@@ -1053,11 +847,7 @@ func (s *Site) Leave() error {
 		return errors.New("site: the node is not running")
 	}
 	s.leaving = true
-	if s.set != nil {
-		go s.leaveSharded() // owner: Site; bounded by leaveWait, ends Run
-		return nil
-	}
-	s.stopRun()
+	go s.leaveSharded() // owner: Site; bounded by leaveWait, ends Run
 	return nil
 }
 
@@ -1087,9 +877,6 @@ func (s *Site) close() error {
 	} else if s.fedLn != nil {
 		s.fedLn.Close()
 	}
-	if s.crawler != nil {
-		errs = append(errs, s.crawler.Close())
-	}
 	if s.geo != nil {
 		errs = append(errs, s.geo.Close())
 	}
@@ -1098,8 +885,6 @@ func (s *Site) close() error {
 	}
 	if s.host != nil {
 		errs = append(errs, s.host.Close()) // its groups, the meta group (s.db) among them
-	} else if s.db != nil {
-		errs = append(errs, s.db.Close())
 	}
 	if s.sim != nil {
 		errs = append(errs, s.sim.Close())
@@ -1149,8 +934,7 @@ func (s *Site) nearDups(fo *fetcher.Options) error {
 }
 
 // crawlerOptions gives the rounds options that every crawl database of a
-// site takes from its configuration (an unsharded site's one, a sharded
-// site's shards alike); each caller adds what is its own (the database,
+// site takes from its configuration (every shard alike); each caller adds what is its own (the database,
 // the width's share, the router, the logger).
 func (s *Site) crawlerOptions(cfg *Config, res *dnscache.Resolver) rounds.Options {
 	return rounds.Options{Width: cfg.Width, PerHost: cfg.PerHost,

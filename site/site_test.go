@@ -46,8 +46,7 @@ func testConfig(t *testing.T, profile string) site.Config {
 	cfg.CheckCash = true
 	// The one design, a site of shards, with 4 of them rather than the
 	// one-command site's 24 (onedesign_test.go runs those): a test's
-	// site then costs the race detector 4 Raft groups, not 24. The old
-	// design's tests set Unsharded.
+	// site then costs the race detector 4 Raft groups, not 24.
 	cfg.Shards = 4
 	t.Cleanup(func() { checkCashEveryRound(t, cfg.Data) })
 	return cfg
@@ -330,10 +329,10 @@ func countsOf(stores []*store.Store) store.Counts {
 func TestCrawlHostile(t *testing.T) {
 	cfg := testConfig(t, "hostile")
 	cfg.WebsimHosts = 24
-	// Still the old design: on a site of shards each shard counts
-	// --pld-budget for the hosts it holds, and a domain's hosts spread
-	// over shards (the farm got the budget once per shard).
-	cfg.Unsharded, cfg.Shards = true, 0
+	// One shard: each shard counts --pld-budget for the hosts it holds,
+	// and a domain's hosts spread over shards (on 4 shards the farm got
+	// the budget once per shard); a site of one shard counts the site's.
+	cfg.Shards = 1
 	cfg.MaxDepth, cfg.HostBudget, cfg.MaxRedirects = 12, 120, 5
 	cfg.PLDBudget = hostilePLDBudget(t, cfg)
 	cfg.MaxBody = 256 << 10

@@ -120,12 +120,9 @@ func (s *Site) localRows() nodeRows {
 	return out
 }
 
-// SiteView returns the site-wide view of a sharded site, gathered now or
-// within the last siteFresh; nil on a site without shards.
+// SiteView returns the site-wide view, gathered now or within the last
+// siteFresh.
 func (s *Site) SiteView() *SiteView {
-	if s.set == nil {
-		return nil
-	}
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
 	if v := s.view.last; v != nil && time.Since(s.view.at) < siteFresh {

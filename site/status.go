@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/meridian-crawler/meridian/crawldb"
@@ -104,36 +103,7 @@ func fetcherStatusOf(st fetcher.Stats, from []netip.Addr) fetcherStatus {
 
 // Status returns the site's state now.
 func (s *Site) Status() Status {
-	if s.set != nil {
-		return s.shardedStatus()
-	}
-	rs := s.crawler.Status()
-	c := s.db.Store().Counts()
-	cs := crawldbStatus{URLs: c.URLs, Frontier: c.Frontier, Scheduled: c.Scheduled, ByStatus: map[string]uint64{}, Leader: s.db.IsLeader()}
-	for k, v := range c.ByStatus {
-		cs.ByStatus[store.Status(k).String()] = v
-	}
-	st := Status{Region: s.cfg.Region, Node: s.cfg.Node, Role: strings.ToLower(s.db.Status().State), PID: s.info.PID, Started: s.started, Uptime: time.Since(s.started).Seconds(),
-		Phase: rs.Phase, Rounds: rs, Fetcher: fetcherStatusOf(s.fetch.Stats(), s.cfg.FetchFrom), CrawlDB: cs, Traffic: s.db.Traffic()}
-	rate := s.dash.latest()
-	st.Fetcher.PagesPerSec, st.Fetcher.PagesAt = rate.Pages, rate.T
-	st.Refetch = s.refetchStatus()
-	if s.fed != nil {
-		fs := s.fed.Status()
-		st.Federation = &fs
-	}
-	st.Nodes = s.nodes()
-	st.Controls = s.controlsStatus()
-	s.mu.Lock()
-	st.Stopped = s.stopped
-	s.mu.Unlock()
-	if rs.Next > 0 {
-		st.Round = rs.Next - 1
-	}
-	if s.sim != nil {
-		st.Websim = "http://" + s.sim.AdminAddr() + "/_websim/stats"
-	}
-	return st
+	return s.shardedStatus()
 }
 
 // controlsStatus is the operator's controls, nil while there are none.
@@ -156,34 +126,6 @@ func (s *Site) refetchStatus() *RefetchFigures {
 		return &rf
 	}
 	return nil
-}
-
-// nodes returns the site's nodes: this node's view if it leads, else the
-// leader's (nil if the leader does not answer within a second).
-func (s *Site) nodes() []rounds.NodeView {
-	if v := s.crawler.Nodes(); v != nil {
-		return v
-	}
-	addr, err := s.db.LeaderAPI()
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.apiURL(addr, "/site/nodes"), nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := s.nodeClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var out []rounds.NodeView
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out) != nil {
-		return nil
-	}
-	return out
 }
 
 // handler serves the status listener (--listen): read-only views of the

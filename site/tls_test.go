@@ -20,6 +20,7 @@ import (
 	"github.com/meridian-crawler/meridian/crawldb"
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/federation"
+	"github.com/meridian-crawler/meridian/shardset"
 	"github.com/meridian-crawler/meridian/site"
 )
 
@@ -143,6 +144,9 @@ func TestListenersRefuseStrangers(t *testing.T) {
 		b.Write(body)
 		return b.Bytes()
 	}
+	// The site's meta group's crawl database API on the node (its Host
+	// serves each group's under /crawldb/g/GROUP).
+	metaAPI := "/crawldb/g/" + shardset.MetaGroup
 	raftGarbage := []byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 1} // an AppendEntries-type byte and a fragment of a frame
 
 	refused := []struct {
@@ -167,7 +171,7 @@ func TestListenersRefuseStrangers(t *testing.T) {
 		{"status/a write", s.Addr(), nil, httpReq("POST", "/crawldb/apply", apply), "405", true},
 		{"status/pprof without --pprof", s.Addr(), nil, httpReq("GET", "/debug/pprof/", nil), "404", true},
 		// A node of the site gets in, but garbage is still garbage.
-		{"api/garbage from a node of the site", s.APIAddr(), euNode, httpReq("POST", "/crawldb/apply", []byte("\x00\xffnot a command")), "400", false},
+		{"api/garbage from a node of the site", s.APIAddr(), euNode, httpReq("POST", metaAPI+"/apply", []byte("\x00\xffnot a command")), "400", false},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,7 +194,7 @@ func TestListenersRefuseStrangers(t *testing.T) {
 	// The site's own kind gets in: a node of the site reads the crawl
 	// database's status over mutual TLS (so the refusals above are the
 	// certificates', not a broken listener's).
-	got, err := knock(s.APIAddr(), euNode, httpReq("GET", "/crawldb/status", nil))
+	got, err := knock(s.APIAddr(), euNode, httpReq("GET", metaAPI+"/status", nil))
 	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) {
 		t.Fatalf("a node of the site: %.200q (%v), want 200", got, err)
 	}

@@ -2,11 +2,12 @@ package site_test
 
 import (
 	"context"
-	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 	"net/url"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/meridian-crawler/meridian/bench/crawlcheck"
 
 	"github.com/meridian-crawler/meridian/crawldb/store"
 	"github.com/meridian-crawler/meridian/site"

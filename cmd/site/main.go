@@ -170,7 +170,6 @@ func upCmd(stderr io.Writer, up upFunc) *cobra.Command {
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "stop after this many rounds (0: until stopped or the crawl is exhausted); a sharded site: this many rounds of each shard")
 	f.IntVar(&cfg.Shards, "shards", cfg.Shards, fmt.Sprintf("a new site's shard count: its hosts split into this many shards, each a Raft group whose rounds run on its leader (0: %d; fixed when the site is created)", shard.DefaultShards))
 	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas per shard, R (0: 3; a shard has min(R, nodes)); fixed when the site is created; a joining node must give its site's or none")
-	f.BoolVar(&cfg.Unsharded, "unsharded", cfg.Unsharded, "make a new site of the old design, one crawl database on every node (to be retired; a data directory of that kind opens as it is without this flag)")
 	f.IntVar(&cfg.Width, "width", cfg.Width, "URLs generated per round")
 	f.IntVar(&cfg.PerHost, "per-host", cfg.PerHost, "URLs per host per round at most (k): what a host at --host-delay gets; slower hosts (Crawl-delay) get what they can serve in the same time")
 	f.DurationVar(&cfg.HostDelay, "host-delay", cfg.HostDelay, "minimum gap between requests to one host (robots Crawl-delay wins when larger)")

@@ -7,17 +7,14 @@ import "time"
 // gives its parts to others, so it pauses once no leader has taken a
 // report for half of that (its lease), and resumes once a leader takes one
 // again and its replica has caught up with what that leader had (its next
-// watch then drops the parts moved away). A node that drains or hands its
+// watch then drops the parts moved away). A node that hands its
 // leadership over stays paused, and in a Solo crawl a node fetches only
-// while it leads. Starting and draining always pause; there is no rule to
-// them.
+// while it leads. Starting always pauses; there is no rule to it.
 
 // NodeState is a node's state as its pause rules read it.
 type NodeState struct {
 	// Paused: the rules have paused the node's fetcher.
 	Paused bool
-	// Draining: the node stops; it stays paused.
-	Draining bool
 	// Handing: a hand-over of its leadership is under way; it stays
 	// paused until the hand-over ends, whatever the reports.
 	Handing bool
@@ -46,14 +43,14 @@ func (s NodeState) LeaseLost(now time.Time, failTimeout time.Duration) bool {
 // its requests in flight): it runs, does not drain (a drain has paused it
 // already), and its lease is lost.
 func (s NodeState) ShouldPause(now time.Time, failTimeout time.Duration) bool {
-	return !s.Paused && !s.Draining && s.LeaseLost(now, failTimeout)
+	return !s.Paused && s.LeaseLost(now, failTimeout)
 }
 
 // MayResume reports whether nothing keeps the fetcher paused but the
 // reports: the node neither drains nor hands its leadership over, and, in
 // a Solo crawl, it leads.
 func (s NodeState) MayResume() bool {
-	return !s.Draining && !s.Handing && (!s.Solo || s.Leads)
+	return !s.Handing && (!s.Solo || s.Leads)
 }
 
 // Resumable reports whether a paused node has what it needs to resume but

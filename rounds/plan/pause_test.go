@@ -46,7 +46,6 @@ func TestShouldPause(t *testing.T) {
 		{"running, within the lease", NodeState{LastOK: t0}, t0.Add(time.Second), false},
 		{"running, exactly at half the fail timeout", NodeState{LastOK: t0}, t0.Add(failTimeout / 2), false},
 		{"already paused", NodeState{Paused: true, LastOK: t0}, lost, false},
-		{"draining: the drain paused it", NodeState{Draining: true, LastOK: t0}, lost, false},
 		{"a Solo node that does not lead, lease lost", NodeState{Solo: true, LastOK: t0}, lost, true},
 		{"handing over, lease lost: paused by the rules too", NodeState{Handing: true, LastOK: t0}, lost, true},
 	}
@@ -66,12 +65,10 @@ func TestMayResume(t *testing.T) {
 		want bool
 	}{
 		{"nothing holds it", NodeState{}, true},
-		{"draining", NodeState{Draining: true}, false},
 		{"handing over", NodeState{Handing: true}, false},
 		{"a Solo node that leads", NodeState{Solo: true, Leads: true}, true},
 		{"a Solo node that does not lead", NodeState{Solo: true}, false},
 		{"not Solo, not leading: any node fetches", NodeState{}, true},
-		{"a Solo leader that drains", NodeState{Solo: true, Leads: true, Draining: true}, false},
 		{"a Solo leader handing over", NodeState{Solo: true, Leads: true, Handing: true}, false},
 	}
 	for _, tt := range tests {
@@ -108,7 +105,6 @@ func TestResume(t *testing.T) {
 		{"replica behind and the reply old: waits for the replica first", with(func(s *NodeState) { s.Applied = 9 }), lost, StayPaused, true},
 		{"not paused", with(func(s *NodeState) { s.Paused = false }), within, StayPaused, false},
 		{"no reply since the pause", with(func(s *NodeState) { s.ResumeAt = 0 }), within, StayPaused, false},
-		{"draining", with(func(s *NodeState) { s.Draining = true }), within, StayPaused, false},
 		{"handing over", with(func(s *NodeState) { s.Handing = true }), within, StayPaused, false},
 		{"a Solo node that does not lead", with(func(s *NodeState) { s.Solo = true }), within, StayPaused, false},
 		{"a Solo node that does not lead, reply old", with(func(s *NodeState) { s.Solo = true }), lost, StayPaused, false},
@@ -140,7 +136,6 @@ func TestHandOverEnd(t *testing.T) {
 		{"failed, the hand-over's own flag is not read", false, NodeState{Solo: true, Leads: true, Handing: true}, Resumed},
 		{"failed, paused before", false, NodeState{Paused: true, Solo: true, Leads: true}, AsBefore},
 		{"failed, paused before and no longer leading", false, NodeState{Paused: true, Solo: true}, AsBefore},
-		{"failed while draining", false, NodeState{Draining: true}, HoldPaused},
 		{"failed, a Solo node that no longer leads", false, NodeState{Solo: true}, HoldPaused},
 		{"failed, not Solo", false, NodeState{}, Resumed},
 	}

@@ -124,19 +124,12 @@ type Node struct {
 	ID string
 	// Alive: heard from within the failure timeout (see Detector).
 	Alive bool
-	// Draining: stopping or leaving; it takes no new work, and its parts
-	// not done are handed to others.
-	Draining bool
-	// Keeps: draining, but not ready to hand its parts over yet (its
-	// results are not all staged): they stay where they are for now, and
-	// hold their hosts.
-	Keeps bool
 	// Load is the URLs it holds without a result yet.
 	Load int
 }
 
 // TakesWork reports whether n may be given work.
-func (n Node) TakesWork() bool { return n.Alive && !n.Draining }
+func (n Node) TakesWork() bool { return n.Alive }
 
 // Holds says which node holds which hosts and addresses: those of parts
 // not done yet. Work on them goes to their holder and nowhere else.
@@ -382,9 +375,6 @@ type Held struct {
 	Node  string
 	Hosts []string
 	URLs  int
-	// FreeAt, if set, is when the node that held it (stopping cleanly)
-	// would have allowed the next request to any of its hosts.
-	FreeAt time.Time
 	// Delay is the longest politeness delay among its hosts: how long
 	// after a dead holder was last heard of its hosts may be fetched again.
 	Delay time.Duration
@@ -398,9 +388,9 @@ type Move struct {
 	NotBefore time.Time
 }
 
-// Reassign moves the parts held by nodes that take no work (dead or
-// draining, but not those that keep their parts for now) to nodes that do. A part goes to a node that already holds one
-// of its hosts or addresses, if one does; else to the least loaded node.
+// Reassign moves the parts held by nodes that take no work (dead) to nodes
+// that do. A part goes to a node that already holds one of its hosts or
+// addresses, if one does; else to the least loaded node.
 // lastSeen gives when each node was last heard of. Parts that cannot move
 // yet (no node takes work, or two hold their hosts) are left where they are.
 func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[string][]netip.Addr) []Move {
@@ -416,16 +406,10 @@ func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[
 		return nil
 	}
 	slices.Sort(live)
-	keeps := map[string]bool{}
-	for _, n := range nodes {
-		if n.Alive && n.Keeps {
-			keeps[n.ID] = true
-		}
-	}
 	holds := NewHolds()
 	var orphans []Held
 	for _, p := range held {
-		if _, ok := load[p.Node]; ok || keeps[p.Node] {
+		if _, ok := load[p.Node]; ok {
 			holds.Add(p.Node, p.Hosts, ips)
 		} else {
 			orphans = append(orphans, p)
@@ -443,8 +427,8 @@ func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[
 	var moves []Move
 	for _, p := range orphans {
 		to, conflict := holds.holder(p.Hosts, ips)
-		if conflict || keeps[to] {
-			continue // its hosts are with a node that cannot take it: later
+		if conflict {
+			continue // its hosts are with two nodes: later
 		}
 		if to == "" {
 			to = live[0]
@@ -454,11 +438,7 @@ func Reassign(held []Held, nodes []Node, lastSeen map[string]time.Time, ips map[
 				}
 			}
 		}
-		nb := p.FreeAt
-		if nb.IsZero() {
-			nb = lastSeen[p.Node].Add(p.Delay)
-		}
-		moves = append(moves, Move{Round: p.Round, ID: p.ID, From: p.Node, To: to, NotBefore: nb})
+		moves = append(moves, Move{Round: p.Round, ID: p.ID, From: p.Node, To: to, NotBefore: lastSeen[p.Node].Add(p.Delay)})
 		holds.Add(to, p.Hosts, ips)
 		load[to] += p.URLs
 	}

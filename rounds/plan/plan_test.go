@@ -243,7 +243,7 @@ func TestUnitsReference(t *testing.T) {
 //	scenario NAME...
 //	byip off                       units made per host (default: per IP)
 //	opts maxparts=N minpart=N slack=N
-//	node ID [load=N] [dead] [draining]
+//	node ID [load=N] [dead]
 //	host NAME URLS [IP...]
 //	hold NODE HOST|IP
 //	last HOST NODE [+DUR]          fetched last by NODE, free at t0+DUR
@@ -289,10 +289,10 @@ hold A a.com
 part A a.com
 part B b.com
 
-scenario held by a dead node or a draining node: deferred
+scenario held by dead nodes: deferred
 node A
 node B dead
-node C draining
+node C dead
 host a.com 10
 host b.com 10 10.0.0.2
 host c.com 10
@@ -337,11 +337,11 @@ host a.com 5
 last a.com A +5s
 part B a.com@+5s
 
-scenario affinity to a dead or draining node: least loaded, NotBefore from the last node
+scenario affinity to dead nodes: least loaded, NotBefore from the last node
 node A dead
 node B load=10
 node C
-node D draining
+node D dead
 host a.com 5
 host b.com 5
 last a.com A +7s
@@ -382,8 +382,8 @@ part B a.com@+1s
 
 scenario no node takes work
 node A dead
-node B draining
-node C dead draining
+node B dead
+node C dead
 host a.com 1
 err nonode
 
@@ -525,8 +525,6 @@ func parseScenarios(t *testing.T, text string) []*splitScenario {
 				switch {
 				case a == "dead":
 					n.Alive = false
-				case a == "draining":
-					n.Draining = true
 				case strings.HasPrefix(a, "load="):
 					n.Load = atoi(strings.TrimPrefix(a, "load="))
 				default:
@@ -837,7 +835,7 @@ func genRound(r *rand.Rand) randRound {
 	rr.addrs = hostIPs(hosts)
 	ids := []string{"gone"} // a node no longer in the site
 	for i := range 1 + r.IntN(5) {
-		n := Node{ID: fmt.Sprintf("n%d", i), Alive: r.IntN(5) != 0, Draining: r.IntN(6) == 0, Load: r.IntN(300)}
+		n := Node{ID: fmt.Sprintf("n%d", i), Alive: r.IntN(5) != 0, Load: r.IntN(300)}
 		rr.nodes = append(rr.nodes, n)
 		ids = append(ids, n.ID)
 	}
@@ -957,7 +955,6 @@ func TestReassign(t *testing.T) {
 	seen := map[string]time.Time{"A": t0.Add(-time.Minute), "B": t0.Add(-2 * time.Minute), "D": t0.Add(-30 * time.Second)}
 	live := func(id string, load int) Node { return Node{ID: id, Alive: true, Load: load} }
 	dead := func(id string) Node { return Node{ID: id} }
-	draining := func(id string) Node { return Node{ID: id, Alive: true, Draining: true} }
 
 	tests := []struct {
 		name  string
@@ -970,12 +967,6 @@ func TestReassign(t *testing.T) {
 			held:  []Held{{Round: 3, ID: 1, Node: "D", Hosts: []string{"x.com"}, URLs: 10, Delay: 5 * time.Second}},
 			nodes: []Node{live("A", 50), live("B", 20), dead("D")},
 			want:  []Move{{Round: 3, ID: 1, From: "D", To: "B", NotBefore: t0.Add(-25 * time.Second)}},
-		},
-		{
-			name:  "a draining node's part moves, NotBefore its FreeAt",
-			held:  []Held{{Round: 3, ID: 1, Node: "D", Hosts: []string{"x.com"}, URLs: 10, FreeAt: t0.Add(4 * time.Second), Delay: time.Hour}},
-			nodes: []Node{live("A", 5), live("B", 20), draining("D")},
-			want:  []Move{{Round: 3, ID: 1, From: "D", To: "A", NotBefore: t0.Add(4 * time.Second)}},
 		},
 		{
 			name: "a part goes to the live node that holds one of its hosts",
@@ -1047,18 +1038,8 @@ func TestReassign(t *testing.T) {
 				{Round: 1, ID: 1, Node: "A", Hosts: []string{"x.com"}, URLs: 1},
 				{Round: 1, ID: 2, Node: "D", Hosts: []string{"y.com"}, URLs: 1},
 			},
-			nodes: []Node{dead("A"), draining("B"), dead("D")},
+			nodes: []Node{dead("A"), dead("B"), dead("D")},
 			want:  nil,
-		},
-		{
-			name: "a node that keeps its parts (stopping, results not staged) moves none, and holds its hosts",
-			held: []Held{
-				{Round: 1, ID: 1, Node: "K", Hosts: []string{"x.com"}, URLs: 1},
-				{Round: 1, ID: 2, Node: "D", Hosts: []string{"x.com"}, URLs: 1},
-				{Round: 1, ID: 3, Node: "D", Hosts: []string{"y.com"}, URLs: 1},
-			},
-			nodes: []Node{live("A", 0), {ID: "K", Alive: true, Draining: true, Keeps: true}, dead("D")},
-			want:  []Move{{Round: 1, ID: 3, From: "D", To: "A", NotBefore: t0.Add(-30 * time.Second)}},
 		},
 		{
 			name: "parts of live nodes never move",
@@ -1084,7 +1065,7 @@ func TestReassign(t *testing.T) {
 // TestReassignProperties: random sites where each unit's parts sit on one
 // node (as Split leaves them). After the moves every orphan is on a node
 // that takes work, no live part moved, no host or address is on two nodes,
-// and NotBefore follows FreeAt or lastSeen+Delay.
+// and NotBefore is lastSeen+Delay.
 func TestReassignProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(99, 1))
 	for iter := range 2000 {
@@ -1094,7 +1075,7 @@ func TestReassignProperties(t *testing.T) {
 		var nodes []Node
 		seen := map[string]time.Time{}
 		for i := range 1 + r.IntN(5) {
-			n := Node{ID: fmt.Sprintf("n%d", i), Alive: r.IntN(3) != 0, Draining: r.IntN(5) == 0, Load: r.IntN(300)}
+			n := Node{ID: fmt.Sprintf("n%d", i), Alive: r.IntN(3) != 0, Load: r.IntN(300)}
 			nodes = append(nodes, n)
 			seen[n.ID] = t0.Add(-time.Duration(r.IntN(60)) * time.Second)
 		}
@@ -1111,9 +1092,6 @@ func TestReassignProperties(t *testing.T) {
 					if len(h.Hosts) == 0 || r.IntN(2) == 0 {
 						h.Hosts = append(h.Hosts, name)
 					}
-				}
-				if r.IntN(3) == 0 {
-					h.FreeAt = t0.Add(time.Duration(r.IntN(9)) * time.Second)
 				}
 				held = append(held, h)
 			}
@@ -1154,10 +1132,7 @@ func TestReassignProperties(t *testing.T) {
 			case !takes[m.To]:
 				t.Fatalf("iter %d: part %v moved to %s, which takes no work", iter, k, m.To)
 			}
-			want := h.FreeAt
-			if want.IsZero() {
-				want = seen[h.Node].Add(h.Delay)
-			}
+			want := seen[h.Node].Add(h.Delay)
 			if !m.NotBefore.Equal(want) {
 				t.Fatalf("iter %d: move %+v: NotBefore %v, want %v", iter, m, m.NotBefore, want)
 			}
