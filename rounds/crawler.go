@@ -54,9 +54,13 @@ type Options struct {
 	// PLDBudget is the pages fetched per registrable domain at most
 	// (plan.Registrable: a.spam.test and b.spam.test share spam.test's),
 	// a second budget beside HostBudget; 0: none. Each crawl database
-	// counts the hosts it holds: a domain whose hosts a sharded site or a
-	// federation spreads over several gets the budget in each.
-	PLDBudget  int
+	// counts the hosts it holds; the shards of a site share one budget
+	// per domain through Domains. A federation's sites each have theirs.
+	PLDBudget int
+	// Domains, on a shard of a site of several, shares PLDBudget between
+	// the site's shards (shardset's): nil, the budget is this crawl
+	// database's alone.
+	Domains DomainShares
 	MaxRetries int // transient failures before a URL is given up; 0 → 3
 	// MaxRedirects is the longest chain of redirects followed; 0 → 10.
 	MaxRedirects int
@@ -165,6 +169,29 @@ type Options struct {
 	OnRound func(RoundStats)
 	Logger  *slog.Logger
 	Now     func() time.Time
+}
+
+// DomainShares shares each registrable domain's --pld-budget between the
+// crawl databases of a site (plan.DomainShare's rules): each gives a
+// domain new URLs within its cap, asks for more once it has used its cap
+// and has more URLs of the domain, and gives back what another wants and
+// it does not use. Usage is a crawl database's pages of the domain,
+// fetched and in flight.
+type DomainShares interface {
+	// Share is this crawl database's cap of dom under budget, and whether
+	// the whole budget is given out to caps (none can grow).
+	Share(dom string, budget int) (cap int64, full bool, err error)
+	// Ask asks for more of doms (at this crawl database's cap, with URLs
+	// left).
+	Ask(ctx context.Context, budget int, doms []string) error
+	// Wanted are the domains another crawl database wants more of, or
+	// this one did.
+	Wanted() ([]string, error)
+	// Yield gives back what others want of each domain in usage.
+	Yield(ctx context.Context, budget int, usage map[string]int64) error
+	// Sync returns once the caps this crawl database reads are those
+	// written before (a new leader's first read).
+	Sync(ctx context.Context) error
 }
 
 // setRouter notes what c's Router is besides a router.

@@ -28,6 +28,11 @@ func (l *leader) generate(ctx context.Context, nodes []plan.Node) (uint64, error
 	c.mu.Unlock()
 	start := c.o.Now()
 	entries, err := l.pick(ctx)
+	if err == nil && len(l.pldWant) > 0 {
+		// Domains at this shard's cap with URLs left: ask the site's
+		// other shards for more (they give it back within yieldEvery).
+		err = c.o.Domains.Ask(ctx, c.limits().pldBudget, slices.Sorted(maps.Keys(l.pldWant)))
+	}
 	if err != nil || len(entries) == 0 {
 		return 0, err
 	}
@@ -204,6 +209,7 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 	handed := 0
 	lim := c.limits()
 	var inFlightPLD map[string]int // inFlight per registrable domain, with --pld-budget
+	l.pldWant, l.pldWaiting = nil, false
 	if lim.pldBudget > 0 {
 		inFlightPLD = map[string]int{}
 		for _, rp := range l.plans {
@@ -252,8 +258,9 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 		// The registrable domains' budgets, with --pld-budget: the room
 		// each domain has left in this read, shared by its hosts.
 		var domRoom map[string]int64
+		var domCap map[string]domainCap // this crawl database's cap of each domain (Options.Domains)
 		if lim.pldBudget > 0 {
-			domRoom = map[string]int64{}
+			domRoom, domCap = map[string]int64{}, map[string]domainCap{}
 		}
 		dom := ""
 		for _, e := range fr {
@@ -278,14 +285,24 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 					if err != nil {
 						return nil, err
 					}
-					if _, ok := domRoom[dom]; !ok {
-						domRoom[dom] = int64(lim.pldBudget) - domUsed - int64(inFlightPLD[dom])
+					dc, ok := domCap[dom]
+					if !ok {
+						if dc, err = l.domainCap(dom, lim.pldBudget); err != nil {
+							return nil, err
+						}
+						domCap[dom] = dc
+						domRoom[dom] = dc.cap - domUsed - int64(inFlightPLD[dom])
 					}
-					// Over for the domain only if its budget was used
-					// before this read: what this read gives its other
-					// hosts may yet be left out of the round.
-					if plan.DomainSpent(domUsed, int64(inFlightPLD[dom]), lim.pldBudget) {
-						domOver, domSpent = true, plan.DomainSpent(domUsed, 0, lim.pldBudget)
+					// Over for the domain only if its cap was used before
+					// this read: what this read gives its other hosts may
+					// yet be left out of the round. Spent, its URLs left
+					// for good, once its fetched pages alone use a cap
+					// that cannot grow.
+					if domUsed+int64(inFlightPLD[dom]) >= dc.cap {
+						domOver, domSpent = true, domUsed >= dc.cap && dc.full
+						if !domSpent {
+							l.wantDomain(dom, dc)
+						}
 					}
 				}
 				over = hostOver || domOver
@@ -325,7 +342,13 @@ func (l *leader) pick(ctx context.Context) ([]genEntry, error) {
 				// The budget counts pages, not requests: a new URL
 				// takes room, a refetch none; with --pld-budget, room
 				// of its domain's too.
-				if room <= 0 || domRoom != nil && domRoom[dom] <= 0 {
+				if room <= 0 {
+					continue
+				}
+				if domRoom != nil && domRoom[dom] <= 0 {
+					if dc := domCap[dom]; !dc.full {
+						l.wantDomain(dom, dc) // given all its cap: more is wanted
+					}
 					continue
 				}
 				room--
@@ -781,6 +804,40 @@ func (c *Crawler) makeDue(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// domainCap is a crawl database's cap of a registrable domain's
+// --pld-budget: the whole budget, or its share on a site of shards
+// (Options.Domains), and whether the share cannot grow (the budget all
+// given out).
+type domainCap struct {
+	cap  int64
+	full bool
+}
+
+// domainCap returns this crawl database's cap of dom under budget.
+func (l *leader) domainCap(dom string, budget int) (domainCap, error) {
+	if l.c.o.Domains == nil {
+		return domainCap{cap: int64(budget), full: true}, nil
+	}
+	cp, full, err := l.c.o.Domains.Share(dom, budget)
+	if err != nil {
+		return domainCap{}, fmt.Errorf("rounds: generate: %w", err)
+	}
+	return domainCap{cap: cp, full: full}, nil
+}
+
+// wantDomain notes that the pick found dom at this crawl database's cap
+// with URLs left: asked for more after the pick. l.mu is held.
+func (l *leader) wantDomain(dom string, dc domainCap) {
+	if l.c.o.Domains == nil {
+		return
+	}
+	if l.pldWant == nil {
+		l.pldWant = map[string]bool{}
+	}
+	l.pldWant[dom] = true
+	l.pldWaiting = l.pldWaiting || !dc.full
 }
 
 // domainFetched is the page budget registrable domain dom has used, as of

@@ -58,6 +58,15 @@ type leader struct {
 	// pldFetched is the same per registrable domain (--pld-budget): read
 	// with store.DomainFetched, then counted from the updates.
 	pldFetched map[string]int64
+	// pldWant is, on a shard sharing --pld-budget (Options.Domains), the
+	// domains the last pick found at this shard's cap with URLs left:
+	// asked for more after the pick. pldWaiting: that pick
+	// found one whose budget is not all given out, so this shard may yet
+	// get more of it (the site's crawl must not end meanwhile); yieldedAt
+	// is when this shard last gave back what others want.
+	pldWant    map[string]bool
+	pldWaiting bool
+	yieldedAt  time.Time
 
 	// rates is the pages' change rates, for the optimal refetch schedule.
 	rates rateState
@@ -250,6 +259,11 @@ func (c *Crawler) leadSite(ctx context.Context, f Fetcher, maxRounds int) error 
 	if err := c.db.Barrier(ctx); err != nil {
 		return fmt.Errorf("rounds: lead: %w", err)
 	}
+	if c.o.Domains != nil {
+		if err := c.o.Domains.Sync(ctx); err != nil {
+			return fmt.Errorf("rounds: lead: %w", err)
+		}
+	}
 	now := c.o.Now()
 	l := &leader{c: c, f: f, det: plan.NewDetector(c.o.FailTimeout, now), members: map[string]bool{}, start: now, reports: map[string]NodeReport{},
 		ips: map[string][]netip.Addr{}, last: map[string]plan.Last{}, lastIP: map[netip.Addr]plan.Last{}, plans: map[uint64]*roundPlan{}, fetched: map[string]int64{}, pldFetched: map[string]int64{}, busyUntil: map[string]time.Time{}, busyUntilIP: map[netip.Addr]time.Time{}, took: map[string]time.Duration{}}
@@ -425,6 +439,9 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 	if err := c.ctl.Refresh(); err != nil {
 		return err
 	}
+	if err := l.yieldDomains(ctx, now); err != nil {
+		return err
+	}
 	for _, ref := range l.resets {
 		b := c.newBatch()
 		b.PutUser(doneKey(ref.round, ref.id), nil)
@@ -502,6 +519,12 @@ func (l *leader) step(ctx context.Context, updates chan<- uint64) error {
 			c.idleIndex.Store(max(l.genIndex, 1))
 			es.FederationDone = c.ending.Finished()
 		}
+	}
+	if l.pldWaiting && !limit {
+		// A domain this shard has URLs of may yet get budget another
+		// shard gives back: the crawl is not idle (nor over) here.
+		c.idleIndex.Store(0)
+		es.FederationDone = false
 	}
 	switch v := plan.End(es); v {
 	case plan.EndRounds:
@@ -1200,6 +1223,42 @@ func topBusy(top []Busy, b Busy, n int) []Busy {
 	copy(top[i+1:], top[i:])
 	top[i] = b
 	return top
+}
+
+// yieldEvery is how often a shard gives back the --pld-budget others want
+// of it (yieldDomains).
+const yieldEvery = time.Second
+
+// yieldDomains gives back, every yieldEvery on a shard sharing
+// --pld-budget, what other shards want of a domain and this one does not
+// use: its cap lowered to its pages fetched and in flight.
+func (l *leader) yieldDomains(ctx context.Context, now time.Time) error {
+	c := l.c
+	budget := c.limits().pldBudget
+	if c.o.Domains == nil || budget <= 0 || now.Sub(l.yieldedAt) < yieldEvery {
+		return nil
+	}
+	l.yieldedAt = now
+	doms, err := c.o.Domains.Wanted()
+	if err != nil || len(doms) == 0 {
+		return err
+	}
+	// Usage from the store (its fetch results are in before their round
+	// leaves the state) and the plans held: at worst a round counted
+	// twice, never a page missed, so a cap never drops below what the
+	// shard has used.
+	usage := make(map[string]int64, len(doms))
+	for _, dom := range doms {
+		n, err := c.st.DomainFetched(dom)
+		if err != nil {
+			return fmt.Errorf("rounds: yield: %w", err)
+		}
+		usage[dom] = int64(n)
+		for _, rp := range l.plans {
+			usage[dom] += int64(rp.domains()[dom])
+		}
+	}
+	return c.o.Domains.Yield(ctx, budget, usage)
 }
 
 // hostFlushTimeout bounds the save of the host records when a leader's

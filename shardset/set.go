@@ -618,6 +618,10 @@ func (s *Set) open(ctx context.Context, sh int, boot bool) error {
 	// A new leader waits for a deposed one to stage what it holds while
 	// that node writes its state record (a killed node soon does not).
 	o.NodeAlive = func(id string) bool { return s.fresh(id, time.Now()) }
+	if s.settings.Shards > 1 {
+		// One --pld-budget per domain site-wide, shared by the shards.
+		o.Domains = newDomainShares(s.o.Meta, sh, s.settings.Shards)
+	}
 	if s.o.Router != nil {
 		if o.Router, err = s.o.Router(sh, db); err != nil {
 			return fmt.Errorf("shardset: shard %d: router: %w", sh, err)
