@@ -60,7 +60,7 @@ type Options struct {
 	// Domains, on a shard of a site of several, shares PLDBudget between
 	// the site's shards (shardset's): nil, the budget is this crawl
 	// database's alone.
-	Domains DomainShares
+	Domains    DomainShares
 	MaxRetries int // transient failures before a URL is given up; 0 → 3
 	// MaxRedirects is the longest chain of redirects followed; 0 → 10.
 	MaxRedirects int
