@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -716,42 +717,65 @@ func (r *fedRun) close() {
 // and websim's statistics, and fills out.
 func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string) error {
 	type key struct {
-		site  string
-		round uint64
+		site, group string
+		round       uint64
 	}
 	seen := map[key]bool{}
 	var stats []rounds.RoundStats
 	var siteOf []string
 	led := map[string]int{}
-	last := map[string]rounds.RoundStats{} // each site's last round (its cache counts)
-	prev := map[string]rounds.RoundStats{} // and the one before
+	// Each shard's last round (its URL-sent cache's counts so far) and
+	// the one before, by site and shard.
+	type siteShard struct{ site, group string }
+	last := map[siteShard]rounds.RoundStats{}
+	prev := map[siteShard]rounds.RoundStats{}
 	fetched := map[string]int64{}          // Σ fetched over each site's rounds
+	// Each site's rounds: every shard's lines (a shard's round r on
+	// whichever node led it, once), merged by round number.
+	bySite := map[string][]rounds.RoundStats{}
+	var sites []string
 	for _, m := range r.members {
-		st, err := readRoundStats(filepath.Join(m.data, "stats", "rounds.jsonl"))
+		files, err := roundFiles(m.data)
 		if err != nil {
 			return err
 		}
-		led[m.name] = len(st)
 		name := m.name
 		if r.mode == ModeStretched {
 			name = "site" // the nodes' rounds are the one site's
 		}
-		for _, s := range st {
-			k := key{name, s.Round}
-			if seen[k] {
-				continue // a leader change mid-update: the first line stands
+		if _, ok := bySite[name]; !ok {
+			sites = append(sites, name)
+			bySite[name] = nil
+		}
+		for _, group := range slices.Sorted(maps.Keys(files)) {
+			st, err := readRoundStats(files[group])
+			if err != nil {
+				return err
 			}
-			seen[k] = true
+			led[m.name] += len(st)
+			for _, s := range st {
+				k := key{name, group, s.Round}
+				if seen[k] {
+					continue // a leader change mid-update: the first line stands
+				}
+				seen[k] = true
+				bySite[name] = append(bySite[name], s)
+				ss := siteShard{name, group}
+				if l, ok := last[ss]; !ok || s.Round > l.Round {
+					if ok {
+						prev[ss] = l
+					}
+					last[ss] = s
+				} else if p, ok := prev[ss]; !ok || s.Round > p.Round {
+					prev[ss] = s
+				}
+			}
+		}
+	}
+	for _, name := range sites {
+		for _, s := range mergeRounds(bySite[name]) {
 			stats, siteOf = append(stats, s), append(siteOf, name)
 			fetched[name] += s.Fetched
-			if l, ok := last[name]; !ok || s.Round > l.Round {
-				if ok {
-					prev[name] = l
-				}
-				last[name] = s
-			} else if p, ok := prev[name]; !ok || s.Round > p.Round {
-				prev[name] = s
-			}
 		}
 	}
 	var t SiteResult
@@ -778,6 +802,11 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 	out.CacheHitRate = ratio(float64(out.CacheHits), float64(out.CacheLookups))
 	out.CacheHitRateLast = ratio(float64(lastHits), float64(lastLookups))
 
+	// A site of shards counts its URL-sent cache in its federation layer
+	// (the meta group's), not in its shards' rounds: the run's counts are
+	// then the sites' last /status.
+	sharded := out.CacheLookups == 0 && r.mode != ModeStretched
+	var memberHits, memberLookups int64
 	for _, m := range r.members {
 		fm := FederationMember{Name: m.name, PID: m.proc.pid, Stopped: m.stopped, PeakRSS: m.hwm, Rounds: led[m.name]}
 		if !m.upAt.IsZero() {
@@ -813,6 +842,14 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 			out.CountedBytes += fm.RaftSent + fm.APISent
 		}
 		out.Members = append(out.Members, fm)
+		if sharded {
+			memberHits += fm.CacheHits
+			memberLookups += fm.CacheLookups
+		}
+	}
+	if sharded {
+		out.CacheHits, out.CacheLookups = memberHits, memberLookups
+		out.CacheHitRate = ratio(float64(out.CacheHits), float64(out.CacheLookups))
 	}
 	out.WallS = r.members.lastExit(r.started).Sub(r.started).Seconds()
 	out.SiteCPUPerPageUS = 1e6 * ratio(out.SiteCPUS, float64(out.Pages))

@@ -18,17 +18,11 @@ import (
 	"github.com/meridian-crawler/meridian/route"
 )
 
-// startFederation opens the site's federation layer when --federation is
-// set: the file, the certificates, the GeoIP database, and the endpoint the
-// file names for this site (served from here on, so that peers can deliver
-// as soon as the site is up).
-func (s *Site) startFederation(res *dnscache.Resolver, seeds []string) error {
-	return s.startFederationOf(res, seeds, nil)
-}
-
-// startFederationOf is startFederation for a site with one crawl database
-// (sharded nil), or a sharded site's (its Fed on the meta group, s.db;
-// its shards send and receive: federation.ShardedSite).
+// startFederationOf opens the site's federation layer when --federation
+// is set: the file, the certificates, the GeoIP database, and the endpoint
+// the file names for this site (served from here on, so that peers can
+// deliver as soon as the site is up). Its Fed is on the meta group (s.db);
+// the shards send and receive (federation.ShardedSite).
 func (s *Site) startFederationOf(res *dnscache.Resolver, seeds []string, sharded federation.ShardedSite) error {
 	cfg := s.cfg
 	file, err := federation.ReadFile(cfg.Federation)

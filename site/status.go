@@ -39,9 +39,6 @@ type Status struct {
 	// Refetch is the refetch figures of the recent rounds this node led
 	// (the dashboard's); absent when they refetched nothing.
 	Refetch *RefetchFigures `json:"refetch,omitempty"`
-	// Nodes are the site's nodes as its leader sees them (asked of the
-	// leader when this node does not lead).
-	Nodes []rounds.NodeView `json:"nodes,omitempty"`
 	// Traffic is what this node's crawl database sent and received.
 	Traffic crawldb.Traffic `json:"traffic"`
 	// Federation is the federation as this node sees it (with --federation).

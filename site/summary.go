@@ -105,25 +105,6 @@ func (st Status) WriteSummary(w io.Writer) error {
 		writeSite(&b, st.Site)
 	}
 
-	if len(st.Nodes) > 0 {
-		p("\nnodes\n")
-		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  node\trole\talive\tparts\thosts\tin flight\tpages/s\tlast seen")
-		for _, n := range st.Nodes {
-			parts, hosts, inFlight, rate := "-", "-", "-", "-"
-			if rep := n.Report; rep != nil {
-				parts, hosts = fmt.Sprint(rep.Parts), fmt.Sprint(rep.Hosts)
-				inFlight, rate = fmt.Sprint(rep.InFlight), fmt.Sprintf("%.0f", rep.Rate)
-			}
-			seen := "-"
-			if !n.LastSeen.IsZero() {
-				seen = roundDur(time.Since(n.LastSeen).Seconds()) + " ago"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Role, n.Alive, parts, hosts, inFlight, rate, seen)
-		}
-		tw.Flush()
-	}
-
 	if fed := st.Federation; fed != nil {
 		state := "crawling"
 		switch {

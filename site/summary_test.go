@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meridian-crawler/meridian/federation"
 	"github.com/meridian-crawler/meridian/rounds"
@@ -18,11 +17,6 @@ func TestWriteSummary(t *testing.T) {
 			Last: &rounds.RoundStats{Round: 5, Generated: 100, Fetched: 98, ByClass: map[string]int64{"2xx": 90}, NewURLs: 300}}}
 	base.CrawlDB.URLs, base.CrawlDB.Frontier = 1000, 600
 	base.CrawlDB.ByStatus = map[string]uint64{"fetched": 350, "unfetched": 600, "gone": 50}
-	withNodes := base
-	withNodes.Nodes = []rounds.NodeView{
-		{ID: "eu-1", Role: "leader", Alive: true, LastSeen: time.Now(), Report: &rounds.NodeReport{Parts: 3, Hosts: 40, InFlight: 12, Rate: 55}},
-		{ID: "eu-2", Role: "follower", Alive: false},
-	}
 	withFed := base
 	withFed.Federation = &federation.Status{Partitioner: "consistent", SentURLs: 1234, RecvURLs: 567, Outbox: 2, CacheRate: 0.75, CacheLookup: 400,
 		Peers: []federation.PeerStatus{{Name: "us", State: "up", Sent: 9, Recv: 8, BytesOut: 4096}, {Name: "asia", State: "suspect", Silent: 3, LastErr: "timeout"}}}
@@ -81,7 +75,6 @@ func TestWriteSummary(t *testing.T) {
 			nil},
 		{"no refetches yet", idle, []string{"(340 waiting for their refetch)"}, []string{"refetch   ", "freshness"}},
 		{"fetch from", fetchFrom, []string{"hosts in the workbench; fetching from 127.0.2.1, 127.0.2.2\n"}, nil},
-		{"nodes", withNodes, []string{"\nnodes\n", "eu-1  leader", "true", "55", "eu-2  follower  false"}, []string{"federation"}},
 		{"federation", withFed, []string{"federation (consistent partitioner): crawling; sent 1234 URLs, received 567; outbox 2 entries; URL-sent cache hit 75.0% of 400",
 			"us    up", "4.0 KiB", "asia  suspect", "timeout"}, nil},
 		{"shards", sharded, []string{"\nshards    4 in the site, target 3 replicas each; this node holds 3, leads 1; 1 UNDER-REPLICATED (partial: the other shards are only on other nodes)\n",

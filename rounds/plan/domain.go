@@ -29,10 +29,3 @@ func Registrable(host string) string {
 	}
 	return d
 }
-
-// DomainSpent is HostSpent for a registrable domain's budget (--pld-budget):
-// the pages fetched from its hosts and those in flight reach budget. A
-// budget of 0 or less is no budget: never spent.
-func DomainSpent(fetched, inFlight int64, budget int) bool {
-	return budget > 0 && HostSpent(fetched, inFlight, budget)
-}

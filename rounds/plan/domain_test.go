@@ -28,25 +28,3 @@ func TestRegistrable(t *testing.T) {
 		}
 	}
 }
-
-func TestDomainSpent(t *testing.T) {
-	tests := []struct {
-		name              string
-		fetched, inFlight int64
-		budget            int
-		want              bool
-	}{
-		{"no budget", 1_000_000, 0, 0, false},
-		{"a negative budget is none", 5, 0, -1, false},
-		{"one page short", 9, 0, 10, false},
-		{"reached exactly", 10, 0, 10, true},
-		{"reached with rounds in flight", 6, 4, 10, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := DomainSpent(tt.fetched, tt.inFlight, tt.budget); got != tt.want {
-				t.Errorf("DomainSpent(%d, %d, %d) = %v, want %v", tt.fetched, tt.inFlight, tt.budget, got, tt.want)
-			}
-		})
-	}
-}
