@@ -729,7 +729,7 @@ func (r *fedRun) collect(ctx context.Context, out *FederationRun, ending string)
 	type siteShard struct{ site, group string }
 	last := map[siteShard]rounds.RoundStats{}
 	prev := map[siteShard]rounds.RoundStats{}
-	fetched := map[string]int64{}          // Σ fetched over each site's rounds
+	fetched := map[string]int64{} // Σ fetched over each site's rounds
 	// Each site's rounds: every shard's lines (a shard's round r on
 	// whichever node led it, once), merged by round number.
 	bySite := map[string][]rounds.RoundStats{}
