@@ -703,7 +703,22 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.dashSampler(pctx) }() // owner: Run
-	err := s.set.Run(rctx)
+	// The shards run until the node stops, and then until the fetcher's
+	// requests in flight have ended (drainFetch): their results reach the
+	// shards' fetch segments, so that a restart does not fetch them again.
+	sctx, stopSet := context.WithCancel(context.WithoutCancel(ctx))
+	setDone := make(chan struct{})
+	go func() { // owner: Run; ends with set.Run
+		select {
+		case <-rctx.Done():
+			s.drainFetch(setDone)
+			stopSet()
+		case <-setDone:
+			stopSet()
+		}
+	}()
+	err := s.set.Run(sctx)
+	close(setDone)
 	stopped := rctx.Err() != nil // by a signal or a leave, not by the crawl's end
 	s.mu.Lock()
 	if s.leaveErr != nil && err == nil {
@@ -729,6 +744,35 @@ func (s *Site) Run(ctx context.Context, progress io.Writer) error {
 		}
 	}
 	return err
+}
+
+// drainWait bounds how long a stopping node waits for its requests in
+// flight (drainFetch).
+const drainWait = 5 * time.Second
+
+// drainFetch pauses the fetcher (no new request starts) and waits, for
+// drainWait at most or until done is closed, for its requests in flight to
+// end and their results to be handed to the shards.
+func (s *Site) drainFetch(done <-chan struct{}) {
+	s.fetch.Pause(true)
+	deadline := time.Now().Add(drainWait)
+	for s.fetch.Stats().InFlight > 0 && time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if n := s.fetch.Stats().InFlight; n > 0 {
+		s.log.Warn("site: stopping with requests still in flight (fetched again after a restart)", "in_flight", n, "waited", drainWait)
+		return
+	}
+	// A request ends (InFlight) before the fetcher's scheduler hands its
+	// result on: a moment for the last ones.
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
 }
 
 // markStopped records a stop by a signal for /status (until the node
